@@ -1,0 +1,64 @@
+"""chatledger: conversation memory for LLM applications, kept in your database.
+
+Example:
+    from chatledger import Message, MessageWindowChatMemory, connect
+
+    memory = MessageWindowChatMemory(connect("sqlite:///chat.db"), max_messages=20)
+    memory.add("c1", Message.user("Hello"))
+    memory.get("c1")
+"""
+
+from __future__ import annotations
+
+from chatledger.errors import (
+    ChatLedgerError,
+    InvalidConversationIdError,
+    InvalidMessageError,
+    InvalidNameError,
+    MessageTooLargeError,
+    UnknownBackendError,
+)
+from chatledger.in_memory import InMemoryChatMemoryRepository
+from chatledger.memory import (
+    CONVERSATION_ID,
+    ChatMemory,
+    MessageWindowChatMemory,
+    TokenWindowChatMemory,
+    WindowChatMemory,
+)
+from chatledger.messages import Media, Message, Role, ToolCall, ToolResponse
+from chatledger.repository import (
+    AppendResult,
+    ChatMemoryRepository,
+    SupportsWindowAppend,
+)
+from chatledger.window import MessageWindow, TokenWindow, Window
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CONVERSATION_ID",
+    "AppendResult",
+    "ChatLedgerError",
+    "ChatMemory",
+    "ChatMemoryRepository",
+    "InMemoryChatMemoryRepository",
+    "InvalidConversationIdError",
+    "InvalidMessageError",
+    "InvalidNameError",
+    "Media",
+    "Message",
+    "MessageTooLargeError",
+    "MessageWindow",
+    "MessageWindowChatMemory",
+    "Role",
+    "SupportsWindowAppend",
+    "TokenWindow",
+    "TokenWindowChatMemory",
+    "ToolCall",
+    "ToolResponse",
+    "UnknownBackendError",
+    "Window",
+    "WindowChatMemory",
+    "__version__",
+]

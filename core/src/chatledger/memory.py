@@ -1,0 +1,162 @@
+"""Chat memories: the policy layer between an application and a repository.
+
+Example:
+    from chatledger import Message, MessageWindowChatMemory
+
+    memory = MessageWindowChatMemory(max_messages=20)   # in-memory repository
+    memory.add("c1", [Message.system("Be brief."), Message.user("Hi")])
+    prompt = memory.get("c1")
+
+Data flows one way: caller -> memory (what to keep) -> repository (where it
+lives). A memory uses the repository's atomic window append when it has one
+(:class:`~chatledger.SupportsWindowAppend`); otherwise it reads the
+conversation, applies :func:`~chatledger.window.apply_window` and writes it back
+with ``save_all``, which is not safe against concurrent writers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol, runtime_checkable
+
+from chatledger.in_memory import InMemoryChatMemoryRepository
+from chatledger.messages import Message
+from chatledger.repository import (
+    AppendResult,
+    ChatMemoryRepository,
+    SupportsWindowAppend,
+)
+from chatledger.tokens import estimate_tokens
+from chatledger.validation import validate_conversation_id, validate_messages
+from chatledger.window import MessageWindow, TokenWindow, Window, apply_window
+
+__all__ = [
+    "CONVERSATION_ID",
+    "ChatMemory",
+    "MessageWindowChatMemory",
+    "TokenWindowChatMemory",
+    "WindowChatMemory",
+]
+
+#: The context key that carries the conversation id (Spring AI's name).
+CONVERSATION_ID = "chat_memory_conversation_id"
+
+
+@runtime_checkable
+class ChatMemory(Protocol):
+    """What an application talks to: add, get and clear one conversation."""
+
+    def add(
+        self, conversation_id: str, messages: Message | Sequence[Message]
+    ) -> object:
+        """Add one message or a batch to a conversation."""
+        ...
+
+    def get(self, conversation_id: str) -> list[Message]:
+        """Return what the model should see, oldest first."""
+        ...
+
+    def clear(self, conversation_id: str) -> None:
+        """Forget a conversation."""
+        ...
+
+
+class WindowChatMemory:
+    """A memory that keeps a :class:`~chatledger.window.Window` of each conversation."""
+
+    def __init__(self, repository: ChatMemoryRepository, window: Window) -> None:
+        """Keep ``window`` of each conversation stored in ``repository``."""
+        if repository is None:
+            raise TypeError("repository must not be None")
+        if not isinstance(window, Window):
+            raise TypeError(f"window must be a Window, not {type(window).__name__}")
+        self.repository = repository
+        self.window = window
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.repository!r}, {self.window!r})"
+
+    def add(
+        self, conversation_id: str, messages: Message | Sequence[Message]
+    ) -> AppendResult:
+        """Add messages and trim the window; returns what was written and evicted.
+
+        Raises:
+            InvalidConversationIdError: before any I/O, for a bad id.
+            InvalidMessageError: before any I/O, for a bad batch.
+        """
+        validate_conversation_id(conversation_id)
+        batch = validate_messages(messages)
+        if not batch:
+            return AppendResult()
+        if isinstance(self.repository, SupportsWindowAppend):
+            return self.repository.append_to_window(conversation_id, batch, self.window)
+        stored = self.repository.find_by_conversation_id(conversation_id)
+        known = {m.id for m in stored}
+        fresh = [m for m in batch if m.id not in known]
+        if not fresh:
+            return AppendResult()
+        update = apply_window(stored, fresh, self.window)
+        self.repository.save_all(conversation_id, update.messages)
+        return AppendResult(update.appended, [m.id for m in update.evicted])
+
+    def get(self, conversation_id: str) -> list[Message]:
+        """Return the stored window, oldest first (no trimming on read)."""
+        validate_conversation_id(conversation_id)
+        return self.repository.find_by_conversation_id(conversation_id)
+
+    def clear(self, conversation_id: str) -> None:
+        """Delete the conversation from the repository."""
+        validate_conversation_id(conversation_id)
+        self.repository.delete_by_conversation_id(conversation_id)
+
+
+class MessageWindowChatMemory(WindowChatMemory):
+    """Keep at most ``max_messages`` messages per conversation, on whole turns.
+
+    The trimming rules are documented in :mod:`chatledger.window`.
+    """
+
+    def __init__(
+        self,
+        repository: ChatMemoryRepository | None = None,
+        max_messages: int = 20,
+    ) -> None:
+        """Use ``repository`` (a new in-memory one by default)."""
+        super().__init__(
+            InMemoryChatMemoryRepository() if repository is None else repository,
+            MessageWindow(max_messages),
+        )
+
+    @property
+    def max_messages(self) -> int:
+        """The window's message limit."""
+        return self.window.limit
+
+
+class TokenWindowChatMemory(WindowChatMemory):
+    """Keep at most ``max_tokens`` tokens per conversation, on whole turns.
+
+    The newest turn is kept whole even when it alone is larger than the budget
+    (a single message larger than the whole budget included): the memory never
+    drops the turn in progress; older turns go first. See :mod:`chatledger.window`.
+    """
+
+    def __init__(
+        self,
+        repository: ChatMemoryRepository,
+        max_tokens: int,
+        token_counter: Callable[[Message], int] = estimate_tokens,
+    ) -> None:
+        """Count tokens with ``token_counter`` (by default a dependency-free estimate)."""
+        super().__init__(
+            repository,
+            TokenWindow(
+                max_tokens, token_counter, getattr(token_counter, "__name__", "custom")
+            ),
+        )
+
+    @property
+    def max_tokens(self) -> int:
+        """The window's token budget."""
+        return self.window.limit

@@ -1,0 +1,115 @@
+"""The storage contracts: what a repository of conversations must do.
+
+Example:
+    from chatledger import ChatMemoryRepository, InMemoryChatMemoryRepository
+
+    repository: ChatMemoryRepository = InMemoryChatMemoryRepository()
+    repository.save_all("c1", [Message.user("hi")])
+    repository.find_by_conversation_id("c1")
+
+Repositories do not subclass these protocols; the conformance suite in
+:mod:`chatledger.testing` checks their behaviour. An async twin of each protocol
+(``AsyncChatMemoryRepository`` with the same method names as coroutines) can be
+added beside these without changing them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from chatledger.messages import Message
+from chatledger.window import Window
+
+__all__ = ["AppendResult", "ChatMemoryRepository", "SupportsWindowAppend"]
+
+
+@runtime_checkable
+class ChatMemoryRepository(Protocol):
+    """Spring AI's four repository operations, in Python names.
+
+    Every method validates the conversation id (and the messages) with
+    :mod:`chatledger.validation` before any I/O; a bad input raises and changes
+    nothing. Messages come back oldest first, in the order they were saved,
+    equal to what was saved, with ``created_at`` set.
+    """
+
+    def find_conversation_ids(self) -> list[str]:
+        """Return the id of every stored conversation, in no particular order."""
+        ...
+
+    def find_by_conversation_id(self, conversation_id: str) -> list[Message]:
+        """Return the messages of one conversation, oldest first (``[]`` if none)."""
+        ...
+
+    def save_all(self, conversation_id: str, messages: Sequence[Message]) -> None:
+        """Replace the whole conversation with ``messages``, atomically.
+
+        ``save_all(id, [])`` removes the conversation, exactly like
+        :meth:`delete_by_conversation_id`. Messages without ``created_at`` are
+        stamped with the time of the write; the others keep theirs.
+        """
+        ...
+
+    def delete_by_conversation_id(self, conversation_id: str) -> None:
+        """Remove a conversation; removing an unknown id does nothing."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    """What an atomic window append did.
+
+    Attributes:
+        appended: The messages written, with ``created_at`` set. Messages whose
+            id the conversation already held, and redundant system messages,
+            are not in it.
+        evicted_ids: The ids of the messages removed from the conversation.
+    """
+
+    appended: list[Message] = field(default_factory=list)
+    evicted_ids: list[str] = field(default_factory=list)
+
+
+@runtime_checkable
+class SupportsWindowAppend(Protocol):
+    """Optional capability: add messages and trim the window in one atomic step.
+
+    Memories use it when a repository has it and otherwise fall back to
+    read-modify-write through ``save_all``. The contract:
+
+    1. Before any I/O: validate the id and the batch with
+       :func:`chatledger.validation.validate_conversation_id` and
+       :func:`~chatledger.validation.validate_messages`. An empty batch is a
+       no-op that touches nothing.
+    2. In one atomic unit (a transaction holding a lock on this conversation
+       only, a Lua script, a single-document update, a single-partition batch):
+
+       a. skip every new message whose id the conversation already holds, so a
+          retried append is a no-op, never a duplicate;
+       b. apply :func:`chatledger.window.merge_system` to the stored system
+          messages and the batch; if it says so, delete the stored system
+          messages;
+       c. append the remaining new messages after the last one, with the next
+          gap-free sequence numbers and ``created_at`` stamped once;
+       d. call :func:`chatledger.window.count_evictions` with the window's limit,
+          the size of the system messages, the size of all non-system messages
+          and the non-system ``(role, size)`` entries oldest first, then delete
+          that many of the oldest non-system messages. Sizes come from
+          ``window.measure``; a store may keep them beside each message, keyed
+          by ``window.counter_id``, and every message weighs 1 when that is
+          ``None``;
+       e. refresh the conversation's TTL, if it has one.
+    3. Cost grows with what changed (new, evicted and system messages), not with
+       the history: nothing else is read or rewritten.
+
+    The result equals what :func:`chatledger.window.apply_window` gives on the
+    same history; the conformance suite checks it.
+    """
+
+    def append_to_window(
+        self, conversation_id: str, messages: Sequence[Message], window: Window
+    ) -> AppendResult:
+        """Append ``messages`` and evict by ``window`` in one atomic step."""
+        ...

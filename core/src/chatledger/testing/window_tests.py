@@ -1,0 +1,223 @@
+"""Conformance tests of the window memories over a repository, and of atomic appends."""
+
+from __future__ import annotations
+
+import random
+import threading
+from typing import Any
+
+import pytest
+
+from chatledger.memory import MessageWindowChatMemory, TokenWindowChatMemory
+from chatledger.messages import Message, Role, ToolCall, ToolResponse
+from chatledger.repository import SupportsWindowAppend
+from chatledger.tokens import estimate_tokens
+from chatledger.window import MessageWindow, TokenWindow, Window, apply_window
+
+__all__ = ["WindowMemoryTests", "random_turns"]
+
+
+def random_turns(rng: random.Random, turns: int) -> list[list[Message]]:
+    """Make ``turns`` random batches: user turns, tool loops and system prompts."""
+    batches: list[list[Message]] = []
+    for turn in range(turns):
+        batch: list[Message] = []
+        if rng.random() < 0.15:
+            batch.append(Message.system(f"system {rng.randint(0, 2)}"))
+        if rng.random() < 0.9:
+            batch.append(Message.user(f"user {turn} " + "x" * rng.randint(0, 40)))
+        for step in range(rng.choice([0, 0, 1, 2])):
+            call = ToolCall(id=f"t{turn}-{step}", name="f", arguments="{}")
+            batch.append(Message.assistant(None, tool_calls=[call]))
+            batch.append(Message.tool(ToolResponse(id=call.id, name="f", data="ok")))
+        if rng.random() < 0.9:
+            batch.append(
+                Message.assistant(f"answer {turn} " + "y" * rng.randint(0, 80))
+            )
+        if not batch:
+            batch.append(Message.user(f"user {turn}"))
+        if rng.random() < 0.5:
+            batches.append(batch)
+        else:
+            batches.extend([m] for m in batch)
+    return batches
+
+
+def _contents(messages: list[Message]) -> list[tuple[Role, str | None]]:
+    return [(m.role, m.content) for m in messages]
+
+
+class WindowMemoryTests:
+    """The window rules hold over the repository, and atomic appends lose nothing."""
+
+    #: Set to True when the repository implements ``SupportsWindowAppend``.
+    supports_atomic_append: bool = False
+    #: Threads that append at once in the concurrency test.
+    concurrent_writers: int = 8
+    #: Appends each of those threads makes.
+    appends_per_writer: int = 50
+
+    def test_atomic_append_flag_matches_capability(self, repository: Any) -> None:
+        """``supports_atomic_append`` is True exactly when the capability is there."""
+        assert (
+            isinstance(repository, SupportsWindowAppend) == self.supports_atomic_append
+        )
+
+    def test_window_keeps_spring_turn_snapping(self, repository: Any) -> None:
+        """max=2 with [U1,A1,U2,A2,U3] keeps [U3]: the cut snaps to the next user."""
+        memory = MessageWindowChatMemory(repository, max_messages=2)
+        memory.add(
+            "snap",
+            [
+                Message.user("U1"),
+                Message.assistant("A1"),
+                Message.user("U2"),
+                Message.assistant("A2"),
+                Message.user("U3"),
+            ],
+        )
+        assert [m.content for m in memory.get("snap")] == ["U3"]
+
+    def test_window_never_evicts_system_messages(self, repository: Any) -> None:
+        """System messages stay while older turns are evicted one by one."""
+        memory = MessageWindowChatMemory(repository, max_messages=3)
+        memory.add(
+            "sys", [Message.system("S"), Message.user("U1"), Message.assistant("A1")]
+        )
+        memory.add("sys", [Message.user("U2"), Message.assistant("A2")])
+        assert [m.content for m in memory.get("sys")] == ["S", "U2", "A2"]
+
+    def test_equal_system_message_is_not_stored_twice(self, repository: Any) -> None:
+        """Adding a system message equal to the stored one keeps a single copy."""
+        memory = MessageWindowChatMemory(repository, max_messages=10)
+        memory.add("s", [Message.system("S"), Message.user("U1")])
+        memory.add("s", [Message.system("S"), Message.user("U2")])
+        assert [m.content for m in memory.get("s")] == ["S", "U1", "U2"]
+
+    def test_new_system_message_replaces_old_ones(self, repository: Any) -> None:
+        """A different system message replaces every stored one and goes at the end."""
+        memory = MessageWindowChatMemory(repository, max_messages=10)
+        memory.add("s", [Message.system("S1"), Message.user("U1")])
+        memory.add("s", [Message.system("S2")])
+        assert [m.content for m in memory.get("s")] == ["U1", "S2"]
+
+    def test_append_with_known_message_id_is_a_noop(self, repository: Any) -> None:
+        """Re-adding a message with an id already stored (a retry) stores nothing."""
+        memory = MessageWindowChatMemory(repository, max_messages=10)
+        message = Message.user("once")
+        memory.add("retry", message)
+        memory.add("retry", message)
+        memory.add("retry", [message, Message.assistant("reply")])
+        assert [m.content for m in memory.get("retry")] == ["once", "reply"]
+
+    def test_empty_add_is_a_noop(self, repository: Any) -> None:
+        """Adding an empty batch writes nothing and creates no conversation."""
+        memory = MessageWindowChatMemory(repository, max_messages=10)
+        memory.add("empty", [])
+        assert repository.find_conversation_ids() == []
+
+    def test_clear_removes_the_conversation(self, repository: Any) -> None:
+        """``clear`` removes the conversation, and a later add starts afresh."""
+        memory = MessageWindowChatMemory(repository, max_messages=10)
+        memory.add("c", [Message.user("U1")])
+        memory.clear("c")
+        assert memory.get("c") == []
+        assert repository.find_conversation_ids() == []
+        memory.add("c", [Message.user("U2")])
+        assert [m.content for m in memory.get("c")] == ["U2"]
+
+    def test_window_append_keeps_created_at(self, repository: Any) -> None:
+        """Appends and evictions never change ``created_at`` of surviving messages."""
+        memory = MessageWindowChatMemory(repository, max_messages=4)
+        memory.add("t", [Message.user("U1"), Message.assistant("A1")])
+        before = {m.id: m.created_at for m in memory.get("t")}
+        memory.add("t", [Message.user("U2"), Message.assistant("A2")])
+        after = memory.get("t")
+        assert all(before[m.id] == m.created_at for m in after if m.id in before)
+        assert all(m.created_at is not None for m in after)
+
+    @pytest.mark.parametrize("seed", range(12))
+    @pytest.mark.parametrize("kind", ["messages", "tokens"])
+    def test_window_matches_the_pure_policy(
+        self, repository: Any, seed: int, kind: str
+    ) -> None:
+        """On random histories the stored window equals ``apply_window``'s result."""
+        rng = random.Random(seed)
+        window: Window
+        if kind == "messages":
+            memory: Any = MessageWindowChatMemory(
+                repository, max_messages=rng.randint(1, 12)
+            )
+        else:
+            memory = TokenWindowChatMemory(
+                repository, rng.randint(10, 120), estimate_tokens
+            )
+        window = memory.window
+        expected: list[Message] = []
+        for batch in random_turns(rng, 25):
+            memory.add("random", batch)
+            fresh = [m for m in batch if m.id not in {e.id for e in expected}]
+            if fresh:
+                expected = apply_window(expected, fresh, window).messages
+            assert _contents(memory.get("random")) == _contents(expected)
+        assert [m.id for m in memory.get("random")] == [m.id for m in expected]
+
+    def test_token_window_keeps_the_budget(self, repository: Any) -> None:
+        """A token window evicts whole old turns to stay within its budget."""
+        window = TokenWindow(60, estimate_tokens, "estimate_tokens")
+        memory = TokenWindowChatMemory(repository, 60)
+        for turn in range(10):
+            memory.add(
+                "tok", [Message.user(f"question {turn}"), Message.assistant("x" * 40)]
+            )
+        kept = memory.get("tok")
+        assert kept[0].role is Role.USER
+        assert sum(window.measure(m) for m in kept) <= 60
+
+    def test_concurrent_appends_lose_and_duplicate_nothing(
+        self, repository: Any
+    ) -> None:
+        """Threads appending to one conversation at once lose and duplicate nothing."""
+        if not self.supports_atomic_append:
+            pytest.skip("the repository has no atomic window append")
+        total = self.concurrent_writers * self.appends_per_writer
+        memory = MessageWindowChatMemory(repository, max_messages=total + 10)
+        errors: list[BaseException] = []
+        start = threading.Barrier(self.concurrent_writers)
+
+        def write(writer: int) -> None:
+            try:
+                start.wait()
+                for counter in range(self.appends_per_writer):
+                    memory.add("race", Message.user(f"{writer}:{counter}"))
+            except BaseException as exc:  # reported below, with the thread's error
+                errors.append(exc)
+
+        threads = [
+            threading.Thread(target=write, args=(w,))
+            for w in range(self.concurrent_writers)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        stored = [m.content for m in memory.get("race")]
+        assert len(stored) == total
+        assert len(set(stored)) == total
+        for writer in range(self.concurrent_writers):
+            mine = [c for c in stored if c is not None and c.startswith(f"{writer}:")]
+            assert mine == [f"{writer}:{i}" for i in range(self.appends_per_writer)]
+
+    def test_direct_window_append_reports_what_it_did(self, repository: Any) -> None:
+        """``append_to_window`` returns the appended messages and the evicted ids."""
+        if not self.supports_atomic_append:
+            pytest.skip("the repository has no atomic window append")
+        first = [Message.user("U1"), Message.assistant("A1")]
+        repository.append_to_window("direct", first, MessageWindow(2))
+        second = [Message.user("U2"), Message.assistant("A2")]
+        result = repository.append_to_window("direct", second, MessageWindow(2))
+        assert [m.id for m in result.appended] == [m.id for m in second]
+        assert all(m.created_at is not None for m in result.appended)
+        assert sorted(result.evicted_ids) == sorted(m.id for m in first)
+        assert repository.find_by_conversation_id("direct") == second

@@ -1,0 +1,261 @@
+"""The window policy: a pure function that decides what a chat memory keeps.
+
+Example:
+    from chatledger.window import MessageWindow, apply_window
+
+    update = apply_window(stored, [Message.user("next question")], MessageWindow(20))
+    update.messages   # the whole window to store
+    update.evicted    # what fell out of it
+
+Nothing here does I/O. Every memory and every adapter uses these functions, so
+the window has one meaning everywhere. The rules are Spring AI's
+``MessageWindowChatMemory`` rules, kept exactly, with three fixes:
+
+1. System messages. A new system message that is not equal to a stored one
+   replaces every stored system message; a system message equal to a stored one
+   (or to another in the same batch) is not stored twice. System messages stay
+   where they were added and are never evicted.
+2. Turns. When the window overflows, the cut (how many of the oldest non-system
+   messages to drop) moves forward to the next user message, so the window
+   always starts, after its system messages, on a whole turn, and a tool
+   response is never kept without the assistant message that called it.
+3. One turn larger than the window. If no user message follows the cut, the
+   newest turn (from the last user message on) is kept whole, even though the
+   window then holds more than its limit; only the older turns are dropped.
+   Spring AI drops everything in that case, including the turn in progress.
+   A history with no user message at all cannot be cut on a turn and is
+   dropped entirely when it overflows, as in Spring AI.
+
+Sizes are counted by a :class:`Window`: one per message for
+:class:`MessageWindow`, tokens for :class:`TokenWindow`. The limit counts
+system messages too; if they alone exceed it, every non-system message goes
+but the system messages stay.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from chatledger.errors import ChatLedgerError
+from chatledger.messages import Message, Role
+
+__all__ = [
+    "MessageWindow",
+    "SystemMerge",
+    "TokenWindow",
+    "Window",
+    "WindowUpdate",
+    "apply_window",
+    "count_evictions",
+    "merge_system",
+]
+
+
+class InvalidWindowError(ChatLedgerError, ValueError):
+    """A window limit is not a positive integer."""
+
+
+def _positive(value: object, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise InvalidWindowError(f"{name} must be a positive int, not {value!r}")
+    return value
+
+
+@runtime_checkable
+class Window(Protocol):
+    """How a window measures messages and how much it holds."""
+
+    @property
+    def limit(self) -> int:
+        """The most a window holds, in the unit of :meth:`measure`."""
+        ...
+
+    @property
+    def counter_id(self) -> str | None:
+        """Names the measure, so a stored size can be reused; ``None`` means 1 each."""
+        ...
+
+    def measure(self, message: Message) -> int:
+        """Return the size of one message."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class MessageWindow:
+    """A window of at most ``max_messages`` messages (Spring AI's default is 20)."""
+
+    max_messages: int = 20
+
+    def __post_init__(self) -> None:
+        _positive(self.max_messages, "max_messages")
+
+    @property
+    def limit(self) -> int:
+        """The most messages the window holds."""
+        return self.max_messages
+
+    @property
+    def counter_id(self) -> str | None:
+        """Always ``None``: every message counts as one."""
+        return None
+
+    def measure(self, message: Message) -> int:
+        """Every message counts as one."""
+        return 1
+
+
+@dataclass(frozen=True, slots=True)
+class TokenWindow:
+    """A window of at most ``max_tokens`` tokens, as counted by ``token_counter``."""
+
+    max_tokens: int
+    token_counter: Callable[[Message], int]
+    name: str = "custom"
+
+    def __post_init__(self) -> None:
+        _positive(self.max_tokens, "max_tokens")
+        if not callable(self.token_counter):
+            raise InvalidWindowError("token_counter must be callable")
+
+    @property
+    def limit(self) -> int:
+        """The most tokens the window holds."""
+        return self.max_tokens
+
+    @property
+    def counter_id(self) -> str | None:
+        """The name of the token counter."""
+        return f"tokens:{self.name}"
+
+    def measure(self, message: Message) -> int:
+        """Count the tokens of one message with the configured counter."""
+        size = self.token_counter(message)
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise InvalidWindowError(
+                f"token_counter returned {size!r}; it must return an int >= 0"
+            )
+        return size
+
+
+@dataclass(frozen=True, slots=True)
+class SystemMerge:
+    """The outcome of rule 1 for one batch of new messages.
+
+    Attributes:
+        replace_stored: Drop every stored system message.
+        new: The new messages to append, with redundant system messages removed.
+    """
+
+    replace_stored: bool
+    new: list[Message]
+
+
+def merge_system(
+    stored_system: Sequence[Message], new: Sequence[Message]
+) -> SystemMerge:
+    """Apply the system-message rule to a batch.
+
+    Args:
+        stored_system: The system messages already stored, in order.
+        new: The batch being added.
+    """
+    new_system = [m for m in new if m.role is Role.SYSTEM]
+    if not new_system:
+        return SystemMerge(False, list(new))
+    replace = any(m not in stored_system for m in new_system)
+    kept: list[Message] = []
+    seen: list[Message] = [] if replace else list(stored_system)
+    for message in new:
+        if message.role is Role.SYSTEM:
+            if message in seen:
+                continue
+            seen.append(message)
+        kept.append(message)
+    return SystemMerge(replace, kept)
+
+
+def count_evictions(
+    limit: int,
+    system_size: int,
+    total_size: int,
+    entries: Iterable[tuple[Role, int]],
+) -> int:
+    """Return how many of the oldest non-system messages the window drops.
+
+    The function reads ``entries`` lazily and stops as soon as the answer is
+    known, so an adapter can stream the oldest rows of a conversation and read
+    only about as many as it evicts.
+
+    Args:
+        limit: The window's limit.
+        system_size: The size of the system messages that stay.
+        total_size: The size of every non-system message, stored and new.
+        entries: ``(role, size)`` of the non-system messages, oldest first,
+            stored ones followed by the new ones.
+    """
+    excess = system_size + total_size - limit
+    if excess <= 0:
+        return 0
+    dropped = 0
+    last_user: int | None = None
+    count = 0
+    for index, (role, size) in enumerate(entries):
+        count = index + 1
+        if dropped >= excess:
+            if role is Role.USER:
+                return index
+        else:
+            if role is Role.USER:
+                last_user = index
+            dropped += size
+    return count if last_user is None else last_user
+
+
+@dataclass(frozen=True, slots=True)
+class WindowUpdate:
+    """The result of adding a batch to a window.
+
+    Attributes:
+        messages: The whole window after the add, in order.
+        appended: The new messages that were added (redundant system messages
+            are left out).
+        evicted: The messages that left the window, stored or new, in order.
+    """
+
+    messages: list[Message]
+    appended: list[Message]
+    evicted: list[Message]
+
+
+def apply_window(
+    stored: Sequence[Message], new: Sequence[Message], window: Window
+) -> WindowUpdate:
+    """Add ``new`` to ``stored`` and trim the result to ``window``.
+
+    This is the read-modify-write form of the policy, used by repositories
+    without an atomic window append and by adapters that hold the whole window.
+    """
+    merge = merge_system([m for m in stored if m.role is Role.SYSTEM], new)
+    evicted: list[Message] = []
+    history: list[Message] = []
+    for message in stored:
+        if merge.replace_stored and message.role is Role.SYSTEM:
+            evicted.append(message)
+        else:
+            history.append(message)
+    history.extend(merge.new)
+    sized = [(m, window.measure(m)) for m in history]
+    system_size = sum(size for m, size in sized if m.role is Role.SYSTEM)
+    others = [(m.role, size) for m, size in sized if m.role is not Role.SYSTEM]
+    cut = count_evictions(window.limit, system_size, sum(s for _, s in others), others)
+    kept: list[Message] = []
+    dropped = 0
+    for message in history:
+        if message.role is not Role.SYSTEM and dropped < cut:
+            dropped += 1
+            evicted.append(message)
+        else:
+            kept.append(message)
+    return WindowUpdate(kept, merge.new, evicted)

@@ -1,0 +1,97 @@
+"""Development sessions: ``python -m nox -s tests`` runs every test that can run here.
+
+Sessions:
+    tests      the whole test suite (server backends per CHATLEDGER_TEST_*_URL,
+               testcontainers where Docker answers, else skipped with a reason)
+    backend    the tests of one backend: ``nox -s "backend(name='sqlite')"``
+    lint       ruff check and ruff format --check
+    typecheck  mypy --strict over every package and the tests
+    bench      the benchmarks under bench/ (prints ratios; not a test)
+    demo       the scripted demo on SQLite
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import nox
+
+nox.options.sessions = ["tests"]
+nox.options.reuse_existing_virtualenvs = True
+
+ROOT = Path(__file__).parent
+PACKAGES = sorted(p.parent for p in (ROOT / "packages").glob("*/pyproject.toml"))
+SERVER_BACKENDS = [
+    "postgresql",
+    "mysql",
+    "mariadb",
+    "mssql",
+    "oracle",
+    "redis",
+    "mongodb",
+    "cassandra",
+    "neo4j",
+]
+LOCAL_BACKENDS = ["memory", "sqlite", "duckdb"]
+
+
+PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
+
+
+def _install_everything(session: nox.Session, *groups: str) -> None:
+    """Install core and every adapter in editable mode, with their test extras."""
+    editable = [f"{ROOT / 'core'}[testing,tiktoken]"]
+    editable += [f"{package}[test]" for package in PACKAGES]
+    requirements = [
+        r
+        for g in ("test", *groups)
+        for r in nox.project.dependency_groups(PYPROJECT, g)
+    ]
+    session.install(*[a for e in editable for a in ("-e", e)], *requirements)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Run the whole test suite."""
+    _install_everything(session, "containers")
+    session.run("pytest", *session.posargs)
+
+
+@nox.session
+@nox.parametrize("name", LOCAL_BACKENDS + SERVER_BACKENDS)
+def backend(session: nox.Session, name: str) -> None:
+    """Run the tests of one backend, requiring it when it is a server."""
+    _install_everything(session, "containers")
+    args = ["-k", name]
+    if name in SERVER_BACKENDS:
+        args.append(f"--require-backend={name}")
+    session.run("pytest", *args, *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """Check style with ruff."""
+    session.install("--group", f"{ROOT / 'pyproject.toml'}:lint")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    """Type-check every package with mypy --strict."""
+    _install_everything(session, "typecheck", "containers")
+    session.run("mypy", "core/src", *[str(p / "src") for p in PACKAGES])
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Run the benchmarks and print their ratio table."""
+    _install_everything(session)
+    session.run("python", "-m", "bench", *session.posargs)
+
+
+@nox.session
+def demo(session: nox.Session) -> None:
+    """Play the scripted demo on an embedded SQLite file."""
+    session.install("-e", str(ROOT / "core"), "-e", str(ROOT / "packages" / "sql"))
+    session.run("chatledger", "demo", *session.posargs)

@@ -1,0 +1,42 @@
+"""Shared pytest options and fixtures for every package's tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.backends import required_backends, stop_containers
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--require-backend",
+        default="",
+        help="comma-separated backends whose tests must not be skipped "
+        "(also CHATLEDGER_REQUIRE_BACKENDS)",
+    )
+    parser.addoption(
+        "--run-slow",
+        action="store_true",
+        help="run the long stress tests (marked slow)",
+    )
+
+
+def pytest_collection_modifyitems(
+    config: pytest.Config, items: list[pytest.Item]
+) -> None:
+    if config.getoption("--run-slow"):
+        return
+    skip_slow = pytest.mark.skip(reason="slow stress test: run with --run-slow")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip_slow)
+
+
+@pytest.fixture(scope="session")
+def required(pytestconfig: pytest.Config) -> set[str]:
+    """Backends that must not be skipped in this run."""
+    return required_backends(pytestconfig.getoption("--require-backend"))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    stop_containers()
