@@ -148,7 +148,7 @@ class TokenWindowChatMemory(WindowChatMemory):
         max_tokens: int,
         token_counter: Callable[[Message], int] = estimate_tokens,
     ) -> None:
-        """Count tokens with ``token_counter`` (by default a dependency-free estimate)."""
+        """Count with ``token_counter`` (a dependency-free estimate by default)."""
         super().__init__(
             repository,
             TokenWindow(
