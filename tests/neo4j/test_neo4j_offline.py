@@ -39,7 +39,7 @@ from chatledger_neo4j import (
     parse_url,
     validate_label,
 )
-from chatledger_neo4j.plan import StoredEntry, plan_append
+from chatledger.append_plan import StoredEntry, plan_append
 
 # Port 1 on loopback: nothing listens, so a query would fail at once.
 NOWHERE = "bolt://127.0.0.1:1"

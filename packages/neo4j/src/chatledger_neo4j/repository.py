@@ -57,7 +57,7 @@ from chatledger.validation import (
 )
 from chatledger.window import Window
 from chatledger_neo4j.cypher import Statements
-from chatledger_neo4j.plan import StoredEntry, plan_append
+from chatledger.append_plan import StoredEntry, plan_append
 from chatledger_neo4j.url import parse_url
 
 __all__ = ["Neo4jChatMemoryRepository"]
