@@ -40,7 +40,9 @@ def _nullish(value: Any) -> bool:
 def _truthy(value: Any) -> bool:
     if _nullish(value) or value is False:
         return False
-    return not (isinstance(value, int | float) and not isinstance(value, bool) and value == 0)
+    return not (
+        isinstance(value, int | float) and not isinstance(value, bool) and value == 0
+    )
 
 
 def _get_path(value: Any, parts: list[str]) -> Any:
@@ -114,7 +116,7 @@ def evaluate(expression: Any, root: dict[str, Any], variables: Vars) -> Any:
         return [None if v is MISSING else v for v in values]
     if isinstance(expression, dict):
         if len(expression) == 1:
-            (key, argument), = expression.items()
+            ((key, argument),) = expression.items()
             if key.startswith("$"):
                 return _operator(key, argument, root, variables)
         result = {}
@@ -142,7 +144,9 @@ def _operator(name: str, arg: Any, root: dict[str, Any], variables: Vars) -> Any
                 return value
         return values[-1]
     if name == "$cond":
-        test, yes, no = (arg["if"], arg["then"], arg["else"]) if isinstance(arg, dict) else arg
+        test, yes, no = (
+            (arg["if"], arg["then"], arg["else"]) if isinstance(arg, dict) else arg
+        )
         return ev(yes) if _truthy(ev(test)) else ev(no)
     if name == "$and":
         return all(_truthy(ev(a)) for a in arg)
@@ -178,7 +182,9 @@ def _operator(name: str, arg: Any, root: dict[str, Any], variables: Vars) -> Any
         return None if _nullish(left) or _nullish(right) else left - right
     if name == "$sum":
         values = args()
-        items = values[0] if len(values) == 1 and isinstance(values[0], list) else values
+        items = (
+            values[0] if len(values) == 1 and isinstance(values[0], list) else values
+        )
         return sum(
             v for v in items if isinstance(v, int | float) and not isinstance(v, bool)
         )
@@ -242,11 +248,13 @@ def _set_path(document: dict[str, Any], path: str, value: Any) -> None:
     target[last] = value
 
 
-def run_pipeline(document: dict[str, Any], stages: list[dict[str, Any]]) -> dict[str, Any]:
+def run_pipeline(
+    document: dict[str, Any], stages: list[dict[str, Any]]
+) -> dict[str, Any]:
     """Apply ``$set`` and ``$unset`` stages to a copy of ``document``."""
     current = dict(document)
     for stage in stages:
-        (kind, spec), = stage.items()
+        ((kind, spec),) = stage.items()
         if kind == "$set":
             values = {path: evaluate(e, current, {}) for path, e in spec.items()}
             current = dict(current)

@@ -45,7 +45,7 @@ class _Collection:
 
     def find_one_and_update(
         self,
-        filter: dict[str, Any],  # noqa: A002 - pymongo's parameter name
+        filter: dict[str, Any],
         update: Any,
         projection: dict[str, Any] | None = None,
         upsert: bool = False,
@@ -55,8 +55,12 @@ class _Collection:
         if not isinstance(update, list):
             with self._lock:
                 return self._inner.find_one_and_update(
-                    filter, update, projection, upsert=upsert,
-                    return_document=return_document, **kwargs,
+                    filter,
+                    update,
+                    projection,
+                    upsert=upsert,
+                    return_document=return_document,
+                    **kwargs,
                 )
         assert set(filter) == {"_id"}, "the stand-in only updates by _id"
         with self._lock:
@@ -90,7 +94,7 @@ class StandInClient:
 
     def __init__(self) -> None:
         """Start with an empty in-process store."""
-        self._inner = mongomock.MongoClient(tz_aware=True)
+        self._inner: Any = mongomock.MongoClient(tz_aware=True)
         self._lock = threading.RLock()
 
     def __getitem__(self, name: str) -> _Database:

@@ -23,8 +23,8 @@ from chatledger.testing import ChatMemoryRepositoryTests
 
 pytest.importorskip("mongomock")
 
-from chatledger_mongodb import MongoDBChatMemoryRepository  # noqa: E402
-from tests.mongodb.standin import StandInClient  # noqa: E402
+from chatledger_mongodb import MongoDBChatMemoryRepository
+from tests.mongodb.standin import StandInClient
 
 
 class TestMongoDBStandInEvaluator(ChatMemoryRepositoryTests):

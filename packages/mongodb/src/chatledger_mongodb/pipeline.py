@@ -314,7 +314,9 @@ def append_pipeline(
                                             },
                                         ]
                                     },
-                                    "kept": {"$concatArrays": ["$$value.kept", ["$$this"]]},
+                                    "kept": {
+                                        "$concatArrays": ["$$value.kept", ["$$this"]]
+                                    },
                                 },
                             ]
                         },
@@ -380,9 +382,7 @@ def append_pipeline(
                         "in": "$$m.id",
                     }
                 },
-                "_ns": {
-                    "$filter": {"input": "$_sized", "as": "m", "cond": not_system}
-                },
+                "_ns": {"$filter": {"input": "$_sized", "as": "m", "cond": not_system}},
                 "_sys_size": {
                     "$sum": {
                         "$map": {

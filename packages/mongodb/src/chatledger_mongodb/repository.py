@@ -47,10 +47,11 @@ from __future__ import annotations
 
 import re
 import uuid
-from urllib.parse import unquote, urlsplit
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import datetime, timedelta
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import bson
 from pymongo import MongoClient, ReturnDocument
@@ -327,6 +328,8 @@ class MongoDBChatMemoryRepository:
                     return_document=ReturnDocument.AFTER,
                 )
             self.fault_points.reach("after_commit")
+            # An upsert that returns the document after the update always has one.
+            assert document is not None
             result = document[RESULT_FIELD]
             if "stale" in result:
                 self._backfill_sizes(conversation_id, window, now)
@@ -334,7 +337,9 @@ class MongoDBChatMemoryRepository:
             if result["left"] == 0:
                 # Everything was evicted: drop the empty document unless a
                 # later write already changed it.
-                self._collection.delete_one({"_id": conversation_id, "version": version})
+                self._collection.delete_one(
+                    {"_id": conversation_id, "version": version}
+                )
             by_id = {m.id: m for m in stamped}
             return AppendResult(
                 [by_id[i] for i in result["appended"]], list(result["evicted"])
@@ -372,20 +377,19 @@ class MongoDBChatMemoryRepository:
             )
 
 
-class _size_refusal:  # noqa: N801 - used as a lower-case context manager
-    """Turn the server's "document too large" refusal into MessageTooLargeError."""
+@contextmanager
+def _size_refusal(conversation_id: str) -> Iterator[None]:
+    """Turn the server's "document too large" refusal into MessageTooLargeError.
 
-    def __init__(self, conversation_id: str) -> None:
-        self._conversation_id = conversation_id
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: object, error: BaseException | None, tb: object) -> bool:
-        if isinstance(error, OperationFailure) and error.code in _TOO_LARGE_CODES:
-            raise MessageTooLargeError(
-                f"MongoDB refused the write to conversation "
-                f"{self._conversation_id!r}: the document would exceed "
-                f"{MAX_DOCUMENT_BYTES} bytes; nothing was changed"
-            ) from error
-        return False
+    The server checks the 16 MiB limit on the updated document and refuses the
+    whole update, so nothing has changed when this raises.
+    """
+    try:
+        yield
+    except OperationFailure as error:
+        if error.code not in _TOO_LARGE_CODES:
+            raise
+        raise MessageTooLargeError(
+            f"MongoDB refused the write to conversation {conversation_id!r}: the "
+            f"document would exceed {MAX_DOCUMENT_BYTES} bytes; nothing was changed"
+        ) from error
