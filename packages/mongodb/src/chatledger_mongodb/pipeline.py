@@ -62,6 +62,9 @@ def system_key(message: Message) -> str:
     It is the codec form without the fields that take no part in equality
     (``id``, ``created_at``) and with sorted keys, so the server can apply the
     "an equal system message is not stored twice" rule by comparing strings.
+    One difference from Python equality: metadata values that compare equal
+    across types (``1``, ``1.0``, ``True``) give different keys, so such system
+    messages count as different and the newer one replaces the stored one.
     """
     data = codec.to_dict(message)
     for name in ("id", "created_at", "v"):

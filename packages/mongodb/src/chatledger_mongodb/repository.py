@@ -1,6 +1,7 @@
 """MongoDB conversation memory: one document per conversation.
 
 Example:
+    from datetime import timedelta
     from pymongo import MongoClient
     from chatledger import MessageWindowChatMemory
     from chatledger_mongodb import MongoDBChatMemoryRepository
@@ -37,6 +38,12 @@ retries under contention and no lost or duplicated message. The window bounds
 the document, and with it the 16 MiB limit: a batch that cannot fit is refused
 before any I/O, and a write the server refuses for size (nothing changes, the
 update is atomic) surfaces as :class:`chatledger.MessageTooLargeError`.
+
+Alternatives weighed: a document per message (Spring AI's layout) needs a
+multi-document transaction to append and evict atomically; read-then-write with
+a version check reads the whole window on every append and retries under
+contention. Two first appends to a new conversation race safely: the server
+retries an upsert that lost a duplicate-key race on ``_id`` (MongoDB 4.2+).
 
 ``save_all`` writes the whole document in one update, so it never leaves a
 partial conversation. Expired documents are hidden by every read (the TTL
