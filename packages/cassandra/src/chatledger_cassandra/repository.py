@@ -94,6 +94,7 @@ from chatledger_cassandra.errors import (
     InvalidTTLError,
     InvalidURLError,
 )
+from chatledger_cassandra.names import render_replication
 from chatledger_cassandra.plan import (
     Plan,
     Snapshot,
@@ -311,6 +312,13 @@ class CassandraChatMemoryRepository:
             _flag(settings, key)
         if parsed.keyspace is not None:
             settings.setdefault("keyspace", parsed.keyspace)
+        # Check names and TTL before opening connections to anything.
+        Statements(
+            settings.get("keyspace", "chatledger"), settings.get("table", "chat_memory")
+        )
+        ttl_seconds(settings.get("ttl"))
+        if settings.get("replication") is not None:
+            render_replication(settings["replication"])
         cluster = Cluster(**cluster_args)
         try:
             repository = cls(cluster.connect(), **settings)

@@ -104,7 +104,10 @@ def parse_url(url: str) -> CassandraURL:
     """
     if not isinstance(url, str):
         raise InvalidURLError(f"url must be a str, not {type(url).__name__}")
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        raise InvalidURLError(f"{url!r}: {exc}") from None
     if parts.scheme != "cassandra":
         raise InvalidURLError(f"{url!r}: the scheme must be 'cassandra'")
     if parts.fragment:
