@@ -77,6 +77,9 @@ def test_cassandra_missing_session_is_a_type_error() -> None:
     [
         "cassandra://127.0.0.1:1/ks?bogus=1",
         "cassandra://127.0.0.1:1/ks?create_schema=maybe",
+        "cassandra://127.0.0.1:1/ks?ttl=soon",
+        "cassandra://127.0.0.1:1/ks?protocol_version=v4",
+        "cassandra://127.0.0.1:1/ks?replication_factor=three",
         "postgresql://127.0.0.1/ks",
     ],
 )

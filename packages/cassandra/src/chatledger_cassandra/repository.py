@@ -113,6 +113,7 @@ __all__ = ["MAX_TTL_SECONDS", "CassandraChatMemoryRepository", "ttl_seconds"]
 MAX_TTL_SECONDS = 630_720_000
 
 _T = TypeVar("_T")
+_N = TypeVar("_N", int, float)
 
 _DEFAULT_REPLICATION: dict[str, object] = {
     "class": "SimpleStrategy",
@@ -178,6 +179,16 @@ def _flag(options: dict[str, Any], key: str) -> None:
         if lowered not in _TRUE | _FALSE:
             raise InvalidURLError(f"{key} must be true or false, not {value!r}")
         options[key] = lowered in _TRUE
+
+
+def _number(options: dict[str, Any], key: str, kind: type[_N]) -> _N:
+    value = options[key]
+    try:
+        return kind(value)
+    except (TypeError, ValueError):
+        raise InvalidURLError(
+            f"{key} must be a {kind.__name__}, not {value!r}"
+        ) from None
 
 
 class CassandraChatMemoryRepository:
@@ -293,21 +304,28 @@ class CassandraChatMemoryRepository:
                 EXEC_PROFILE_DEFAULT: ExecutionProfile(load_balancing_policy=policy)
             }
         if "protocol_version" in settings:
-            cluster_args["protocol_version"] = int(settings.pop("protocol_version"))
+            cluster_args["protocol_version"] = _number(
+                settings, "protocol_version", int
+            )
+            settings.pop("protocol_version")
         if "connect_timeout" in settings:
-            cluster_args["connect_timeout"] = float(settings.pop("connect_timeout"))
+            cluster_args["connect_timeout"] = _number(
+                settings, "connect_timeout", float
+            )
+            settings.pop("connect_timeout")
         if parsed.username is not None:
             cluster_args["auth_provider"] = PlainTextAuthProvider(
                 username=parsed.username, password=parsed.password or ""
             )
-        factor = settings.pop("replication_factor", None)
-        if factor is not None and "replication" not in settings:
-            settings["replication"] = {
-                "class": "SimpleStrategy",
-                "replication_factor": int(factor),
-            }
+        if "replication_factor" in settings:
+            factor = _number(settings, "replication_factor", int)
+            settings.pop("replication_factor")
+            settings.setdefault(
+                "replication",
+                {"class": "SimpleStrategy", "replication_factor": factor},
+            )
         if isinstance(settings.get("ttl"), str):
-            settings["ttl"] = float(settings["ttl"])
+            settings["ttl"] = _number(settings, "ttl", float)
         for key in ("create_schema", "create_keyspace"):
             _flag(settings, key)
         if parsed.keyspace is not None:
