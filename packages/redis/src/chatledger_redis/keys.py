@@ -23,6 +23,7 @@ import re
 from dataclasses import dataclass
 
 from chatledger.errors import InvalidNameError
+from chatledger.validation import validate_conversation_id
 
 __all__ = [
     "KEY_PREFIX_PATTERN",
@@ -64,7 +65,7 @@ def decode_tag(tag: str) -> str | None:
     """Return the conversation id of a hash tag, or ``None`` if it is not one."""
     try:
         raw = base64.urlsafe_b64decode(tag + "=" * (-len(tag) % 4))
-        conversation_id = raw.decode("utf-8")
+        conversation_id = validate_conversation_id(raw.decode("utf-8"))
     except (binascii.Error, ValueError):
         return None
     # Only the canonical encoding names a conversation: a foreign key that

@@ -65,14 +65,20 @@ if exists then
   next_seq, tsize, ssize = tonumber(state[1]), tonumber(state[3]), tonumber(state[4])
 end
 
--- (b) the system rule: an unknown system message replaces the stored ones
-local stored = redis.call('LRANGE', system, 0, -1)
+-- (b) the system rule: an unknown system message replaces the stored ones;
+-- the stored system markers are read only when the batch holds a system message
+local with_system = false
+for _, base in ipairs(fresh) do
+  if ARGV[base + 1] == 's' then with_system = true end
+end
 local known, stored_ids = {}, {}
-for i, entry in ipairs(stored) do
-  local _, seq, idlen, rest = string.match(entry, '^(%d+):(%d+):(%d+):(.*)$')
-  idlen = tonumber(idlen)
-  stored_ids[i] = {seq, string.sub(rest, 1, idlen)}
-  known[string.sub(rest, idlen + 1)] = true
+if with_system then
+  for i, entry in ipairs(redis.call('LRANGE', system, 0, -1)) do
+    local _, seq, idlen, rest = string.match(entry, '^(%d+):(%d+):(%d+):(.*)$')
+    idlen = tonumber(idlen)
+    stored_ids[i] = {seq, string.sub(rest, 1, idlen)}
+    known[string.sub(rest, idlen + 1)] = true
+  end
 end
 local replace = false
 for _, base in ipairs(fresh) do
