@@ -217,3 +217,45 @@ def test_cluster_urls_make_a_cluster_client(url: str) -> None:
 
     with pytest.raises(RedisClusterException):
         RedisChatMemoryRepository.from_url(url)
+
+
+class Crash(Exception):
+    """Raised by a fault point."""
+
+
+def _crash(point: str) -> None:
+    raise Crash(point)
+
+
+def test_a_fault_before_the_script_writes_nothing(
+    repository: RedisChatMemoryRepository,
+) -> None:
+    """Every point before commit precedes the one script: nothing is half-written."""
+    repository.save_all("f", [Message.user("kept")])
+    before = repository.find_by_conversation_id("f")
+    appends = ("after_lock", "after_insert", "after_evict", "before_commit")
+    saves = ("after_lock", "after_delete", "after_insert", "before_commit")
+    for point in appends:
+        repository.fault_points.on(point, _crash)
+        with pytest.raises(Crash):
+            repository.append_to_window("f", [Message.user("new")], MessageWindow(1))
+        repository.fault_points.clear()
+    for point in saves:
+        repository.fault_points.on(point, _crash)
+        with pytest.raises(Crash):
+            repository.save_all("f", [Message.user("replacement")])
+        repository.fault_points.clear()
+    assert repository.find_by_conversation_id("f") == before
+
+
+def test_a_lost_acknowledgement_is_safe_to_retry(
+    repository: RedisChatMemoryRepository,
+) -> None:
+    """A fault after commit left the append applied; the retry adds nothing."""
+    batch = [Message.user("U1"), Message.assistant("A1")]
+    repository.fault_points.on("after_commit", _crash)
+    with pytest.raises(Crash):
+        repository.append_to_window("ack", batch, MessageWindow(10))
+    repository.fault_points.clear()
+    assert repository.append_to_window("ack", batch, MessageWindow(10)).appended == []
+    assert repository.find_by_conversation_id("ack") == batch
