@@ -20,7 +20,7 @@ from sqlalchemy import Select, String, exc
 from sqlalchemy.dialects.mssql import DATETIME2, NVARCHAR
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.schema import CreateTable, ExecutableDDLElement
-from sqlalchemy.types import TypeEngine, UnicodeText
+from sqlalchemy.types import TypeEngine
 
 from chatledger_sql.dialects.base import SqlDialect
 from chatledger_sql.types import UtcDateTime
@@ -71,8 +71,8 @@ class SQLServerDialect(SqlDialect):
         return NVARCHAR(16, collation=self.id_collation)
 
     def text_type(self) -> TypeEngine[Any]:
-        """``NVARCHAR(max)`` (up to 2 GB)."""
-        return UnicodeText()
+        """``NVARCHAR(max)`` (up to 2 GB), never the deprecated ``NTEXT``."""
+        return NVARCHAR()
 
     def timestamp_type(self) -> TypeEngine[Any]:
         """``DATETIME2(6)`` holding UTC."""
