@@ -36,7 +36,7 @@ def compiled(dialect: SqlDialect, engine_dialect: Dialect) -> dict[str, str]:
 
 
 class TestSQLServerCompiled:
-    engine_dialect = mssql.dialect()
+    engine_dialect = mssql.dialect()  # type: ignore[no-untyped-call]
 
     def test_ddl_is_guarded_by_object_id(self) -> None:
         conversations, messages = ddl(SQLServerDialect(), self.engine_dialect, "app")
@@ -61,9 +61,7 @@ class TestSQLServerCompiled:
         assert "IDENTITY" not in messages
         assert "PRIMARY KEY (conversation_id, seq)" in messages
         assert "UNIQUE (conversation_id, message_id)" in messages
-        assert (
-            "CHECK (role IN (N'system', N'user', N'assistant', N'tool'))" in messages
-        )
+        assert "CHECK (role IN (N'system', N'user', N'assistant', N'tool'))" in messages
 
     def test_conversation_lock_takes_update_and_range_locks(self) -> None:
         lock = compiled(SQLServerDialect(), self.engine_dialect)["lock_select"]
@@ -79,7 +77,7 @@ class TestSQLServerCompiled:
 
 
 class TestOracleCompiled:
-    engine_dialect = oracle.dialect()
+    engine_dialect = oracle.dialect()  # type: ignore[no-untyped-call]
 
     def test_ddl_ignores_only_name_already_used(self) -> None:
         for block in ddl(OracleDialect(), self.engine_dialect, "app"):
@@ -111,12 +109,12 @@ class TestOracleCompiled:
 
 
 def test_postgres_lock_is_one_upsert_returning_state_and_known_ids() -> None:
-    statements = compiled(PostgresDialect(), postgresql.dialect())
+    statements = compiled(PostgresDialect(), postgresql.dialect())  # type: ignore[no-untyped-call]
     upsert = statements["upsert_conversation"]
     assert "ON CONFLICT (conversation_id) DO UPDATE SET version =" in upsert
     assert "RETURNING app.chat_memory_conversation.next_seq" in upsert
     assert "(SELECT count(*) AS count_1 FROM app.chat_memory" in upsert
-    _, messages = ddl(PostgresDialect(), postgresql.dialect(), None)
+    _, messages = ddl(PostgresDialect(), postgresql.dialect(), None)  # type: ignore[no-untyped-call]
     assert "CREATE TABLE IF NOT EXISTS" in messages
     assert "created_at TIMESTAMP WITH TIME ZONE NOT NULL" in messages  # microseconds
     assert "payload TEXT NOT NULL" in messages
@@ -125,7 +123,7 @@ def test_postgres_lock_is_one_upsert_returning_state_and_known_ids() -> None:
 
 @pytest.mark.parametrize(
     ("dialect", "engine_dialect"),
-    [(SQLServerDialect(), mssql.dialect()), (OracleDialect(), oracle.dialect())],
+    [(SQLServerDialect(), mssql.dialect()), (OracleDialect(), oracle.dialect())],  # type: ignore[no-untyped-call]
     ids=["mssql", "oracle"],
 )
 def test_every_statement_compiles(dialect: SqlDialect, engine_dialect: Any) -> None:

@@ -59,7 +59,9 @@ def test_processes_and_threads_lose_and_duplicate_nothing(
             )
         assert [e for errors in results for e in errors] == []
         stored = [m.content or "" for m in repository.find_by_conversation_id("shared")]
-        writers = [f"p{p}t{t}" for p in range(PROCESSES) for t in range(THREADS_PER_PROCESS)]
+        writers = [
+            f"p{p}t{t}" for p in range(PROCESSES) for t in range(THREADS_PER_PROCESS)
+        ]
         assert len(stored) == len(writers) * APPENDS
         assert len(set(stored)) == len(stored)
         for writer in writers:

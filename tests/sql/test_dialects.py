@@ -118,9 +118,7 @@ def test_registered_dialect_serves_the_product(acme_engine: Engine) -> None:
                 )
             assert isinstance(repository.dialect, SQLiteDialect)
             repository.save_all("c", [Message.user("x")])
-            assert [m.content for m in repository.find_by_conversation_id("c")] == [
-                "x"
-            ]
+            assert [m.content for m in repository.find_by_conversation_id("c")] == ["x"]
         finally:
             unregister_dialect("acmedb")
     assert "acmedb" not in known_products()

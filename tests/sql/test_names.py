@@ -41,7 +41,7 @@ def test_hostile_table_names_are_refused_before_io(name: object) -> None:
     if name is not None:  # schema=None means the connection's default schema
         with pytest.raises(InvalidNameError):
             SqlChatMemoryRepository(engine, schema=name)  # type: ignore[arg-type]
-    assert engine.pool.checkedout() == 0
+    assert engine.pool.checkedout() == 0  # type: ignore[attr-defined]
 
 
 def test_reserved_words_and_mixed_case_are_quoted(any_engine: Engine) -> None:

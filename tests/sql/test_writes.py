@@ -91,7 +91,9 @@ def test_a_failed_write_changes_nothing(
 ) -> None:
     """A failure at any step before commit leaves the conversation as it was."""
     url = (
-        f"sqlite:///{tmp_path / 'chat.db'}" if backend == "sqlite" else backend_url(backend)
+        f"sqlite:///{tmp_path / 'chat.db'}"
+        if backend == "sqlite"
+        else backend_url(backend)
     )
     repository = SqlChatMemoryRepository.from_url(url, table_name=unique_table())
     try:
@@ -103,11 +105,15 @@ def test_a_failed_write_changes_nothing(
             raise RuntimeError(reached)
 
         repository.fault_points.on(point, fail)
-        with pytest.raises(RuntimeError, match=point):
+
+        def write() -> object:
             if point == "after_delete":
                 repository.save_all("c", [Message.user("replacement")])
-            else:
-                memory.add("c", [Message.system("S2"), Message.user("U2")])
+                return None
+            return memory.add("c", [Message.system("S2"), Message.user("U2")])
+
+        with pytest.raises(RuntimeError, match=point):
+            write()
         repository.fault_points.clear()
         assert memory.get("c") == before
         assert [m.id for m in memory.get("c")] == [m.id for m in before]
@@ -119,7 +125,7 @@ def test_a_failed_write_changes_nothing(
 
 
 def test_close_disposes_only_an_owned_engine(tmp_path: Any) -> None:
-    """``close`` disposes the engine ``from_url`` made, is idempotent, and spares others."""
+    """``close`` disposes an engine ``from_url`` made, twice is fine, others stay."""
     owned = SqlChatMemoryRepository.from_url(f"sqlite:///{tmp_path / 'a.db'}")
     owned.save_all("c", [Message.user("x")])
     owned.close()

@@ -1,4 +1,4 @@
-"""chatledger-sql: chat memory in PostgreSQL, MySQL, MariaDB, SQL Server, Oracle, SQLite and DuckDB.
+"""chatledger-sql: chat memory in seven SQL databases, through SQLAlchemy Core.
 
 Example:
     from chatledger import Message, MessageWindowChatMemory

@@ -232,7 +232,7 @@ class SqlChatMemoryRepository:
     # -- schema ----------------------------------------------------------------
 
     def create_schema(self) -> None:
-        """Create the tables if missing; idempotent, safe against a concurrent creator."""
+        """Create the tables if missing; idempotent, safe against a racing creator."""
         tables = [self.tables.conversations, self.tables.messages]
         with self.engine.connect() as connection:
             self.dialect.prepare_database(connection)
@@ -414,7 +414,9 @@ class SqlChatMemoryRepository:
         updates = []
         for row in connection.execute(self._sql.all_rows, {"cid": conversation_id}):
             weight = window.measure(_decode(row))
-            updates.append({"cid": conversation_id, "p_seq": row.seq, "p_weight": weight})
+            updates.append(
+                {"cid": conversation_id, "p_seq": row.seq, "p_weight": weight}
+            )
             if row.role == _SYSTEM.value:
                 system_weight += weight
             else:
@@ -474,8 +476,8 @@ class SqlChatMemoryRepository:
 
         stored_system: list[Message] = []
         if any(m.role is _SYSTEM for m in fresh):
-            rows = connection.execute(self._sql.system_rows, {"cid": conversation_id})
-            stored_system = [_decode(row) for row in rows]
+            found = connection.execute(self._sql.system_rows, {"cid": conversation_id})
+            stored_system = [_decode(row) for row in found]
         merge = merge_system(stored_system, fresh)
         new = stamp_messages(merge.new, now)
 
@@ -489,8 +491,12 @@ class SqlChatMemoryRepository:
                 state = self._reweigh(connection, conversation_id, window, state)
             system_size = 0 if merge.replace_stored else (state.system_weight or 0)
             other_total = state.other_weight or 0
-        new_others = [(m, s) for m, s in zip(new, sizes, strict=True) if m.role is not _SYSTEM]
-        system_size += sum(s for m, s in zip(new, sizes, strict=True) if m.role is _SYSTEM)
+        new_others = [
+            (m, s) for m, s in zip(new, sizes, strict=True) if m.role is not _SYSTEM
+        ]
+        system_size += sum(
+            s for m, s in zip(new, sizes, strict=True) if m.role is _SYSTEM
+        )
         other_total += sum(s for _, s in new_others)
 
         consumed: list[Any] = []

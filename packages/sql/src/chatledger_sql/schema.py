@@ -113,9 +113,7 @@ def build_tables(dialect: SqlDialect, table_name: str, schema: str | None) -> Ta
         Column("created_at", dialect.timestamp_type(), nullable=False),
         PrimaryKeyConstraint("conversation_id", "seq"),
         UniqueConstraint("conversation_id", "message_id"),
-        CheckConstraint(
-            role.in_(ROLES), name=derived_name(table_name, "_role_ck")
-        ),
+        CheckConstraint(role.in_(ROLES), name=derived_name(table_name, "_role_ck")),
         **options,
     )
     conversations = Table(

@@ -14,8 +14,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Delete, Insert, Select, Update, bindparam, delete, insert
-from sqlalchemy import select, update
+from sqlalchemy import (
+    Delete,
+    Insert,
+    Select,
+    Update,
+    bindparam,
+    delete,
+    insert,
+    select,
+    update,
+)
 
 from chatledger.messages import Role
 
@@ -40,7 +49,7 @@ class Statements:
         """Build every statement for ``tables`` as ``dialect`` wants them."""
         m = tables.messages.c
         c = tables.conversations.c
-        cid = bindparam("cid")
+        cid: Any = bindparam("cid")
         self.tables = tables
         message_columns = (m.message_id, m.role, m.content, m.payload, m.created_at)
         state_columns = (
@@ -55,9 +64,7 @@ class Statements:
 
         #: One ordered query over the primary key: the whole conversation.
         self.read: Select[Any] = (
-            select(*message_columns)
-            .where(m.conversation_id == cid)
-            .order_by(m.seq)
+            select(*message_columns).where(m.conversation_id == cid).order_by(m.seq)
         )
         self.list_ids: Select[Any] = select(c.conversation_id).where(
             c.system_count + c.other_count > 0

@@ -222,7 +222,9 @@ def resolve_dialect(engine: Engine, explicit: DialectSpec | None) -> SqlDialect:
     """
     if explicit is None:
         return detect_dialect(engine)
-    chosen = load_dialect(explicit) if isinstance(explicit, str) else _instantiate(explicit)
+    chosen = (
+        load_dialect(explicit) if isinstance(explicit, str) else _instantiate(explicit)
+    )
     product = product_name(engine)
     if _lookup(product) is not None and chosen.name != product:
         warnings.warn(

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 __all__ = ["ConversationState", "RetryTransaction", "SqlDialect"]
 
 
-class RetryTransaction(Exception):  # noqa: N818 - a signal, not an error
+class RetryTransaction(Exception):
     """Raised inside a write to roll it back and run it again from the start."""
 
 

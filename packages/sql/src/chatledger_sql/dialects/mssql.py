@@ -48,7 +48,9 @@ class SQLServerCreateTable(ExecutableDDLElement):
 
 
 @compiles(SQLServerCreateTable)
-def _compile_create(element: SQLServerCreateTable, compiler: DDLCompiler, **kw: Any) -> str:
+def _compile_create(
+    element: SQLServerCreateTable, compiler: DDLCompiler, **kw: Any
+) -> str:
     name = compiler.preparer.format_table(element.table)
     literal = compiler.sql_compiler.render_literal_value(name, String())
     create = compiler.process(CreateTable(element.table), **kw)
@@ -76,7 +78,7 @@ class SQLServerDialect(SqlDialect):
 
     def timestamp_type(self) -> TypeEngine[Any]:
         """``DATETIME2(6)`` holding UTC."""
-        return UtcDateTime(DATETIME2(precision=6))
+        return UtcDateTime(DATETIME2(precision=6))  # type: ignore[no-untyped-call]
 
     def create_statements(self, tables: list[Table]) -> list[ExecutableDDLElement]:
         """``CREATE TABLE`` guarded by ``OBJECT_ID``."""

@@ -53,7 +53,9 @@ class OracleCreateTable(ExecutableDDLElement):
 
 
 @compiles(OracleCreateTable)
-def _compile_create(element: OracleCreateTable, compiler: DDLCompiler, **kw: Any) -> str:
+def _compile_create(
+    element: OracleCreateTable, compiler: DDLCompiler, **kw: Any
+) -> str:
     create = compiler.process(CreateTable(element.table), **kw)
     literal = compiler.sql_compiler.render_literal_value(create, String())
     return (
@@ -87,7 +89,5 @@ class OracleDialect(SqlDialect):
         """ORA-00060 (deadlock) or ORA-08177 (cannot serialize)."""
         text = str(error.orig).lower()
         return (
-            _ora_code(error) in _RETRYABLE
-            or "ora-00060" in text
-            or "ora-08177" in text
+            _ora_code(error) in _RETRYABLE or "ora-00060" in text or "ora-08177" in text
         )

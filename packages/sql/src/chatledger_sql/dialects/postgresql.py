@@ -1,4 +1,4 @@
-"""PostgreSQL: one ``INSERT ... ON CONFLICT DO UPDATE ... RETURNING`` locks a conversation.
+"""PostgreSQL: one ``INSERT ... ON CONFLICT DO UPDATE ... RETURNING`` locks a row.
 
 Example:
     repository = SqlChatMemoryRepository(engine, dialect=PostgresDialect())
