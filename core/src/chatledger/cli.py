@@ -24,7 +24,6 @@ import traceback
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any, NoReturn
 from urllib.parse import unquote
@@ -32,13 +31,13 @@ from urllib.parse import unquote
 from chatledger import codec
 from chatledger.connect import connect, redact_text, redact_url
 from chatledger.convert import UnsupportedContentError, to_anthropic, to_openai
+from chatledger.demo import describe, play
 from chatledger.errors import (
     ChatLedgerError,
     InvalidConversationIdError,
     UnknownBackendError,
 )
-from chatledger.memory import MessageWindowChatMemory
-from chatledger.messages import Media, Message, Role, ToolCall, ToolResponse
+from chatledger.messages import Message
 from chatledger.repository import ChatMemoryRepository, SupportsWindowAppend
 
 __all__ = ["main"]
@@ -79,7 +78,7 @@ _SECRETS = _Secrets()
 
 
 def _out(text: str = "") -> None:
-    print(text, flush=False)
+    print(_SECRETS.scrub(text))
 
 
 def _err(text: str) -> None:
@@ -90,170 +89,15 @@ def _open(url: str, options: dict[str, Any]) -> ChatMemoryRepository:
     return connect(url, **options)
 
 
-def _short(text: str | None, width: int = 72) -> str:
-    if text is None:
-        return "(no text)"
-    flat = " ".join(text.split())
-    return flat if len(flat) <= width else flat[: width - 1] + "…"
-
-
-def _media_label(media: Media) -> str:
-    where = "url" if isinstance(media.data, str) else f"{len(media.data)} bytes"
-    return f"[{media.mime_type}, {where}]"
-
-
-def describe(message: Message) -> list[str]:
-    """Render one message as short human lines (role first)."""
-    role = f"{message.role.value:<9}"
-    lines: list[str] = []
-    if message.role is Role.TOOL:
-        for response in message.tool_responses:
-            lines.append(
-                f"{role} <- {response.name} #{response.id}: {_short(response.data, 50)}"
-            )
-            role = " " * 9
-        if message.content is not None or not lines:
-            lines.append(f"{role} {_short(message.content)}")
-        return lines
-    if message.content is not None or not message.tool_calls:
-        lines.append(f"{role} {_short(message.content)}")
-        role = " " * 9
-    for media in message.media:
-        lines.append(f"{role} + {_media_label(media)}")
-        role = " " * 9
-    for call in message.tool_calls:
-        lines.append(f"{role} -> {call.name}({_short(call.arguments, 50)}) #{call.id}")
-        role = " " * 9
-    return lines
-
-
-def _print_message(prefix: str, message: Message) -> None:
-    lines = describe(message)
-    _out(prefix + lines[0])
-    for line in lines[1:]:
-        _out(" " * len(prefix) + line)
-
-
-# --- demo ------------------------------------------------------------------
-
-_PHOTO = "https://example.com/photos/bridge.jpg"
-
-
-def _script() -> list[tuple[list[Message], list[Message]]]:
-    """The demo conversation: (what the user adds, what the model replies)."""
-    return [
-        (
-            [
-                Message.system("You are a concise travel assistant."),
-                Message.user("Hi! I am planning a weekend in Italy."),
-            ],
-            [Message.assistant("Lovely. Which cities are you considering?")],
-        ),
-        (
-            [Message.user("What is the weather in Rome and in Florence right now?")],
-            [
-                Message.assistant(
-                    tool_calls=[
-                        ToolCall("call_rome", "get_weather", '{"city": "Rome"}'),
-                        ToolCall("call_flo", "get_weather", '{"city": "Florence"}'),
-                    ]
-                ),
-                Message.tool(
-                    [
-                        ToolResponse("call_rome", "get_weather", '{"temp_c": 24}'),
-                        ToolResponse("call_flo", "get_weather", '{"temp_c": 19}'),
-                    ]
-                ),
-                Message.assistant("Rome is 24 °C and sunny; Florence 19 °C, cloudy."),
-            ],
-        ),
-        (
-            [
-                Message.user(
-                    "Where was this photo taken?",
-                    media=[Media("image/jpeg", _PHOTO, name="bridge.jpg")],
-                )
-            ],
-            [Message.assistant("That is the Ponte Vecchio, in Florence.")],
-        ),
-        (
-            [Message.user("Then Florence it is. Book a table for two tonight.")],
-            [
-                Message.assistant(
-                    tool_calls=[
-                        ToolCall(
-                            "call_book",
-                            "book_table",
-                            '{"city": "Florence", "people": 2, "time": "20:00"}',
-                        )
-                    ]
-                ),
-                Message.tool(
-                    ToolResponse(
-                        "call_book", "book_table", '{"confirmation": "F-2024"}'
-                    )
-                ),
-                Message.assistant("Booked for 20:00, confirmation F-2024."),
-            ],
-        ),
-        (
-            [Message.user("Thanks! Summarise my plan in one line.")],
-            [Message.assistant("Weekend in Florence, dinner for two at 20:00.")],
-        ),
-    ]
-
-
 def _demo(args: argparse.Namespace) -> int:
     repository = _open(args.url, args.options)
-    memory = MessageWindowChatMemory(repository, max_messages=args.max_messages)
-    conversation_id = args.conversation or (
-        f"demo-{datetime.now(UTC):%Y%m%d-%H%M%S}-{uuid.uuid4().hex[:4]}"
+    play(
+        repository,
+        redact_url(args.url),
+        max_messages=args.max_messages,
+        conversation_id=args.conversation,
+        write=_out,
     )
-    _out(f"chatledger demo on {redact_url(args.url)}")
-    _out(
-        f"conversation {conversation_id}, window of {args.max_messages} messages "
-        "(system messages count; turns are kept whole)"
-    )
-    seen: dict[str, Message] = {m.id: m for m in memory.get(conversation_id)}
-    for number, (asked, replies) in enumerate(_script(), start=1):
-        _out()
-        _out(f"--- turn {number} " + "-" * 50)
-        sent = memory.add(conversation_id, asked)
-        seen.update((m.id, m) for m in asked)
-        window = memory.get(conversation_id)
-        _out(f"the model is sent {len(window)} messages:")
-        for message in window:
-            for line in describe(message):
-                _out(f"    {line}")
-        answered = memory.add(conversation_id, replies)
-        seen.update((m.id, m) for m in replies)
-        _out("the model replies:")
-        for message in answered.appended:
-            _print_message("  + ", message)
-        evicted = [*sent.evicted_ids, *answered.evicted_ids]
-        if evicted:
-            _out(f"evicted {len(evicted)} (oldest whole turns first):")
-            for message_id in evicted:
-                old = seen.get(message_id)
-                if old is None:
-                    _out(f"  - message {message_id}")
-                else:
-                    _print_message("  - ", old)
-        else:
-            _out("evicted nothing")
-    _out()
-    stored = memory.get(conversation_id)
-    _out(f"stored now: {len(stored)} messages in {conversation_id}")
-    ids = sorted(repository.find_conversation_ids())
-    _out(f"conversations in {redact_url(args.url)} ({len(ids)}):")
-    for cid in ids[-10:]:
-        mark = "   <- this run" if cid == conversation_id else ""
-        count = len(repository.find_by_conversation_id(cid))
-        _out(f"  {cid}  {count} messages{mark}")
-    if len(ids) > 10:
-        _out(f"  ... and {len(ids) - 10} older")
-    _out()
-    _out(f"run it again to add a conversation; inspect with: {PROG} ls {args.url}")
     return 0
 
 
