@@ -7,6 +7,7 @@ import json
 import os
 import pty
 import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -108,6 +109,30 @@ class TestUsage:
         assert "Traceback" in done.err
         assert "UnknownBackendError" in done.err
         assert SECRET not in done.err + done.out
+
+    def test_driver_error_is_one_line_naming_the_store(
+        self, cli: Cli, tmp_path: Path
+    ) -> None:
+        (tmp_path / "broken.json").write_text("{not json", encoding="utf-8")
+        url = file_url("testfile", tmp_path / "broken")
+        done = cli("ls", url)
+        assert done.code == 1
+        assert len(done.err.strip().splitlines()) == 1
+        line = _one_line_error(done.err)
+        assert line.startswith("chatledger: error: JSONDecodeError: ")
+        assert line.endswith(f"({url})")
+
+    def test_python_dash_m_runs_the_same_command(self, tmp_path: Path) -> None:
+        done = subprocess.run(
+            [sys.executable, "-m", "chatledger", "--version"],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0
+        assert done.stdout.startswith("chatledger ")
 
     def test_bad_window_size_is_a_usage_error(self, cli: Cli) -> None:
         done = cli("demo", "--url", "memory://", "--max-messages", "0")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 import tempfile
@@ -603,6 +604,26 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _ScrubbingHandler(logging.Handler):
+    """Shows driver log records on stderr with --debug, passwords scrubbed."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        _err(self.format(record))
+
+
+def _configure_logging(debug: bool) -> None:
+    # Without a handler of its own, Python prints a library's warnings on
+    # stderr (logging.lastResort): an error would then span several lines.
+    root = logging.getLogger()
+    if debug:
+        handler: logging.Handler = _ScrubbingHandler()
+        handler.setFormatter(logging.Formatter("%(name)s: %(levelname)s: %(message)s"))
+        root.setLevel(logging.DEBUG)
+    else:
+        handler = logging.NullHandler()
+    root.addHandler(handler)
+
+
 _USAGE_ERRORS = (UsageError, UnknownBackendError, InvalidConversationIdError)
 
 
@@ -626,6 +647,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 2
+    _configure_logging(args.debug)
     try:
         return _run(args)
     except KeyboardInterrupt:
@@ -641,6 +663,13 @@ def main(argv: Sequence[str] | None = None) -> int:
             _err(traceback.format_exc().rstrip())
         message = str(exc) or type(exc).__name__
         if not isinstance(exc, ChatLedgerError | OSError):
-            message = f"{type(exc).__name__}: {message}"
+            # A driver's error seldom says which store it came from.
+            urls = [
+                redact_url(getattr(args, name))
+                for name in ("url", "source", "target")
+                if isinstance(getattr(args, name, None), str)
+            ]
+            where = f" ({', '.join(urls)})" if urls else ""
+            message = f"{type(exc).__name__}: {message}{where}"
         _err(f"{PROG}: error: {' '.join(message.split())}")
         return 2 if isinstance(exc, _USAGE_ERRORS) else 1
