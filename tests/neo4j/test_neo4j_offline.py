@@ -28,6 +28,7 @@ from chatledger import (
     TokenWindow,
     UnknownBackendError,
 )
+from chatledger.append_plan import StoredEntry, plan_append
 from chatledger.testing import random_turns
 from chatledger.testing.samples import BAD_CONVERSATION_IDS
 from chatledger.tokens import estimate_tokens
@@ -39,7 +40,6 @@ from chatledger_neo4j import (
     parse_url,
     validate_label,
 )
-from chatledger_neo4j.plan import StoredEntry, plan_append
 
 # Port 1 on loopback: nothing listens, so a query would fail at once.
 NOWHERE = "bolt://127.0.0.1:1"

@@ -47,6 +47,7 @@ from neo4j import Driver, GraphDatabase, ManagedTransaction, Record, Session
 from neo4j.exceptions import ClientError
 
 from chatledger import codec
+from chatledger.append_plan import StoredEntry, plan_append
 from chatledger.faults import FaultPoints
 from chatledger.messages import Message, Role
 from chatledger.repository import AppendResult
@@ -57,7 +58,6 @@ from chatledger.validation import (
 )
 from chatledger.window import Window
 from chatledger_neo4j.cypher import Statements
-from chatledger_neo4j.plan import StoredEntry, plan_append
 from chatledger_neo4j.url import parse_url
 
 __all__ = ["Neo4jChatMemoryRepository"]

@@ -1,4 +1,4 @@
-"""What one window append does, decided from the few rows it reads.
+"""What one atomic window append writes and deletes, from the few rows it reads.
 
 Example:
     plan = plan_append(
@@ -11,7 +11,11 @@ Example:
     plan.insert        # the new messages to write
     plan.delete_ids    # the stored messages to delete
 
-Nothing here does I/O, and nothing here is a window rule: the rules are
+Adapters that implement :class:`chatledger.SupportsWindowAppend` read, inside
+their atomic unit, the stored system messages, the non-system count and size
+total (kept beside the conversation) and a lazy iterator over the oldest
+non-system entries, then apply the plan. Nothing here does I/O, and nothing
+here is a window rule: the rules are
 :func:`chatledger.window.merge_system` and
 :func:`chatledger.window.count_evictions`, fed with the stored system messages,
 the stored non-system total and the stored non-system entries oldest first.
