@@ -39,11 +39,18 @@ class FileChatMemoryRepository:
         self.path = path
 
     @classmethod
-    def from_url(cls, url: str, **options: Any) -> FileChatMemoryRepository:
-        """Open ``testfile:///absolute/path.json``."""
-        if options:
-            raise TypeError(f"unexpected options {sorted(options)}")
-        return cls(Path(url.partition("://")[2]))
+    def from_url(
+        cls, url: str, *, namespace: str | None = None
+    ) -> FileChatMemoryRepository:
+        """Open ``testfile:///absolute/path.json``; a namespace picks a sibling file."""
+        path = Path(url.partition("://")[2])
+        if namespace is not None:
+            path = path.with_name(f"{path.stem}.{namespace}{path.suffix}")
+        return cls(path)
+
+    def drop(self) -> None:
+        """Remove the file and everything in it."""
+        self.path.unlink(missing_ok=True)
 
     def _load(self) -> dict[str, list[dict[str, Any]]]:
         if not self.path.exists():

@@ -330,6 +330,20 @@ class TestConformanceCommand:
         assert "(no atomic window append;" in done.out
         assert cli("ls", url).out == ""
 
+    def test_namespace_keeps_the_run_apart_and_is_dropped(
+        self, cli: Cli, tmp_path: Path
+    ) -> None:
+        url = file_url("testfile", tmp_path / "busy")
+        assert cli("import", url, "-", stdin=_jsonl(_sample())).code == 0
+        before = (tmp_path / "busy.json").read_bytes()
+        done = cli(
+            "conformance", url, "--namespace-option", "namespace", "--", "-k", "order"
+        )
+        assert done.code == 0, done.out + done.err
+        assert " passed" in done.out
+        assert (tmp_path / "busy.json").read_bytes() == before
+        assert sorted(p.name for p in tmp_path.glob("busy*")) == ["busy.json"]
+
     def test_refuses_a_store_that_holds_data(self, cli: Cli, tmp_path: Path) -> None:
         url = file_url("testfile", tmp_path / "busy")
         assert cli("import", url, "-", stdin=_jsonl(_sample())).code == 0
