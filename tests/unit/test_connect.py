@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import textwrap
 from pathlib import Path
 
@@ -131,6 +132,26 @@ def test_missing_adapter_names_its_pip_install_line(url: str, hint: str) -> None
         connect(secret_url)
     assert str(caught.value).endswith(f"install it with: {hint}")
     assert SECRET not in str(caught.value)
+
+
+def test_installed_adapter_hidden_gives_the_install_line(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The package's `connect` attribute is the function, so fetch the module.
+    module = importlib.import_module("chatledger.connect")
+    everything = module.entry_points
+    monkeypatch.setattr(
+        module,
+        "entry_points",
+        lambda group: [e for e in everything(group=group) if e.name == "memory"],
+    )
+    with pytest.raises(UnknownBackendError) as caught:
+        connect(f"mongodb+srv://app:{SECRET}@cluster.example/chat")
+    assert str(caught.value) == (
+        "no installed chatledger adapter handles mongodb+srv:// URLs "
+        "(mongodb+srv://app:***@cluster.example/chat); "
+        "install it with: pip install chatledger-mongodb"
+    )
 
 
 @pytest.fixture
