@@ -282,7 +282,7 @@ class _Progress:
 
 def _copy(args: argparse.Namespace) -> int:
     source = _open(args.source, args.options)
-    target = _open(args.target, args.target_options or args.options)
+    target = _open(args.target, args.target_options)
     ids = sorted(source.find_conversation_ids())
     progress = _Progress(len(ids), sys.stderr.isatty() and not args.no_progress)
     copied = messages_copied = 0
@@ -599,7 +599,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=_option,
         action="append",
         default=[],
-        help="an option for the target only (default: the -o options)",
+        help="an option for the target's from_url (-o options go to the source)",
     )
     copy.set_defaults(run=_copy)
 
