@@ -113,6 +113,21 @@ class TestUsage:
         assert f"{scheme}://app:***@db.example/chat" in line
         assert SECRET not in done.err + done.out
 
+    @pytest.mark.skipif(not HAVE_SQL, reason=NO_SQL)
+    @pytest.mark.skipif(
+        importlib.util.find_spec("oracledb") is not None,
+        reason="the Oracle driver is installed here",
+    )
+    def test_missing_driver_names_the_extra(self, cli: Cli) -> None:
+        done = cli("ls", f"oracle+oracledb://app:{SECRET}@db.example:1521/?x=1")
+        assert done.code == 1
+        line = _one_line_error(done.err)
+        assert "No module named 'oracledb'" in line
+        assert line.endswith(
+            "the database driver is missing: pip install 'chatledger-sql[oracle]'"
+        )
+        assert SECRET not in done.err + done.out
+
     def test_debug_shows_the_traceback_still_redacted(self, cli: Cli) -> None:
         done = cli("--debug", "ls", f"nosuchdb://admin:{SECRET}@h/x")
         assert done.code == 2

@@ -30,7 +30,13 @@ from typing import IO, Any, NoReturn
 from urllib.parse import unquote
 
 from chatledger import codec
-from chatledger.connect import connect, redact_text, redact_url
+from chatledger.connect import (
+    connect,
+    install_hint,
+    redact_text,
+    redact_url,
+    url_scheme,
+)
 from chatledger.convert import UnsupportedContentError, to_anthropic, to_openai
 from chatledger.demo import describe, play
 from chatledger.errors import (
@@ -651,6 +657,18 @@ def _configure_logging(debug: bool) -> None:
     root.addHandler(handler)
 
 
+def _driver_hint(args: argparse.Namespace) -> str:
+    """Name the install line when an adapter's database driver is missing."""
+    hints = []
+    for name in ("url", "source", "target"):
+        url = getattr(args, name, None)
+        if isinstance(url, str) and "://" in url:
+            hint = install_hint(url_scheme(url))
+            if hint and "[" in hint and hint not in hints:
+                hints.append(hint)
+    return f"; the database driver is missing: {' / '.join(hints)}" if hints else ""
+
+
 _USAGE_ERRORS = (UsageError, UnknownBackendError, InvalidConversationIdError)
 
 
@@ -706,5 +724,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             ]
             where = f" ({', '.join(urls)})" if urls else ""
             message = f"{type(exc).__name__}: {message}{where}"
+            if isinstance(exc, ImportError):
+                message += _driver_hint(args)
         _err(f"{PROG}: error: {' '.join(message.split())}")
         return 2 if isinstance(exc, _USAGE_ERRORS) else 1
