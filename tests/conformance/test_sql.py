@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -24,6 +25,7 @@ class _SqlConformance(ChatMemoryRepositoryTests):
     """Runs the suite on one engine; subclasses say which."""
 
     supports_atomic_append = True
+    supports_ttl = True
     dialect: ClassVar[Any] = None
 
     @pytest.fixture(scope="class")
@@ -39,11 +41,29 @@ class _SqlConformance(ChatMemoryRepositoryTests):
 
     @pytest.fixture
     def repository(self, engine: Engine) -> Iterator[SqlChatMemoryRepository]:
-        repository = SqlChatMemoryRepository(
-            engine, table_name=unique_table(), dialect=self.dialect
-        )
+        repository = self.new_repository(engine)
         yield repository
         repository.drop_schema()
+
+    @pytest.fixture
+    def make_repository_with_ttl(
+        self, engine: Engine
+    ) -> Iterator[Callable[[timedelta], SqlChatMemoryRepository]]:
+        made: list[SqlChatMemoryRepository] = []
+
+        def make(ttl: timedelta) -> SqlChatMemoryRepository:
+            repository = self.new_repository(engine, ttl=ttl)
+            made.append(repository)
+            return repository
+
+        yield make
+        for repository in made:
+            repository.drop_schema()
+
+    def new_repository(self, engine: Engine, **options: Any) -> SqlChatMemoryRepository:
+        return SqlChatMemoryRepository(
+            engine, table_name=unique_table(), dialect=self.dialect, **options
+        )
 
 
 class TestSqliteConformance(_SqlConformance):
@@ -75,14 +95,9 @@ class TestMariaDBWithMySQLDialectConformance(_SqlConformance):
 
     dialect = MySQLDialect()
 
-    @pytest.fixture
-    def repository(self, engine: Engine) -> Iterator[SqlChatMemoryRepository]:
+    def new_repository(self, engine: Engine, **options: Any) -> SqlChatMemoryRepository:
         with pytest.warns(UserWarning, match="mariadb"):
-            repository = SqlChatMemoryRepository(
-                engine, table_name=unique_table(), dialect=self.dialect
-            )
-        yield repository
-        repository.drop_schema()
+            return super().new_repository(engine, **options)
 
     @classmethod
     def url(cls, directory: Path) -> str:

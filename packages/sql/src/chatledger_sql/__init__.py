@@ -29,6 +29,7 @@ from chatledger_sql.dialects import (
     unregister_dialect,
 )
 from chatledger_sql.repository import SqlChatMemoryRepository
+from chatledger_sql.ttl import InvalidTTLError
 
 if TYPE_CHECKING:
     from chatledger_sql.dialects.duckdb import DuckDBDialect
@@ -44,6 +45,7 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "DialectMismatchWarning",
     "DuckDBDialect",
+    "InvalidTTLError",
     "MariaDBDialect",
     "MySQLDialect",
     "OracleDialect",

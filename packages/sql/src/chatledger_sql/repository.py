@@ -14,18 +14,22 @@ One repository serves every supported database; the dialect (detected from the
 engine, or given) decides column types, guarded DDL and how a conversation is
 locked. Every write is one transaction that locks the row of its conversation
 only, so writers of one conversation queue while others go on.
+
+With ``ttl=timedelta(days=7)`` (or ``ttl=604800`` seconds) a conversation
+expires whole, seven days after its last write: see the class docstring.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import random
 import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event, exc
@@ -50,6 +54,7 @@ from chatledger_sql.dialects.base import (
 )
 from chatledger_sql.schema import Tables, build_tables, check_name
 from chatledger_sql.statements import Statements
+from chatledger_sql.ttl import to_ttl
 
 __all__ = ["SqlChatMemoryRepository"]
 
@@ -59,6 +64,9 @@ T = TypeVar("T")
 MAX_MESSAGE_ID_BYTES = 255
 #: How often a write runs again after a deadlock, conflict or race.
 MAX_ATTEMPTS = 12
+#: The most conversations :meth:`SqlChatMemoryRepository.purge_expired`
+#: removes in one transaction (Oracle caps an ``IN`` list at 1000).
+MAX_PURGE_BATCH = 1000
 
 _SYSTEM = Role.SYSTEM
 _engine_locks: weakref.WeakKeyDictionary[Engine, threading.Lock] = (
@@ -137,15 +145,35 @@ class SqlChatMemoryRepository:
             exist. ``None`` uses the connection's default.
         create_schema: Create the tables if they are missing (idempotent and
             safe to run from several processes at once).
+        ttl: Time to live of a conversation after its last write, as a
+            ``datetime.timedelta`` or seconds (``int`` or ``float``); ``None``
+            (the default) keeps conversations until they are deleted.
+
+    Time to live is sliding and whole-conversation: every write (``save_all``,
+    ``append_to_window``) sets the conversation's ``expires_at`` to now plus
+    ``ttl``, in the transaction of the write. Time is the application's clock
+    in UTC (:func:`chatledger.validation.utc_now`), never the database's, so
+    the clocks of the processes sharing a database should agree. Expiry is
+    read from the stored row, so a repository without ``ttl`` also hides a
+    conversation another repository gave a TTL, and its own writes clear it.
+
+    Deletion is lazy. From the moment it expires, a conversation reads as
+    empty and leaves :meth:`find_conversation_ids`; its rows stay until the
+    next write to it (which deletes them, in the same locked transaction,
+    before appending, so the new conversation starts empty) or until
+    :meth:`purge_expired` removes them.
 
     Attributes:
         dialect: The dialect in use.
         engine: The engine.
         tables: The SQLAlchemy ``Table`` objects.
         fault_points: Test-only hooks called at the named steps of a write.
+        ttl: The time to live as a ``timedelta``, or ``None``.
 
     Raises:
         InvalidNameError: ``table_name`` or ``schema`` is not an allowed name.
+        InvalidTTLError: ``ttl`` is not a positive duration
+            (:class:`chatledger_sql.InvalidTTLError`, a ``ValueError``).
     """
 
     def __init__(
@@ -156,8 +184,10 @@ class SqlChatMemoryRepository:
         table_name: str = "chat_memory",
         schema: str | None = None,
         create_schema: bool = True,
+        ttl: timedelta | float | None = None,
     ) -> None:
         """Detect the dialect and create the tables unless told not to."""
+        self.ttl: timedelta | None = to_ttl(ttl)
         check_name(table_name, "table name")
         if schema is not None:
             check_name(schema, "schema name")
@@ -196,6 +226,7 @@ class SqlChatMemoryRepository:
 
         :meth:`close` disposes the engine made here.
         """
+        to_ttl(options.get("ttl"))
         settings: dict[str, Any] = {"pool_pre_ping": True}
         settings.update(engine_options or {})
         engine = create_engine(url, **settings)
@@ -212,7 +243,7 @@ class SqlChatMemoryRepository:
     def __repr__(self) -> str:
         return (
             f"SqlChatMemoryRepository({self.engine.url!r}, dialect={self.dialect!r}, "
-            f"table_name={self.tables.messages.name!r})"
+            f"table_name={self.tables.messages.name!r}, ttl={self.ttl!r})"
         )
 
     def __enter__(self) -> SqlChatMemoryRepository:
@@ -260,15 +291,20 @@ class SqlChatMemoryRepository:
     # -- reads -----------------------------------------------------------------
 
     def find_conversation_ids(self) -> list[str]:
-        """Return the id of every stored conversation, in no particular order."""
+        """Return the id of every stored, unexpired conversation, in no order."""
         with self.engine.connect() as connection:
-            return list(connection.execute(self._sql.list_ids).scalars())
+            found = connection.execute(self._sql.list_ids, {"now": utc_now()})
+            return list(found.scalars())
 
     def find_by_conversation_id(self, conversation_id: str) -> list[Message]:
-        """Return one conversation, oldest first: one query ordered by ``seq``."""
+        """Return one conversation, oldest first: one query ordered by ``seq``.
+
+        An expired conversation reads as empty.
+        """
         validate_conversation_id(conversation_id)
+        parameters = {"cid": conversation_id, "now": utc_now()}
         with self.engine.connect() as connection:
-            rows = connection.execute(self._sql.read, {"cid": conversation_id})
+            rows = connection.execute(self._sql.read, parameters)
             return [_decode(row) for row in rows]
 
     # -- writes ----------------------------------------------------------------
@@ -344,6 +380,44 @@ class SqlChatMemoryRepository:
             return AppendResult()
         return self._write(lambda c: self._append(c, conversation_id, batch, window))
 
+    def purge_expired(self, *, batch_size: int = 500) -> int:
+        """Delete every conversation that has expired; return how many.
+
+        Reads already hide expired conversations; this reclaims their storage.
+        Run it now and then (from a scheduled job, say). Each batch of up to
+        ``batch_size`` conversations is one transaction that locks their rows,
+        checks again that they have expired (a write may have just renewed
+        one), then deletes their messages and rows. Finding candidates scans
+        the conversations table, which has no index on ``expires_at``, so that
+        writes stay cheap.
+
+        Args:
+            batch_size: Conversations per transaction, 1 to 1000.
+
+        Raises:
+            ValueError: ``batch_size`` is out of range.
+        """
+        if (
+            isinstance(batch_size, bool)
+            or not isinstance(batch_size, int)
+            or not 1 <= batch_size <= MAX_PURGE_BATCH
+        ):
+            raise ValueError(
+                f"batch_size must be an int from 1 to {MAX_PURGE_BATCH}, "
+                f"not {batch_size!r}"
+            )
+        now = utc_now()
+        find = self._sql.expired_ids.limit(batch_size)
+        removed = 0
+        while True:
+            with self.engine.connect() as connection:
+                ids = sorted(connection.execute(find, {"now": now}).scalars())
+            if not ids:
+                return removed
+            removed += self._write(functools.partial(self._purge, ids=ids, now=now))
+            if len(ids) < batch_size:
+                return removed
+
     # -- internals -------------------------------------------------------------
 
     def _write(self, work: Callable[[Connection], T]) -> T:
@@ -401,7 +475,7 @@ class SqlChatMemoryRepository:
                 "p_weight_counter": counter,
                 "p_system_weight": system_weight,
                 "p_other_weight": other_weight,
-                "p_expires_at": None,
+                "p_expires_at": None if self.ttl is None else now + self.ttl,
             },
         )
 
@@ -436,6 +510,28 @@ class SqlChatMemoryRepository:
             state.known,
         )
 
+    def _forget(
+        self, connection: Connection, conversation_id: str, state: ConversationState
+    ) -> ConversationState:
+        """Delete the messages of an expired, locked conversation; it is empty now."""
+        connection.execute(self._sql.delete_messages, {"cid": conversation_id})
+        return ConversationState(
+            state.next_seq, 0, 0, state.weight_counter, 0, 0, known=0
+        )
+
+    def _purge(self, connection: Connection, ids: list[str], now: datetime) -> int:
+        """Delete those of ``ids`` that are still expired once locked."""
+        rows = connection.execute(self._sql.lock_expired, {"ids": ids})
+        expired = [
+            row.conversation_id
+            for row in rows
+            if row.expires_at is not None and row.expires_at <= now
+        ]
+        if expired:
+            connection.execute(self._sql.purge_messages, {"ids": expired})
+            connection.execute(self._sql.purge_conversations, {"ids": expired})
+        return len(expired)
+
     def _oldest(
         self, connection: Connection, conversation_id: str, chunk: int
     ) -> Iterator[Any]:
@@ -465,6 +561,10 @@ class SqlChatMemoryRepository:
             connection, self._sql, conversation_id, now, create=True, probe_ids=ids
         )
         assert state is not None
+        if state.expires_at is not None:
+            now = utc_now()  # the lock may have waited: judge expiry as of now
+            if state.expires_at <= now:
+                state = self._forget(connection, conversation_id, state)
         self.fault_points.reach("after_lock")
         known: set[str] = set()
         if state.known is None or state.known > 0:

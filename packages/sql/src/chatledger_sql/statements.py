@@ -21,7 +21,9 @@ from sqlalchemy import (
     Update,
     bindparam,
     delete,
+    exists,
     insert,
+    or_,
     select,
     update,
 )
@@ -40,9 +42,11 @@ SYSTEM = Role.SYSTEM.value
 class Statements:
     """The statements of one repository (tables plus dialect).
 
-    Bound parameters: ``cid`` (conversation id), ``now``, ``ids`` (message
-    ids, expanding), ``after`` (a sequence number), ``upto`` (the last sequence
-    number to evict) and the ``p_*`` values of the conversation update.
+    Bound parameters: ``cid`` (conversation id), ``now`` (the application's
+    UTC clock, which also decides what has expired), ``ids`` (message or
+    conversation ids, expanding), ``after`` (a sequence number), ``upto`` (the
+    last sequence number to evict) and the ``p_*`` values of the conversation
+    update.
     """
 
     def __init__(self, tables: Tables, dialect: SqlDialect) -> None:
@@ -59,15 +63,26 @@ class Statements:
             c.weight_counter,
             c.system_weight,
             c.other_weight,
+            c.expires_at,
         )
         self.state_columns = state_columns
+        expired = c.expires_at <= bindparam("now")
+        ids: Any = bindparam("ids", expanding=True)
 
-        #: One ordered query over the primary key: the whole conversation.
+        #: One ordered query over the primary key: the whole conversation,
+        #: nothing when its row says it has expired (an uncorrelated probe of
+        #: the conversation's primary key, evaluated once).
         self.read: Select[Any] = (
-            select(*message_columns).where(m.conversation_id == cid).order_by(m.seq)
+            select(*message_columns)
+            .where(
+                m.conversation_id == cid,
+                ~exists().where(c.conversation_id == cid, expired),
+            )
+            .order_by(m.seq)
         )
         self.list_ids: Select[Any] = select(c.conversation_id).where(
-            c.system_count + c.other_count > 0
+            c.system_count + c.other_count > 0,
+            or_(c.expires_at.is_(None), c.expires_at > bindparam("now")),
         )
         self.lock_select: Select[Any] = dialect.lock_rows(
             select(*state_columns).where(c.conversation_id == cid),
@@ -127,6 +142,21 @@ class Statements:
         )
         self.delete_conversation: Delete = delete(tables.conversations).where(
             c.conversation_id == cid
+        )
+        #: Conversations expired at ``now``; the caller adds a limit.
+        self.expired_ids: Select[Any] = select(c.conversation_id).where(expired)
+        #: Lock the rows of ``ids`` (in id order) to confirm they have expired.
+        self.lock_expired: Select[Any] = dialect.lock_rows(
+            select(c.conversation_id, c.expires_at)
+            .where(c.conversation_id.in_(ids))
+            .order_by(c.conversation_id),
+            tables.conversations,
+        )
+        self.purge_messages: Delete = delete(tables.messages).where(
+            m.conversation_id.in_(ids)
+        )
+        self.purge_conversations: Delete = delete(tables.conversations).where(
+            c.conversation_id.in_(ids)
         )
         self.update_conversation: Update = (
             update(tables.conversations)

@@ -48,6 +48,7 @@ class ConversationState:
         other_weight: Total weight of the other messages.
         known: How many of the probed message ids are already stored, when the
             lock statement could tell (``None``: ask separately).
+        expires_at: When the conversation expires (``None``: never).
     """
 
     next_seq: int
@@ -57,6 +58,7 @@ class ConversationState:
     system_weight: int | None
     other_weight: int | None
     known: int | None = None
+    expires_at: datetime | None = None
 
     @classmethod
     def empty(cls) -> ConversationState:
@@ -75,6 +77,7 @@ class ConversationState:
             system_weight=mapping["system_weight"],
             other_weight=mapping["other_weight"],
             known=mapping.get("known"),
+            expires_at=mapping.get("expires_at"),
         )
 
 
