@@ -73,13 +73,13 @@ import random
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
-from types import TracebackType
-from typing import Any, Literal, Self, TypeVar
+from typing import Any, Literal, TypeVar
 
 from cassandra import ConsistencyLevel, ReadTimeout, WriteTimeout, WriteType
 from cassandra.query import BatchStatement, BatchType, BoundStatement
 
 from chatledger import codec
+from chatledger.closing import ClosingContext
 from chatledger.faults import FaultPoints
 from chatledger.messages import Message
 from chatledger.repository import AppendResult
@@ -191,7 +191,7 @@ def _number(options: dict[str, Any], key: str, kind: type[_N]) -> _N:
         ) from None
 
 
-class CassandraChatMemoryRepository:
+class CassandraChatMemoryRepository(ClosingContext):
     """Conversations in one Cassandra table, one partition each.
 
     Implements :class:`chatledger.ChatMemoryRepository` and the atomic
@@ -351,17 +351,6 @@ class CassandraChatMemoryRepository:
         if self._cluster is not None:
             self._cluster.shutdown()
             self._cluster = None
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return (

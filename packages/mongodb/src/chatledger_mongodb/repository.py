@@ -66,6 +66,7 @@ from pymongo.collection import Collection
 from pymongo.errors import OperationFailure
 
 from chatledger import codec
+from chatledger.closing import ClosingContext
 from chatledger.errors import InvalidNameError, MessageTooLargeError
 from chatledger.faults import FaultPoints
 from chatledger.messages import Message
@@ -135,7 +136,7 @@ def _element_bytes(element: Mapping[str, Any]) -> int:
     return len(bson.encode({"e": element}))
 
 
-class MongoDBChatMemoryRepository:
+class MongoDBChatMemoryRepository(ClosingContext):
     """Conversations in a MongoDB collection, one document each.
 
     Args:

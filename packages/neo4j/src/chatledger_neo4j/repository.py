@@ -40,7 +40,6 @@ index on it, and appends do not add relationships to one ever denser node.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
-from types import TracebackType
 from typing import Any, Self, TypeVar
 
 from neo4j import Driver, GraphDatabase, ManagedTransaction, Record, Session
@@ -48,6 +47,7 @@ from neo4j.exceptions import ClientError
 
 from chatledger import codec
 from chatledger.append_plan import StoredEntry, plan_append
+from chatledger.closing import ClosingContext
 from chatledger.faults import FaultPoints
 from chatledger.messages import Message, Role
 from chatledger.repository import AppendResult
@@ -91,7 +91,7 @@ def _row(
     }
 
 
-class Neo4jChatMemoryRepository:
+class Neo4jChatMemoryRepository(ClosingContext):
     """Conversations as nodes in a Neo4j 5 database.
 
     Args:
@@ -186,17 +186,6 @@ class Neo4jChatMemoryRepository:
         if self._owns_driver:
             self._owns_driver = False
             self._driver.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def _session(self) -> Session:
         # The driver's shared bookmark manager gives read-your-writes across

@@ -43,13 +43,13 @@ import math
 import os
 from collections.abc import Sequence
 from datetime import timedelta
-from types import TracebackType
-from typing import Any, Self
+from typing import Any
 
 from redis import Redis
 from redis.cluster import RedisCluster
 
 from chatledger import codec
+from chatledger.closing import ClosingContext
 from chatledger.errors import ChatLedgerError
 from chatledger.faults import FaultPoints
 from chatledger.messages import Message, Role
@@ -109,7 +109,7 @@ def _token() -> str:
     return os.urandom(8).hex()
 
 
-class RedisChatMemoryRepository:
+class RedisChatMemoryRepository(ClosingContext):
     """A :class:`~chatledger.ChatMemoryRepository` with atomic window appends.
 
     Args:
@@ -178,17 +178,6 @@ class RedisChatMemoryRepository:
         """Close the client if :meth:`from_url` made it; a given client stays open."""
         if self._owns_client:
             self.client.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return (

@@ -35,6 +35,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, Engine, create_engine, event, exc
 
 from chatledger import codec
+from chatledger.closing import ClosingContext
 from chatledger.errors import InvalidMessageError
 from chatledger.faults import FaultPoints
 from chatledger.messages import Message, Role
@@ -128,7 +129,7 @@ def _check_ids(batch: list[Message]) -> None:
             )
 
 
-class SqlChatMemoryRepository:
+class SqlChatMemoryRepository(ClosingContext):
     """A chat memory repository in one SQL table (plus one row per conversation).
 
     Implements :class:`chatledger.ChatMemoryRepository` and
@@ -245,12 +246,6 @@ class SqlChatMemoryRepository:
             f"SqlChatMemoryRepository({self.engine.url!r}, dialect={self.dialect!r}, "
             f"table_name={self.tables.messages.name!r}, ttl={self.ttl!r})"
         )
-
-    def __enter__(self) -> SqlChatMemoryRepository:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     def close(self) -> None:
         """Dispose the engine if :meth:`from_url` made it; calling twice is fine."""
