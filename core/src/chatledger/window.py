@@ -221,7 +221,8 @@ class WindowUpdate:
         messages: The whole window after the add, in order.
         appended: The new messages that were added (redundant system messages
             are left out).
-        evicted: The messages that left the window, stored or new, in order.
+        evicted: The messages that left the window: replaced system messages
+            first, then the dropped ones, oldest first.
     """
 
     messages: list[Message]
