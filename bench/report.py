@@ -91,6 +91,9 @@ def ratios(results: Results) -> dict[str, float | None]:
             lat(("ours_append", w)), lat(("floor_append", w))
         )
         out[f"read/floor W={w}"] = _ratio(lat(("ours_read", w)), lat(("floor_read", w)))
+        out[f"read/(floor+decode) W={w}"] = _ratio(
+            lat(("ours_read", w)), lat(("floor_read_decode", w))
+        )
     for w in REWRITE_WINDOWS:
         out[f"rewrite/ours W={w}"] = _ratio(
             lat(("rewrite_append", w)), lat(("ours_append", w))
@@ -157,7 +160,7 @@ def render(
     head = (
         f"{'W':>5} | {'ours append':>17} | {'floor append':>17} | {'xfloor':>6} | "
         f"{'full rewrite':>17} | {'rw/ours':>7} | {'ours read':>17} | "
-        f"{'floor read':>17} | {'xfloor':>6}"
+        f"{'floor read':>17} | {'xfloor':>6} | {'floor read+decode':>17} | {'x f+d':>6}"
     )
     lines.append("Latency in microseconds, p50 / p95; ratios on p50.")
     for report in reports:
@@ -181,12 +184,13 @@ def render(
                 lat(("rewrite_append", w)),
             )
             orr, fr = lat(("ours_read", w)), lat(("floor_read", w))
+            frd = lat(("floor_read_decode", w))
             rw_ratio = _ratio(rw, oa)
             rw_text = "-" if rw_ratio is None else f"{rw_ratio:.1f}x"
             lines.append(
                 f"{w:>5} | {_cell(oa)} | {_cell(fa)} | {_rx(_ratio(oa, fa))} | "
                 f"{_cell(rw)} | {rw_text:>7} | {_cell(orr)} | {_cell(fr)} | "
-                f"{_rx(_ratio(orr, fr))}"
+                f"{_rx(_ratio(orr, fr))} | {_cell(frd)} | {_rx(_ratio(orr, frd))}"
             )
         r = ratios(results)
         growth = r["append W=2000/W=20"]

@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from bench.backends import Setup
-from bench.floors import FullRewrite
+from bench.floors import Floor, FullRewrite, MemoryFloor
 from bench.workload import history, stream
-from chatledger import MessageWindowChatMemory, codec
+from chatledger import Message, MessageWindowChatMemory, codec
 from chatledger.validation import stamp_messages
 
 __all__ = ["Plan", "Results", "Stats", "measure_backend", "measure_codec"]
@@ -88,7 +88,8 @@ class Results:
 
     Attributes:
         latency: ``(variant, window) -> Stats``; variants are ``ours_append``,
-            ``floor_append``, ``rewrite_append``, ``ours_read``, ``floor_read``.
+            ``floor_append``, ``rewrite_append``, ``ours_read``, ``floor_read``
+            and ``floor_read_decode`` (the floor's read plus ``codec.from_json``).
         throughput: ``threads -> appends per second`` (ours, W=20).
         errors: Variants that failed, with the error.
     """
@@ -129,6 +130,12 @@ def _rewrite_append(
     return lambda: rewrite.append(conversation, next(messages))
 
 
+def _read_decoded(floor: Floor, conversation: str) -> list[Message]:
+    """The floor's read plus the codec: what any library returning messages pays."""
+    payload = floor.payload
+    return [codec.from_json(payload(row)) for row in floor.select(conversation)]
+
+
 def _variants(setup: Setup, plan: Plan) -> Iterator[_Variant]:
     """Prefill every conversation and yield one variant per measured operation."""
     floor = setup.floor
@@ -162,6 +169,12 @@ def _variants(setup: Setup, plan: Plan) -> Iterator[_Variant]:
             functools.partial(floor.select, f"floor-read-{window}"),
             plan.read[window],
         )
+        if not isinstance(floor, MemoryFloor):  # ours keeps objects there
+            yield _Variant(
+                ("floor_read_decode", window),
+                functools.partial(_read_decoded, floor, f"floor-read-{window}"),
+                plan.read[window],
+            )
         if window in REWRITE_WINDOWS:
             rewrite = FullRewrite(floor, window)
             rewrite.load(f"rewrite-{window}", history(window))
