@@ -180,6 +180,7 @@ def _redis(stack: ExitStack, workdir: Path) -> Setup:
 
     # Registered after floor.close, so it runs before the floor's client closes.
     stack.callback(cleanup)
+    stack.callback(repository.close)
     return Setup(repository, floor)
 
 
