@@ -181,7 +181,13 @@ def _redis(stack: ExitStack, workdir: Path) -> Setup:
     # Registered after floor.close, so it runs before the floor's client closes.
     stack.callback(cleanup)
     stack.callback(repository.close)
-    return Setup(repository, floor)
+    from redis.utils import HIREDIS_AVAILABLE
+
+    connection = floor.client.connection_pool.get_connection()
+    protocol = connection.protocol
+    floor.client.connection_pool.release(connection)
+    parser = "hiredis" if HIREDIS_AVAILABLE else "pure-Python parser"
+    return Setup(repository, floor, notes=[f"RESP{protocol}, {parser}"])
 
 
 BACKENDS: dict[str, Backend] = {
