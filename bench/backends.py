@@ -93,20 +93,6 @@ class Backend:
             yield self.opener(stack, workdir)
 
 
-def _drop_sql_tables(engine: Any, prefix: str) -> None:
-    """Drop every table whose name starts with ``prefix`` (ours made them)."""
-    import sqlalchemy
-
-    names = [
-        n for n in sqlalchemy.inspect(engine).get_table_names() if n.startswith(prefix)
-    ]
-    with engine.begin() as connection:
-        # Child tables first: reverse name order drops ``x_messages`` before ``x``.
-        for name in sorted(names, reverse=True):
-            connection.exec_driver_sql(f"DROP TABLE IF EXISTS {name}")
-    engine.dispose()
-
-
 def _sql_repository(stack: ExitStack, url: str) -> tuple[Any, str | None, str]:
     """Open our SQL repository on a fresh table; returns (repo, missing, table)."""
     table = unique_name()
@@ -114,8 +100,10 @@ def _sql_repository(stack: ExitStack, url: str) -> tuple[Any, str | None, str]:
         from chatledger_sql import SqlChatMemoryRepository
     except ImportError as exc:
         return None, f"chatledger-sql not installed ({exc})", table
-    repository = SqlChatMemoryRepository.from_url(url, table=table)
-    stack.callback(_drop_sql_tables, repository.engine, table)
+    repository = SqlChatMemoryRepository.from_url(url, table_name=table)
+    # Callbacks run last-in first-out: drop the tables, then dispose the engine.
+    stack.callback(repository.close)
+    stack.callback(repository.drop_schema)
     return repository, None, table
 
 

@@ -203,6 +203,16 @@ def render(
                 f"8 threads {t8:,.0f}/s (x{scale:.2f})"
             )
         lines.append(summary)
+        cpu = []
+        for kind in ("ours_append", "floor_append", "ours_read", "floor_read"):
+            values = [lat((kind, w)) for w in WINDOWS]
+            if any(v is not None for v in values):
+                cpu.append(
+                    f"{kind} "
+                    + "/".join("-" if v is None else _fmt(v.cpu) for v in values)
+                )
+        if cpu:
+            lines.append("   client CPU us/op at W=20/200/2000: " + "; ".join(cpu))
         for error in results.errors:
             lines.append(f"   ERROR {error}")
     if codec_stats:

@@ -65,21 +65,28 @@ class Plan:
 
 @dataclass(frozen=True)
 class Stats:
-    """Percentiles of one variant, in microseconds."""
+    """Percentiles of one variant, in microseconds.
+
+    ``cpu`` is the mean CPU time of the measuring thread per operation: the
+    client's own work (driver and Python, and for embedded engines the engine),
+    without waiting for a server or a disk. It is steadier than wall time on a
+    busy machine and tells code cost apart from I/O.
+    """
 
     p50: float
     p95: float
     n: int
+    cpu: float = 0.0
 
     @classmethod
-    def of(cls, samples_ns: list[int]) -> Stats:
-        """Summarise samples given in nanoseconds."""
+    def of(cls, samples_ns: list[int], cpu_ns: int = 0) -> Stats:
+        """Summarise samples given in nanoseconds (and their total CPU time)."""
         ordered = sorted(samples_ns)
 
         def pct(q: float) -> float:
             return ordered[min(len(ordered) - 1, int(q * len(ordered)))] / 1000
 
-        return cls(pct(0.50), pct(0.95), len(ordered))
+        return cls(pct(0.50), pct(0.95), len(ordered), cpu_ns / len(ordered) / 1000)
 
 
 @dataclass
@@ -105,6 +112,7 @@ class _Variant:
     op: Callable[[], object]
     samples: int
     taken: list[int] = field(default_factory=list)
+    cpu_ns: int = 0
 
 
 def _ours_append(
@@ -205,11 +213,13 @@ def _run_interleaved(variants: list[_Variant], plan: Plan, results: Results) -> 
             gc.collect()
             op = variant.op
             taken = variant.taken
+            cpu_start = time.thread_time_ns()
             try:
                 for _ in range(batch):
                     start = clock()
                     op()
                     taken.append(clock() - start)
+                variant.cpu_ns += time.thread_time_ns() - cpu_start
             except Exception as exc:
                 results.errors.append(
                     f"{variant.key} round {round_index}: {type(exc).__name__}: {exc}"
@@ -217,7 +227,7 @@ def _run_interleaved(variants: list[_Variant], plan: Plan, results: Results) -> 
                 live.remove(variant)
     for variant in variants:
         if variant.taken:
-            results.latency[variant.key] = Stats.of(variant.taken)
+            results.latency[variant.key] = Stats.of(variant.taken, variant.cpu_ns)
 
 
 def _throughput(setup: Setup, threads: int, seconds: float, salt: str) -> float:
