@@ -241,13 +241,16 @@ class SqlChatMemoryRepository:
         for statement in self.dialect.create_statements(tables):
             for attempt in range(3):
                 try:
-                    with self.engine.begin() as connection:
+                    with self._serialized(), self.engine.begin() as connection:
                         connection.execute(statement)
                     break
                 except exc.DBAPIError as error:
-                    # Another process created it between the guard and the
-                    # CREATE: run the guarded statement again, now a no-op.
-                    if attempt == 2 or not self.dialect.is_already_exists(error):
+                    # Another creator won between the guard and the CREATE (or,
+                    # on DuckDB, at commit): the guarded statement is now a no-op.
+                    racing = self.dialect.is_already_exists(
+                        error
+                    ) or self.dialect.is_retryable(error)
+                    if attempt == 2 or not racing:
                         raise
                     time.sleep(0.05 * (attempt + 1))
 
