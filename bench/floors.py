@@ -298,7 +298,7 @@ class RedisFloor:
 
     def select(self, conversation_id: str) -> Sequence[Any]:
         """LRANGE the whole list."""
-        return self.client.lrange(self.prefix + conversation_id, 0, -1)  # type: ignore[no-any-return]
+        return self.client.lrange(self.prefix + conversation_id, 0, -1)
 
     def replace(self, conversation_id: str, payloads: Sequence[str]) -> None:
         """DEL and RPUSH everything inside MULTI/EXEC."""

@@ -12,9 +12,11 @@ by ``-n`` to get the round trips per append; the setup adds a small constant.
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from bench.backends import BACKENDS
@@ -47,10 +49,12 @@ def main(argv: list[str] | None = None) -> int:
             payloads = [codec.to_json(m) for m in stamp_messages(messages)]
             setup.floor.replace("p", [codec.to_json(m) for m in history(args.window)])
             if args.read:
-                work = [lambda: setup.floor.select("p")] * args.appends
+                work: list[Callable[[], object]] = [
+                    functools.partial(setup.floor.select, "p")
+                ] * args.appends
             else:
                 work = [
-                    lambda seq=seq, p=p: setup.floor.insert("p", args.window + seq, p)
+                    functools.partial(setup.floor.insert, "p", args.window + seq, p)
                     for seq, p in enumerate(payloads)
                 ]
         else:
@@ -58,9 +62,9 @@ def main(argv: list[str] | None = None) -> int:
             memory = MessageWindowChatMemory(setup.repository, max_messages=args.window)
             setup.repository.save_all("p", history(args.window))
             if args.read:
-                work = [lambda: memory.get("p")] * args.appends
+                work = [functools.partial(memory.get, "p")] * args.appends
             else:
-                work = [lambda m=m: memory.add("p", m) for m in messages]
+                work = [functools.partial(memory.add, "p", m) for m in messages]
         profiler = None
         if args.pyinstrument:
             from pyinstrument import Profiler
