@@ -31,6 +31,9 @@ __all__ = ["CODEC_VERSION", "from_dict", "from_json", "thaw", "to_dict", "to_jso
 #: Written as ``"v"`` into every encoded message; bumped on any format change.
 CODEC_VERSION = 1
 
+# One encoder for every call: ``json.dumps`` with options builds a new one each time.
+_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+
 
 def thaw(value: JsonValue) -> Any:
     """Turn frozen metadata back into plain ``dict`` and ``list`` values."""
@@ -102,7 +105,7 @@ def from_dict(data: Mapping[str, Any]) -> Message:
     Raises:
         InvalidMessageError: if the dict is not a message of a known version.
     """
-    if not isinstance(data, Mapping):
+    if type(data) is not dict and not isinstance(data, Mapping):
         raise InvalidMessageError(
             f"an encoded message is a dict, not {type(data).__name__}"
         )
@@ -114,6 +117,7 @@ def from_dict(data: Mapping[str, Any]) -> Message:
         )
     try:
         created = data.get("created_at")
+        # Most messages have no calls, responses or media: skip building lists.
         return Message(
             role=Role(data["role"]),
             content=data["content"],
@@ -121,13 +125,19 @@ def from_dict(data: Mapping[str, Any]) -> Message:
                 ToolCall(
                     id=c["id"], name=c["name"], arguments=c["arguments"], type=c["type"]
                 )
-                for c in data.get("tool_calls", ())
-            ],
+                for c in data["tool_calls"]
+            ]
+            if "tool_calls" in data
+            else (),
             tool_responses=[
                 ToolResponse(id=r["id"], name=r["name"], data=r["data"])
-                for r in data.get("tool_responses", ())
-            ],
-            media=[_media_from_dict(m) for m in data.get("media", ())],
+                for r in data["tool_responses"]
+            ]
+            if "tool_responses" in data
+            else (),
+            media=[_media_from_dict(m) for m in data["media"]]
+            if "media" in data
+            else (),
             metadata=data.get("metadata", {}),
             id=data["id"],
             created_at=None if created is None else datetime.fromisoformat(created),
@@ -140,7 +150,7 @@ def from_dict(data: Mapping[str, Any]) -> Message:
 
 def to_json(message: Message) -> str:
     """Encode ``message`` as compact JSON text."""
-    return json.dumps(to_dict(message), ensure_ascii=False, separators=(",", ":"))
+    return _ENCODER.encode(to_dict(message))
 
 
 def from_json(text: str | bytes) -> Message:

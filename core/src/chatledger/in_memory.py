@@ -13,19 +13,41 @@ its window append is atomic under one lock.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Self
 
-from chatledger.messages import Message
+from chatledger.messages import Message, Role
 from chatledger.repository import AppendResult
 from chatledger.validation import (
     stamp_messages,
     validate_conversation_id,
     validate_messages,
 )
-from chatledger.window import Window, apply_window
+from chatledger.window import Window, apply_window, count_evictions, merge_system
 
 __all__ = ["InMemoryChatMemoryRepository"]
+
+
+@dataclass
+class _Conversation:
+    """One stored conversation, with what an append needs without a full scan."""
+
+    messages: list[Message]
+    ids: set[str]
+    system: int
+
+    @classmethod
+    def of(cls, messages: list[Message]) -> _Conversation:
+        return cls(
+            messages,
+            {m.id for m in messages},
+            sum(1 for m in messages if m.role is Role.SYSTEM),
+        )
+
+
+def _non_system(messages: Sequence[Message]) -> Iterator[tuple[Role, int]]:
+    return ((m.role, 1) for m in messages if m.role is not Role.SYSTEM)
 
 
 class InMemoryChatMemoryRepository:
@@ -34,7 +56,7 @@ class InMemoryChatMemoryRepository:
     def __init__(self) -> None:
         """Create an empty repository."""
         self._lock = threading.Lock()
-        self._conversations: dict[str, list[Message]] = {}
+        self._conversations: dict[str, _Conversation] = {}
 
     def __repr__(self) -> str:
         return f"InMemoryChatMemoryRepository(conversations={len(self._conversations)})"
@@ -69,7 +91,8 @@ class InMemoryChatMemoryRepository:
         """Return a copy of one conversation, oldest first."""
         validate_conversation_id(conversation_id)
         with self._lock:
-            return list(self._conversations.get(conversation_id, ()))
+            stored = self._conversations.get(conversation_id)
+            return [] if stored is None else list(stored.messages)
 
     def save_all(self, conversation_id: str, messages: Sequence[Message]) -> None:
         """Replace one conversation; an empty list removes it."""
@@ -77,7 +100,7 @@ class InMemoryChatMemoryRepository:
         batch = stamp_messages(validate_messages(messages))
         with self._lock:
             if batch:
-                self._conversations[conversation_id] = batch
+                self._conversations[conversation_id] = _Conversation.of(batch)
             else:
                 self._conversations.pop(conversation_id, None)
 
@@ -90,20 +113,68 @@ class InMemoryChatMemoryRepository:
     def append_to_window(
         self, conversation_id: str, messages: Sequence[Message], window: Window
     ) -> AppendResult:
-        """Append and trim under the repository lock (see ``SupportsWindowAppend``)."""
+        """Append and trim under the repository lock (see ``SupportsWindowAppend``).
+
+        With a message window the cost grows with the new, evicted and system
+        messages, not with the history; a token window re-measures the history.
+        """
         validate_conversation_id(conversation_id)
         batch = validate_messages(messages)
         if not batch:
             return AppendResult()
         with self._lock:
-            stored = self._conversations.get(conversation_id, [])
-            known = {m.id for m in stored}
-            fresh = stamp_messages(m for m in batch if m.id not in known)
+            stored = self._conversations.get(conversation_id)
+            if stored is None:
+                stored = _Conversation([], set(), 0)
+            fresh = stamp_messages(m for m in batch if m.id not in stored.ids)
             if not fresh:
                 return AppendResult()
-            update = apply_window(stored, fresh, window)
-            if update.messages:
-                self._conversations[conversation_id] = update.messages
+            if window.counter_id is None:
+                result = self._append_counted(stored, fresh, window.limit)
+            else:
+                update = apply_window(stored.messages, fresh, window)
+                stored = _Conversation.of(update.messages)
+                result = AppendResult(update.appended, [m.id for m in update.evicted])
+            if stored.messages:
+                self._conversations[conversation_id] = stored
             else:
                 self._conversations.pop(conversation_id, None)
-            return AppendResult(update.appended, [m.id for m in update.evicted])
+            return result
+
+    @staticmethod
+    def _append_counted(
+        stored: _Conversation, fresh: list[Message], limit: int
+    ) -> AppendResult:
+        """The window append when every message counts as one, in place."""
+        evicted: list[Message] = []
+        new = fresh
+        if any(m.role is Role.SYSTEM for m in fresh):
+            system = [m for m in stored.messages if m.role is Role.SYSTEM]
+            merge = merge_system(system, fresh)
+            new = merge.new
+            if merge.replace_stored:
+                evicted.extend(system)
+                stored.messages = [
+                    m for m in stored.messages if m.role is not Role.SYSTEM
+                ]
+                stored.system = 0
+        history = stored.messages
+        history.extend(new)
+        stored.system += sum(1 for m in new if m.role is Role.SYSTEM)
+        total = len(history) - stored.system
+        cut = count_evictions(limit, stored.system, total, _non_system(history))
+        if cut:
+            kept_system: list[Message] = []
+            dropped = end = 0
+            for end, message in enumerate(history, 1):  # noqa: B007 - used below
+                if message.role is Role.SYSTEM:
+                    kept_system.append(message)
+                    continue
+                evicted.append(message)
+                dropped += 1
+                if dropped == cut:
+                    break
+            stored.messages = kept_system + history[end:]
+        stored.ids.difference_update(m.id for m in evicted)
+        stored.ids.update(m.id for m in new)
+        return AppendResult(new, [m.id for m in evicted])

@@ -17,7 +17,7 @@ with ``save_all``, which is not safe against concurrent writers.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 
 from chatledger.in_memory import InMemoryChatMemoryRepository
 from chatledger.messages import Message
@@ -72,6 +72,8 @@ class WindowChatMemory:
             raise TypeError(f"window must be a Window, not {type(window).__name__}")
         self.repository = repository
         self.window = window
+        self._checked: object = None
+        self._window_append = False
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.repository!r}, {self.window!r})"
@@ -89,8 +91,14 @@ class WindowChatMemory:
         batch = validate_messages(messages)
         if not batch:
             return AppendResult()
-        if isinstance(self.repository, SupportsWindowAppend):
-            return self.repository.append_to_window(conversation_id, batch, self.window)
+        repository = self.repository
+        if repository is not self._checked:
+            # A runtime protocol check costs microseconds; do it once per repository.
+            self._window_append = isinstance(repository, SupportsWindowAppend)
+            self._checked = repository
+        if self._window_append:
+            appender = cast(SupportsWindowAppend, repository)
+            return appender.append_to_window(conversation_id, batch, self.window)
         stored = self.repository.find_by_conversation_id(conversation_id)
         known = {m.id for m in stored}
         fresh = [m for m in batch if m.id not in known]

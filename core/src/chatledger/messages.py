@@ -59,6 +59,9 @@ class Role(StrEnum):
 def _check_text(value: object, what: str) -> str:
     if not isinstance(value, str):
         raise InvalidMessageError(f"{what} must be a str, not {type(value).__name__}")
+    if value.isascii():
+        # ASCII always encodes; skipping the copy matters when decoding windows.
+        return value
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -179,11 +182,17 @@ class Media:
 def _tuple_of(items: object, kind: type, what: str) -> tuple[Any, ...]:
     if items is None:
         return ()
-    if isinstance(items, kind):
-        return (items,)
-    if isinstance(items, str | bytes) or not isinstance(items, Iterable):
-        raise InvalidMessageError(f"{what} must be a list of {kind.__name__}")
-    result = tuple(items)
+    if type(items) is tuple or type(items) is list:
+        # The common shapes skip the costly abstract Iterable check.
+        if not items:
+            return ()
+        result = tuple(items)
+    else:
+        if isinstance(items, kind):
+            return (items,)
+        if isinstance(items, str | bytes) or not isinstance(items, Iterable):
+            raise InvalidMessageError(f"{what} must be a list of {kind.__name__}")
+        result = tuple(items)
     for item in result:
         if not isinstance(item, kind):
             raise InvalidMessageError(
@@ -228,7 +237,7 @@ class Message:
 
     def __post_init__(self) -> None:
         try:
-            role = Role(self.role)
+            role = self.role if type(self.role) is Role else Role(self.role)
         except ValueError:
             raise InvalidMessageError(
                 f"role must be one of {', '.join(r.value for r in Role)}, "
@@ -252,7 +261,9 @@ class Message:
         object.__setattr__(self, "tool_calls", calls)
         object.__setattr__(self, "tool_responses", responses)
         object.__setattr__(self, "media", media)
-        if self.metadata is not _EMPTY_METADATA:
+        if type(self.metadata) is dict and not self.metadata:
+            object.__setattr__(self, "metadata", _EMPTY_METADATA)
+        elif self.metadata is not _EMPTY_METADATA:
             if not isinstance(self.metadata, Mapping):
                 raise InvalidMessageError(
                     f"metadata must be a dict, not {type(self.metadata).__name__}"
@@ -273,7 +284,8 @@ class Message:
                 raise InvalidMessageError(
                     "created_at must be a timezone-aware datetime"
                 )
-            object.__setattr__(self, "created_at", self.created_at.astimezone(UTC))
+            if self.created_at.tzinfo is not UTC:
+                object.__setattr__(self, "created_at", self.created_at.astimezone(UTC))
 
     def __hash__(self) -> int:
         # Consistent with equality: equal messages share role and content.

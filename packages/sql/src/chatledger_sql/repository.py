@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from sqlalchemy import Connection, Engine, create_engine, event, exc
+from sqlalchemy import Connection, Engine, Select, create_engine, event, exc
 
 from chatledger import codec
 from chatledger.closing import ClosingContext
@@ -201,6 +201,7 @@ class SqlChatMemoryRepository(ClosingContext):
         self.tables: Tables = build_tables(self.dialect, table_name, schema)
         self.fault_points = FaultPoints()
         self._sql = Statements(self.tables, self.dialect)
+        self._limited: dict[int, Select[Any]] = {}
         self._owns_engine = False
         self._closed = False
         self._writer_lock: threading.Lock | None = (
@@ -299,6 +300,9 @@ class SqlChatMemoryRepository(ClosingContext):
         validate_conversation_id(conversation_id)
         parameters = {"cid": conversation_id, "now": utc_now()}
         with self.engine.connect() as connection:
+            options = self.dialect.read_options(connection)
+            if options:
+                connection.execution_options(**options)
             rows = connection.execute(self._sql.read, parameters)
             return [_decode(row) for row in rows]
 
@@ -527,6 +531,16 @@ class SqlChatMemoryRepository(ClosingContext):
             connection.execute(self._sql.purge_conversations, {"ids": expired})
         return len(expired)
 
+    def _oldest_limited(self, chunk: int) -> Select[Any]:
+        # A new .limit() statement costs SQLAlchemy a fresh cache key on every
+        # append; the few chunk sizes a window uses are kept built.
+        statement = self._limited.get(chunk)
+        if statement is None:
+            statement = self._sql.oldest.limit(chunk)
+            if len(self._limited) < 64:
+                self._limited[chunk] = statement
+        return statement
+
     def _oldest(
         self, connection: Connection, conversation_id: str, chunk: int
     ) -> Iterator[Any]:
@@ -534,7 +548,7 @@ class SqlChatMemoryRepository(ClosingContext):
         after = -1
         while True:
             rows = connection.execute(
-                self._sql.oldest.limit(chunk),
+                self._oldest_limited(chunk),
                 {"cid": conversation_id, "after": after},
             ).all()
             yield from rows

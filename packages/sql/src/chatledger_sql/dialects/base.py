@@ -143,6 +143,10 @@ class SqlDialect:
     def begin_write(self, connection: Connection) -> None:
         """Start a write transaction (the default lets SQLAlchemy autobegin)."""
 
+    def read_options(self, connection: Connection) -> dict[str, Any]:
+        """Execution options for a one-statement read (none by default)."""
+        return {}
+
     def serialize_in_process(self) -> bool:
         """True when writers in one process must queue on a lock (DuckDB)."""
         return False

@@ -57,6 +57,17 @@ class PostgresDialect(SqlDialect):
         """Serialization failure or deadlock."""
         return _sqlstate(error) in _RETRYABLE or super().is_retryable(error)
 
+    def read_options(self, connection: Connection) -> dict[str, Any]:
+        """Autocommit on PostgreSQL drivers: a read is one round trip, not three.
+
+        One SELECT sees one snapshot anyway; in a transaction the driver would
+        add a ``BEGIN`` before it and a ``ROLLBACK`` when the pool takes the
+        connection back, each a round trip of its own.
+        """
+        if connection.dialect.name == "postgresql":
+            return {"isolation_level": "AUTOCOMMIT"}
+        return {}
+
     def upsert_conversation(self, statements: Statements) -> Any:
         """Create-or-lock the row, return its state and count known message ids."""
         tables = statements.tables

@@ -1,0 +1,7 @@
+"""Run the benchmarks: ``python -m bench --help``."""
+
+from __future__ import annotations
+
+from bench.cli import main
+
+raise SystemExit(main())

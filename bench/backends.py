@@ -1,0 +1,193 @@
+"""The backends the benchmarks run on, each with our repository and its floor.
+
+Example:
+    backend = BACKENDS["sqlite"]
+    with backend.open(workdir) as setup:
+        setup.repository      # our repository (None if the adapter is missing)
+        setup.floor           # the raw-driver floor on the same engine
+
+Server URLs come from ``CHATLEDGER_BENCH_<NAME>_URL``, then
+``CHATLEDGER_TEST_<NAME>_URL``, then the loopback defaults below. Every table
+and key prefix is fresh and removed afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.floors import (
+    DuckDBFloor,
+    Floor,
+    MariaDBFloor,
+    MemoryFloor,
+    PostgresFloor,
+    RedisFloor,
+    SQLiteFloor,
+    unique_name,
+)
+from chatledger import ChatMemoryRepository, InMemoryChatMemoryRepository
+
+__all__ = ["BACKENDS", "Backend", "Setup"]
+
+_DEFAULT_URLS = {
+    "postgresql": "postgresql+psycopg://postgres@127.0.0.1:5432/test",
+    "mariadb": "mysql+pymysql://root@127.0.0.1:3306/test",
+    "redis": "redis://127.0.0.1:6379/0",
+}
+
+
+def server_url(name: str) -> str:
+    """Return the URL of a server backend (environment first, then loopback)."""
+    for var in (
+        f"CHATLEDGER_BENCH_{name.upper()}_URL",
+        f"CHATLEDGER_TEST_{name.upper()}_URL",
+    ):
+        if os.environ.get(var):
+            return os.environ[var]
+    return _DEFAULT_URLS[name]
+
+
+@dataclass
+class Setup:
+    """One backend, opened: our repository, its floor and what describes them.
+
+    Attributes:
+        repository: Our repository on a fresh table or key prefix, or ``None``
+            when its adapter is not installed (``missing`` says why).
+        floor: The raw-driver floor on the same server or engine.
+        notes: Settings worth printing beside the figures.
+    """
+
+    repository: ChatMemoryRepository | None
+    floor: Floor
+    missing: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Backend:
+    """How to open one backend.
+
+    Attributes:
+        name: The name ``--backends`` takes.
+        label: The name printed in the table.
+        append_target: The largest ours/floor append ratio at W=20 we aim for,
+            or ``None`` when there is no target for this backend.
+        opener: Makes the :class:`Setup`, registering cleanup on the stack.
+    """
+
+    name: str
+    label: str
+    append_target: float | None
+    opener: Callable[[ExitStack, Path], Setup]
+
+    @contextmanager
+    def open(self, workdir: Path) -> Iterator[Setup]:
+        """Open the backend; everything it created is removed on exit."""
+        with ExitStack() as stack:
+            yield self.opener(stack, workdir)
+
+
+def _sql_repository(stack: ExitStack, url: str) -> tuple[Any, str | None, str]:
+    """Open our SQL repository on a fresh table; returns (repo, missing, table)."""
+    table = unique_name()
+    try:
+        from chatledger_sql import SqlChatMemoryRepository
+    except ImportError as exc:
+        return None, f"chatledger-sql not installed ({exc})", table
+    repository = SqlChatMemoryRepository.from_url(url, table_name=table)
+    # Callbacks run last-in first-out: drop the tables, then dispose the engine.
+    stack.callback(repository.close)
+    stack.callback(repository.drop_schema)
+    return repository, None, table
+
+
+def _memory(stack: ExitStack, workdir: Path) -> Setup:
+    floor = MemoryFloor()
+    stack.callback(floor.close)
+    return Setup(InMemoryChatMemoryRepository(), floor)
+
+
+def _sqlite(stack: ExitStack, workdir: Path) -> Setup:
+    repository, missing, _ = _sql_repository(stack, f"sqlite:///{workdir / 'ours.db'}")
+    pragmas: list[str] = []
+    if repository is not None:
+        # The floor gets the journal settings our adapter runs with, so the
+        # ratio compares code, not durability settings.
+        with repository.engine.connect() as connection:
+            for pragma in ("journal_mode", "synchronous"):
+                value = connection.exec_driver_sql(f"PRAGMA {pragma}").scalar()
+                pragmas.append(f"{pragma}={value}")
+    floor = SQLiteFloor(str(workdir / "floor.db"), pragmas)
+    stack.callback(floor.close)
+    return Setup(repository, floor, missing, [f"PRAGMA {p}" for p in pragmas])
+
+
+def _duckdb(stack: ExitStack, workdir: Path) -> Setup:
+    repository, missing, _ = _sql_repository(
+        stack, f"duckdb:///{workdir / 'ours.duckdb'}"
+    )
+    floor = DuckDBFloor(str(workdir / "floor.duckdb"))
+    stack.callback(floor.close)
+    return Setup(repository, floor, missing)
+
+
+def _server_sql(
+    name: str, floor_class: Callable[[str], Floor]
+) -> Callable[[ExitStack, Path], Setup]:
+    def opener(stack: ExitStack, workdir: Path) -> Setup:
+        url = server_url(name)
+        floor = floor_class(url)
+        stack.callback(floor.close)
+        repository, missing, _ = _sql_repository(stack, url)
+        return Setup(repository, floor, missing)
+
+    return opener
+
+
+def _redis(stack: ExitStack, workdir: Path) -> Setup:
+    url = server_url("redis")
+    floor = RedisFloor(url)
+    stack.callback(floor.close)
+    try:
+        from chatledger_redis import RedisChatMemoryRepository
+    except ImportError as exc:
+        return Setup(None, floor, f"chatledger-redis not installed ({exc})")
+    prefix = unique_name("bench-ours")
+    repository = RedisChatMemoryRepository.from_url(url, key_prefix=prefix)
+
+    def cleanup() -> None:
+        keys = list(floor.client.scan_iter(match=prefix + "*", count=1000))
+        if keys:
+            floor.client.delete(*keys)
+
+    # Registered after floor.close, so it runs before the floor's client closes.
+    stack.callback(cleanup)
+    stack.callback(repository.close)
+    from redis.utils import HIREDIS_AVAILABLE
+
+    connection = floor.client.connection_pool.get_connection()
+    protocol = connection.protocol
+    floor.client.connection_pool.release(connection)
+    parser = "hiredis" if HIREDIS_AVAILABLE else "pure-Python parser"
+    return Setup(repository, floor, notes=[f"RESP{protocol}, {parser}"])
+
+
+BACKENDS: dict[str, Backend] = {
+    b.name: b
+    for b in (
+        Backend("memory", "in-memory", None, _memory),
+        Backend("sqlite", "SQLite file", 1.5, _sqlite),
+        Backend("duckdb", "DuckDB file", None, _duckdb),
+        Backend(
+            "postgresql", "PostgreSQL", 1.5, _server_sql("postgresql", PostgresFloor)
+        ),
+        Backend("mariadb", "MariaDB", 1.5, _server_sql("mariadb", MariaDBFloor)),
+        Backend("redis", "Redis", 1.3, _redis),
+    )
+}

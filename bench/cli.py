@@ -1,0 +1,114 @@
+"""Command line of the benchmarks: ``python -m bench [--backends a,b] [--quick]``.
+
+Example:
+    python -m bench --backends sqlite,postgresql --json results.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.backends import BACKENDS
+from bench.report import BackendReport, ratios, render, targets
+from bench.runner import Plan, Stats, measure_backend, measure_codec
+
+__all__ = ["main"]
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench",
+        description=(
+            "Window append and read latency of chatledger against raw-driver floors."
+        ),
+    )
+    parser.add_argument(
+        "--backends",
+        default=",".join(BACKENDS),
+        help=f"comma-separated subset of: {', '.join(BACKENDS)} (default: all)",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="few samples: a smoke run, not figures"
+    )
+    parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the selected backends one after the other and print the report."""
+    args = _parse(argv)
+    names = [n.strip() for n in args.backends.split(",") if n.strip()]
+    unknown = [n for n in names if n not in BACKENDS]
+    if unknown:
+        print(
+            f"unknown backend(s): {', '.join(unknown)}; known: {', '.join(BACKENDS)}",
+            file=sys.stderr,
+        )
+        return 2
+    plan = Plan.quick() if args.quick else Plan.default()
+    began = time.perf_counter()
+    codec_stats = measure_codec(plan)
+    reports: list[BackendReport] = []
+    with tempfile.TemporaryDirectory(prefix="chatledger-bench-") as tmp:
+        for name in names:
+            backend = BACKENDS[name]
+            workdir = Path(tmp) / name
+            workdir.mkdir()
+            step = time.perf_counter()
+            print(f"... {backend.label}", file=sys.stderr, flush=True)
+            try:
+                with backend.open(workdir) as setup:
+                    results = measure_backend(setup, plan)
+                    reports.append(BackendReport(backend, setup, results))
+            except Exception as exc:  # an unreachable server skips its backend only
+                reports.append(
+                    BackendReport(backend, None, None, f"{type(exc).__name__}: {exc}")
+                )
+            print(
+                f"    {time.perf_counter() - step:.1f} s", file=sys.stderr, flush=True
+            )
+    print(render(reports, codec_stats))
+    print(
+        f"\n{platform.python_implementation()} {platform.python_version()}, "
+        f"{'quick' if args.quick else 'full'} run, {time.perf_counter() - began:.0f} s"
+    )
+    if args.json:
+        args.json.write_text(json.dumps(_as_json(reports, codec_stats), indent=2))
+    return 0
+
+
+def _as_json(
+    reports: list[BackendReport], codec_stats: dict[tuple[str, int], Stats]
+) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "codec": {f"{k}-{n}": vars(s) for (k, n), s in codec_stats.items()},
+        "backends": {},
+    }
+    for report in reports:
+        entry: dict[str, Any] = {"skipped": report.skipped}
+        if report.results is not None:
+            entry["latency_us"] = {
+                f"{k}-{w}": vars(s) for (k, w), s in report.results.latency.items()
+            }
+            entry["throughput_per_s"] = report.results.throughput
+            entry["ratios"] = ratios(report.results)
+            entry["errors"] = report.results.errors
+        out["backends"][report.backend.name] = entry
+    out["targets"] = [
+        {
+            "backend": t.backend,
+            "what": t.what,
+            "value": t.value,
+            "limit": t.limit,
+            "met": t.met,
+        }
+        for t in targets(reports)
+    ]
+    return out

@@ -1,0 +1,232 @@
+"""Print the results: one table per backend, the ratios, and the targets.
+
+Example:
+    print(render(backend_results, codec_stats))
+
+Ratios are taken on medians (p50) of the same interleaved run. A ratio over 1
+means ours is slower than the thing it is compared with, except
+``rewrite/ours``, which says how many times faster ours is than a full rewrite.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from bench.backends import Backend, Setup
+from bench.runner import REWRITE_WINDOWS, WINDOWS, Results, Stats
+
+__all__ = ["BackendReport", "Target", "render", "targets"]
+
+READ_TARGET = 1.3
+GROWTH_TARGET = 1.3
+REWRITE_TARGET = 10.0
+
+
+@dataclass
+class BackendReport:
+    """One backend's results with what describes it."""
+
+    backend: Backend
+    setup: Setup | None
+    results: Results | None
+    skipped: str | None = None
+
+
+@dataclass(frozen=True)
+class Target:
+    """One target, its measured value and whether it is met."""
+
+    backend: str
+    what: str
+    value: float | None
+    limit: float
+    higher_is_better: bool = False
+
+    @property
+    def met(self) -> bool | None:
+        """``None`` when it could not be measured."""
+        if self.value is None:
+            return None
+        if self.higher_is_better:
+            return self.value >= self.limit
+        return self.value <= self.limit
+
+    def line(self) -> str:
+        """A line of the targets section."""
+        state = {True: "MET   ", False: "MISSED", None: "n/a   "}[self.met]
+        sign = ">=" if self.higher_is_better else "<="
+        value = "-" if self.value is None else f"{self.value:.2f}"
+        return (
+            f"  [{state}] {self.backend:<12} {self.what:<30} {value:>7}"
+            f"  (target {sign} {self.limit:g})"
+        )
+
+
+def _ratio(a: Stats | None, b: Stats | None) -> float | None:
+    if a is None or b is None or b.p50 <= 0:
+        return None
+    return a.p50 / b.p50
+
+
+def _cell(stats: Stats | None) -> str:
+    if stats is None:
+        return f"{'-':>17}"
+    return f"{_fmt(stats.p50):>8} /{_fmt(stats.p95):>8}"
+
+
+def _fmt(us: float) -> str:
+    return f"{us:.1f}" if us < 100 else f"{us:.0f}"
+
+
+def _rx(value: float | None) -> str:
+    return f"{'-':>6}" if value is None else f"{value:>6.2f}"
+
+
+def ratios(results: Results) -> dict[str, float | None]:
+    """The headline ratios of one backend."""
+    lat = results.latency.get
+    out: dict[str, float | None] = {}
+    for w in WINDOWS:
+        out[f"append/floor W={w}"] = _ratio(
+            lat(("ours_append", w)), lat(("floor_append", w))
+        )
+        out[f"read/floor W={w}"] = _ratio(lat(("ours_read", w)), lat(("floor_read", w)))
+        out[f"read/(floor+decode) W={w}"] = _ratio(
+            lat(("ours_read", w)), lat(("floor_read_decode", w))
+        )
+    for w in REWRITE_WINDOWS:
+        out[f"rewrite/ours W={w}"] = _ratio(
+            lat(("rewrite_append", w)), lat(("ours_append", w))
+        )
+    out["append W=2000/W=20"] = _ratio(
+        lat(("ours_append", 2000)), lat(("ours_append", 20))
+    )
+    if results.throughput.get(1):
+        out["throughput 8/1 threads"] = (
+            results.throughput.get(8, 0.0) / results.throughput[1]
+        )
+    return out
+
+
+def targets(reports: list[BackendReport]) -> list[Target]:
+    """Every target, for every backend that ran our repository."""
+    found: list[Target] = []
+    for report in reports:
+        if (
+            report.results is None
+            or report.setup is None
+            or report.setup.repository is None
+        ):
+            continue
+        label = report.backend.label
+        r = ratios(report.results)
+        if report.backend.append_target is not None:
+            found.append(
+                Target(
+                    label,
+                    "append/floor at W=20",
+                    r["append/floor W=20"],
+                    report.backend.append_target,
+                )
+            )
+        found.append(
+            Target(
+                label, "append W=2000 / W=20", r["append W=2000/W=20"], GROWTH_TARGET
+            )
+        )
+        found.append(
+            Target(
+                label,
+                "full rewrite / ours at W=200",
+                r["rewrite/ours W=200"],
+                REWRITE_TARGET,
+                True,
+            )
+        )
+        for w in WINDOWS:
+            found.append(
+                Target(
+                    label, f"read/floor at W={w}", r[f"read/floor W={w}"], READ_TARGET
+                )
+            )
+    return found
+
+
+def render(
+    reports: list[BackendReport], codec_stats: dict[tuple[str, int], Stats]
+) -> str:
+    """The whole printout."""
+    lines: list[str] = []
+    head = (
+        f"{'W':>5} | {'ours append':>17} | {'floor append':>17} | {'xfloor':>6} | "
+        f"{'full rewrite':>17} | {'rw/ours':>7} | {'ours read':>17} | "
+        f"{'floor read':>17} | {'xfloor':>6} | {'floor read+decode':>17} | {'x f+d':>6}"
+    )
+    lines.append("Latency in microseconds, p50 / p95; ratios on p50.")
+    for report in reports:
+        b = report.backend
+        lines.append("")
+        if report.results is None or report.setup is None:
+            lines.append(f"== {b.label}: skipped ({report.skipped})")
+            continue
+        setup, results = report.setup, report.results
+        extra = f"; {', '.join(setup.notes)}" if setup.notes else ""
+        lines.append(f"== {b.label} (floor: {setup.floor.name}{extra})")
+        if setup.missing:
+            lines.append(f"   our repository not measured: {setup.missing}")
+        lines.append(head)
+        lines.append("-" * len(head))
+        lat = results.latency.get
+        for w in WINDOWS:
+            oa, fa, rw = (
+                lat(("ours_append", w)),
+                lat(("floor_append", w)),
+                lat(("rewrite_append", w)),
+            )
+            orr, fr = lat(("ours_read", w)), lat(("floor_read", w))
+            frd = lat(("floor_read_decode", w))
+            rw_ratio = _ratio(rw, oa)
+            rw_text = "-" if rw_ratio is None else f"{rw_ratio:.1f}x"
+            lines.append(
+                f"{w:>5} | {_cell(oa)} | {_cell(fa)} | {_rx(_ratio(oa, fa))} | "
+                f"{_cell(rw)} | {rw_text:>7} | {_cell(orr)} | {_cell(fr)} | "
+                f"{_rx(_ratio(orr, fr))} | {_cell(frd)} | {_rx(_ratio(orr, frd))}"
+            )
+        r = ratios(results)
+        growth = r["append W=2000/W=20"]
+        summary = f"   append W=2000/W=20: {'-' if growth is None else f'{growth:.2f}'}"
+        if results.throughput:
+            t1, t8 = results.throughput.get(1, 0.0), results.throughput.get(8, 0.0)
+            scale = t8 / t1 if t1 else 0.0
+            summary += (
+                f"; throughput (ours, W=20): 1 thread {t1:,.0f}/s, "
+                f"8 threads {t8:,.0f}/s (x{scale:.2f})"
+            )
+        lines.append(summary)
+        cpu = []
+        for kind in ("ours_append", "floor_append", "ours_read", "floor_read"):
+            values = [lat((kind, w)) for w in WINDOWS]
+            if any(v is not None for v in values):
+                cpu.append(
+                    f"{kind} "
+                    + "/".join("-" if v is None else _fmt(v.cpu) for v in values)
+                )
+        if cpu:
+            lines.append("   client CPU us/op at W=20/200/2000: " + "; ".join(cpu))
+        for error in results.errors:
+            lines.append(f"   ERROR {error}")
+    if codec_stats:
+        lines.append("")
+        lines.append(
+            "Codec alone (no I/O), p50 / p95 us: "
+            + ", ".join(
+                f"{kind} {n}: {_fmt(s.p50)} / {_fmt(s.p95)}"
+                for (kind, n), s in codec_stats.items()
+            )
+        )
+    found = targets(reports)
+    if found:
+        lines.append("")
+        lines.append("Targets:")
+        lines.extend(t.line() for t in found)
+    return "\n".join(lines)

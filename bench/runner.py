@@ -1,0 +1,312 @@
+"""Measure one backend: interleaved latency batches, then thread throughput.
+
+Example:
+    results = measure_backend(setup, Plan.default())
+    results.latency[("ours_append", 20)].p50
+
+Every measured variant (our append, the floor's insert, the full rewrite, our
+read, the floor's read, at every window size) runs in the same round-robin
+loop, a batch each per round in a shuffled order, so a noisy neighbour on the
+shared machine slows them all alike instead of one of them.
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from bench.backends import Setup
+from bench.floors import Floor, FullRewrite, MemoryFloor
+from bench.workload import history, stream
+from chatledger import Message, MessageWindowChatMemory, codec
+from chatledger.validation import stamp_messages
+
+__all__ = ["Plan", "Results", "Stats", "measure_backend", "measure_codec"]
+
+WINDOWS = (20, 200, 2000)
+REWRITE_WINDOWS = (20, 200)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How many samples each variant gets, and how long throughput runs.
+
+    Attributes:
+        rounds: Round-robin rounds; a variant runs ``samples / rounds`` ops in each.
+        append: Samples per append variant and window.
+        rewrite: Samples of the full rewrite, per window.
+        read: Samples per read variant, per window.
+        warmup: Untimed ops per variant before the first round.
+        throughput_seconds: Length of one throughput slice (two per thread count).
+    """
+
+    rounds: int
+    append: int
+    rewrite: dict[int, int]
+    read: dict[int, int]
+    warmup: int
+    throughput_seconds: float
+
+    @classmethod
+    def default(cls) -> Plan:
+        """About 20-40 seconds per server backend."""
+        return cls(10, 400, {20: 200, 200: 60}, {20: 400, 200: 200, 2000: 40}, 20, 1.5)
+
+    @classmethod
+    def quick(cls) -> Plan:
+        """A smoke run: a few seconds per backend, noisy figures."""
+        return cls(4, 80, {20: 40, 200: 12}, {20: 80, 200: 40, 2000: 8}, 5, 0.5)
+
+
+@dataclass(frozen=True)
+class Stats:
+    """Percentiles of one variant, in microseconds.
+
+    ``cpu`` is the mean CPU time of the measuring thread per operation: the
+    client's own work (driver and Python, and for embedded engines the engine),
+    without waiting for a server or a disk. It is steadier than wall time on a
+    busy machine and tells code cost apart from I/O.
+    """
+
+    p50: float
+    p95: float
+    n: int
+    cpu: float = 0.0
+
+    @classmethod
+    def of(cls, samples_ns: list[int], cpu_ns: int = 0) -> Stats:
+        """Summarise samples given in nanoseconds (and their total CPU time)."""
+        ordered = sorted(samples_ns)
+
+        def pct(q: float) -> float:
+            return ordered[min(len(ordered) - 1, int(q * len(ordered)))] / 1000
+
+        return cls(pct(0.50), pct(0.95), len(ordered), cpu_ns / len(ordered) / 1000)
+
+
+@dataclass
+class Results:
+    """What one backend measured.
+
+    Attributes:
+        latency: ``(variant, window) -> Stats``; variants are ``ours_append``,
+            ``floor_append``, ``rewrite_append``, ``ours_read``, ``floor_read``
+            and ``floor_read_decode`` (the floor's read plus ``codec.from_json``).
+        throughput: ``threads -> appends per second`` (ours, W=20).
+        errors: Variants that failed, with the error.
+    """
+
+    latency: dict[tuple[str, int], Stats] = field(default_factory=dict)
+    throughput: dict[int, float] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class _Variant:
+    key: tuple[str, int]
+    op: Callable[[], object]
+    samples: int
+    taken: list[int] = field(default_factory=list)
+    cpu_ns: int = 0
+
+
+def _ours_append(
+    memory: MessageWindowChatMemory, conversation: str, count: int
+) -> Callable[[], object]:
+    messages = iter(list(stream(count)))
+    return lambda: memory.add(conversation, next(messages))
+
+
+def _floor_append(
+    setup: Setup, conversation: str, start: int, count: int
+) -> Callable[[], object]:
+    payloads = iter([codec.to_json(m) for m in stamp_messages(stream(count))])
+    seqs = iter(range(start, start + count))
+    insert = setup.floor.insert
+    return lambda: insert(conversation, next(seqs), next(payloads))
+
+
+def _rewrite_append(
+    rewrite: FullRewrite, conversation: str, count: int
+) -> Callable[[], object]:
+    messages = iter(list(stream(count)))
+    return lambda: rewrite.append(conversation, next(messages))
+
+
+def _read_decoded(floor: Floor, conversation: str) -> list[Message]:
+    """The floor's read plus the codec: what any library returning messages pays."""
+    payload = floor.payload
+    return [codec.from_json(payload(row)) for row in floor.select(conversation)]
+
+
+def _variants(setup: Setup, plan: Plan) -> Iterator[_Variant]:
+    """Prefill every conversation and yield one variant per measured operation."""
+    floor = setup.floor
+    total_append = plan.append + plan.warmup
+    for window in WINDOWS:
+        prefill = history(window)
+        encoded = [codec.to_json(m) for m in stamp_messages(prefill)]
+        if setup.repository is not None:
+            memory = MessageWindowChatMemory(setup.repository, max_messages=window)
+            setup.repository.save_all(f"ours-append-{window}", history(window))
+            yield _Variant(
+                ("ours_append", window),
+                _ours_append(memory, f"ours-append-{window}", total_append),
+                plan.append,
+            )
+            setup.repository.save_all(f"ours-read-{window}", prefill)
+            yield _Variant(
+                ("ours_read", window),
+                functools.partial(memory.get, f"ours-read-{window}"),
+                plan.read[window],
+            )
+        floor.replace(f"floor-append-{window}", encoded)
+        yield _Variant(
+            ("floor_append", window),
+            _floor_append(setup, f"floor-append-{window}", window, total_append),
+            plan.append,
+        )
+        floor.replace(f"floor-read-{window}", encoded)
+        yield _Variant(
+            ("floor_read", window),
+            functools.partial(floor.select, f"floor-read-{window}"),
+            plan.read[window],
+        )
+        if not isinstance(floor, MemoryFloor):  # ours keeps objects there
+            yield _Variant(
+                ("floor_read_decode", window),
+                functools.partial(_read_decoded, floor, f"floor-read-{window}"),
+                plan.read[window],
+            )
+        if window in REWRITE_WINDOWS:
+            rewrite = FullRewrite(floor, window)
+            rewrite.load(f"rewrite-{window}", history(window))
+            count = plan.rewrite[window]
+            yield _Variant(
+                ("rewrite_append", window),
+                _rewrite_append(rewrite, f"rewrite-{window}", count + plan.warmup),
+                count,
+            )
+
+
+def _run_interleaved(variants: list[_Variant], plan: Plan, results: Results) -> None:
+    live = []
+    for variant in variants:
+        try:
+            for _ in range(plan.warmup):
+                variant.op()
+            live.append(variant)
+        except Exception as exc:  # a broken variant must not hide the others
+            results.errors.append(f"{variant.key}: {type(exc).__name__}: {exc}")
+    clock = time.perf_counter_ns
+    shuffler = random.Random(42)
+    for round_index in range(plan.rounds):
+        shuffler.shuffle(live)
+        for variant in list(live):
+            batch = -(-variant.samples // plan.rounds)
+            batch = min(batch, variant.samples - len(variant.taken))
+            gc.collect()
+            op = variant.op
+            taken = variant.taken
+            cpu_start = time.thread_time_ns()
+            try:
+                for _ in range(batch):
+                    start = clock()
+                    op()
+                    taken.append(clock() - start)
+                variant.cpu_ns += time.thread_time_ns() - cpu_start
+            except Exception as exc:
+                results.errors.append(
+                    f"{variant.key} round {round_index}: {type(exc).__name__}: {exc}"
+                )
+                live.remove(variant)
+    for variant in variants:
+        if variant.taken:
+            results.latency[variant.key] = Stats.of(variant.taken, variant.cpu_ns)
+
+
+def _throughput(setup: Setup, threads: int, seconds: float, salt: str) -> float:
+    """Appends per second of ``threads`` threads, one conversation each (W=20)."""
+    repository = setup.repository
+    assert repository is not None
+    memory = MessageWindowChatMemory(repository, max_messages=20)
+    conversations = [f"tput-{salt}-{threads}-{i}" for i in range(threads)]
+    for conversation in conversations:
+        repository.save_all(conversation, history(20))
+    counts = [0] * threads
+    failures: list[BaseException] = []
+    stop = threading.Event()
+    go = threading.Barrier(threads + 1)
+
+    def worker(index: int) -> None:
+        conversation = conversations[index]
+        n = 0
+        go.wait()
+        try:
+            while not stop.is_set():
+                memory.add(conversation, next(stream(1, n)))
+                n += 1
+        except BaseException as exc:
+            failures.append(exc)
+        counts[index] = n
+
+    pool = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
+    for thread in pool:
+        thread.start()
+    go.wait()
+    start = time.perf_counter()
+    time.sleep(seconds)
+    stop.set()
+    for thread in pool:
+        thread.join()
+    elapsed = time.perf_counter() - start
+    for conversation in conversations:
+        repository.delete_by_conversation_id(conversation)
+    if failures:
+        raise failures[0]
+    return sum(counts) / elapsed
+
+
+def measure_backend(setup: Setup, plan: Plan) -> Results:
+    """Run every latency variant interleaved, then 1 versus 8 appending threads."""
+    results = Results()
+    _run_interleaved(list(_variants(setup, plan)), plan, results)
+    if setup.repository is not None:
+        totals = {1: 0.0, 8: 0.0}
+        try:
+            # 1, 8, 8, 1: drift over the run weighs on both counts alike.
+            for slice_index, threads in enumerate((1, 8, 8, 1)):
+                totals[threads] += _throughput(
+                    setup, threads, plan.throughput_seconds, str(slice_index)
+                )
+            results.throughput = {k: v / 2 for k, v in totals.items()}
+        except Exception as exc:
+            results.errors.append(f"throughput: {type(exc).__name__}: {exc}")
+    return results
+
+
+def measure_codec(plan: Plan) -> dict[tuple[str, int], Stats]:
+    """Time the codec alone: encode one message, decode a window of W."""
+    out: dict[tuple[str, int], Stats] = {}
+    one = stamp_messages(stream(1))[0]
+    samples = [0] * plan.read[20]
+    for i in range(len(samples)):
+        start = time.perf_counter_ns()
+        codec.to_json(one)
+        samples[i] = time.perf_counter_ns() - start
+    out[("encode", 1)] = Stats.of(samples)
+    for window in WINDOWS:
+        encoded = [codec.to_json(m) for m in stamp_messages(history(window))]
+        taken = []
+        for _ in range(plan.read[window]):
+            start = time.perf_counter_ns()
+            for text in encoded:
+                codec.from_json(text)
+            taken.append(time.perf_counter_ns() - start)
+        out[("decode", window)] = Stats.of(taken)
+    return out
