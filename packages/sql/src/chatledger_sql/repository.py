@@ -229,8 +229,10 @@ class SqlChatMemoryRepository(ClosingContext):
         :meth:`close` disposes the engine made here.
         """
         to_ttl(options.get("ttl"))
-        settings: dict[str, Any] = {"pool_pre_ping": True}
-        settings.update(engine_options or {})
+        # No pool_pre_ping: it costs a round trip per operation. A connection
+        # the server dropped fails its first statement instead, and every
+        # operation runs once more on a fresh one (see _write and _read).
+        settings: dict[str, Any] = dict(engine_options or {})
         engine = create_engine(url, **settings)
         if engine.dialect.name == "sqlite":
             event.listen(engine, "connect", _sqlite_on_connect)
@@ -288,9 +290,12 @@ class SqlChatMemoryRepository(ClosingContext):
 
     def find_conversation_ids(self) -> list[str]:
         """Return the id of every stored, unexpired conversation, in no order."""
-        with self.engine.connect() as connection:
+
+        def work(connection: Connection) -> list[str]:
             found = connection.execute(self._sql.list_ids, {"now": utc_now()})
             return list(found.scalars())
+
+        return self._read(work)
 
     def find_by_conversation_id(self, conversation_id: str) -> list[Message]:
         """Return one conversation, oldest first: one query ordered by ``seq``.
@@ -299,12 +304,15 @@ class SqlChatMemoryRepository(ClosingContext):
         """
         validate_conversation_id(conversation_id)
         parameters = {"cid": conversation_id, "now": utc_now()}
-        with self.engine.connect() as connection:
+
+        def work(connection: Connection) -> list[Message]:
             options = self.dialect.read_options(connection)
             if options:
                 connection.execution_options(**options)
             rows = connection.execute(self._sql.read, parameters)
             return [_decode(row) for row in rows]
+
+        return self._read(work)
 
     # -- writes ----------------------------------------------------------------
 
@@ -409,8 +417,7 @@ class SqlChatMemoryRepository(ClosingContext):
         find = self._sql.expired_ids.limit(batch_size)
         removed = 0
         while True:
-            with self.engine.connect() as connection:
-                ids = sorted(connection.execute(find, {"now": now}).scalars())
+            ids = self._read(lambda c: sorted(c.execute(find, {"now": now}).scalars()))
             if not ids:
                 return removed
             removed += self._write(functools.partial(self._purge, ids=ids, now=now))
@@ -419,8 +426,27 @@ class SqlChatMemoryRepository(ClosingContext):
 
     # -- internals -------------------------------------------------------------
 
+    def _read(self, work: Callable[[Connection], T]) -> T:
+        """Run a read; once more on a fresh connection if the server dropped it."""
+        try:
+            with self.engine.connect() as connection:
+                return work(connection)
+        except exc.DBAPIError as error:
+            if not error.connection_invalidated:
+                raise
+        with self.engine.connect() as connection:
+            return work(connection)
+
     def _write(self, work: Callable[[Connection], T]) -> T:
+        """Run a write transaction, again after a deadlock, race or lost connection.
+
+        A write whose connection was lost (the server restarted, a pooled
+        connection timed out) runs once more on a fresh connection. That is
+        safe even if the lost attempt had committed: an append of stored
+        message ids is a no-op, ``save_all`` replaces, a delete deletes.
+        """
         attempt = 0
+        reconnected = False
         while True:
             attempt += 1
             try:
@@ -433,6 +459,9 @@ class SqlChatMemoryRepository(ClosingContext):
                 if attempt >= MAX_ATTEMPTS:
                     raise
             except exc.DBAPIError as error:
+                if error.connection_invalidated and not reconnected:
+                    reconnected = True
+                    continue
                 retry = isinstance(error, exc.IntegrityError) or (
                     self.dialect.is_retryable(error)
                 )
