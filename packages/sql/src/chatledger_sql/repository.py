@@ -343,14 +343,16 @@ class SqlChatMemoryRepository(ClosingContext):
             connection.execute(self._sql.insert_messages, rows)
             self.fault_points.reach("after_insert")
             system = sum(1 for m in stamped if m.role is _SYSTEM)
-            self._update_conversation(
-                connection,
-                conversation_id,
-                now,
-                next_seq=base + len(stamped),
-                system_count=system,
-                other_count=len(stamped) - system,
-                weights=None,
+            connection.execute(
+                self._sql.update_conversation,
+                self._update_parameters(
+                    conversation_id,
+                    now,
+                    next_seq=base + len(stamped),
+                    system_count=system,
+                    other_count=len(stamped) - system,
+                    weights=None,
+                ),
             )
 
         self._write(work)
@@ -480,9 +482,8 @@ class SqlChatMemoryRepository(ClosingContext):
             with self._writer_lock:
                 yield
 
-    def _update_conversation(
+    def _update_parameters(
         self,
-        connection: Connection,
         conversation_id: str,
         now: datetime,
         *,
@@ -490,22 +491,19 @@ class SqlChatMemoryRepository(ClosingContext):
         system_count: int,
         other_count: int,
         weights: tuple[str, int, int] | None,
-    ) -> None:
+    ) -> dict[str, Any]:
         counter, system_weight, other_weight = weights or (None, None, None)
-        connection.execute(
-            self._sql.update_conversation,
-            {
-                "cid": conversation_id,
-                "now": now,
-                "p_next_seq": next_seq,
-                "p_system_count": system_count,
-                "p_other_count": other_count,
-                "p_weight_counter": counter,
-                "p_system_weight": system_weight,
-                "p_other_weight": other_weight,
-                "p_expires_at": None if self.ttl is None else now + self.ttl,
-            },
-        )
+        return {
+            "cid": conversation_id,
+            "now": now,
+            "p_next_seq": next_seq,
+            "p_system_count": system_count,
+            "p_other_count": other_count,
+            "p_weight_counter": counter,
+            "p_system_weight": system_weight,
+            "p_other_weight": other_weight,
+            "p_expires_at": None if self.ttl is None else now + self.ttl,
+        }
 
     def _reweigh(
         self,
@@ -544,7 +542,7 @@ class SqlChatMemoryRepository(ClosingContext):
         """Delete the messages of an expired, locked conversation; it is empty now."""
         connection.execute(self._sql.delete_messages, {"cid": conversation_id})
         return ConversationState(
-            state.next_seq, 0, 0, state.weight_counter, 0, 0, known=0
+            state.next_seq, 0, 0, state.weight_counter, 0, 0, known=0, oldest=[], peek=1
         )
 
     def _purge(self, connection: Connection, ids: list[str], now: datetime) -> int:
@@ -571,10 +569,20 @@ class SqlChatMemoryRepository(ClosingContext):
         return statement
 
     def _oldest(
-        self, connection: Connection, conversation_id: str, chunk: int
+        self,
+        connection: Connection,
+        conversation_id: str,
+        chunk: int,
+        state: ConversationState,
     ) -> Iterator[Any]:
-        """Stream the oldest non-system rows, ``chunk`` at a time."""
+        """Stream the oldest non-system rows: the lock's peek, then by ``chunk``."""
         after = -1
+        if state.oldest is not None:
+            yield from state.oldest
+            if len(state.oldest) < state.peek:
+                return
+            if state.oldest:
+                after = state.oldest[-1].seq
         while True:
             rows = connection.execute(
                 self._oldest_limited(chunk),
@@ -595,8 +603,17 @@ class SqlChatMemoryRepository(ClosingContext):
     ) -> AppendResult:
         now = utc_now()
         ids = [m.id for m in batch]
+        counter = window.counter_id
+        # The lock statement (where the dialect can) also reads the oldest
+        # rows, as many as a steady-state eviction of this batch needs.
         state = self.dialect.lock_conversation(
-            connection, self._sql, conversation_id, now, create=True, probe_ids=ids
+            connection,
+            self._sql,
+            conversation_id,
+            now,
+            create=True,
+            probe_ids=ids,
+            peek=len(batch) + 8 if counter is None else 32,
         )
         assert state is not None
         if state.expires_at is not None:
@@ -622,7 +639,6 @@ class SqlChatMemoryRepository(ClosingContext):
         merge = merge_system(stored_system, fresh)
         new = stamp_messages(merge.new, now)
 
-        counter = window.counter_id
         sizes = [window.measure(m) for m in new]
         if counter is None:
             system_size = 0 if merge.replace_stored else state.system_count
@@ -647,7 +663,7 @@ class SqlChatMemoryRepository(ClosingContext):
             chunk = excess + 8 if counter is None else 32
 
             def entries() -> Iterator[tuple[Role, int]]:
-                for row in self._oldest(connection, conversation_id, chunk):
+                for row in self._oldest(connection, conversation_id, chunk, state):
                     consumed.append(row)
                     yield Role(row.role), 1 if counter is None else int(row.weight)
                 for message, size in new_others:
@@ -659,23 +675,12 @@ class SqlChatMemoryRepository(ClosingContext):
         evicted_new_ids = {m.id for m in evicted_new}
 
         evicted_ids = [m.id for m in stored_system] if merge.replace_stored else []
-        if merge.replace_stored:
-            connection.execute(self._sql.delete_system, {"cid": conversation_id})
         base = state.next_seq
         rows = [
             _encode(conversation_id, base + i, m, None if counter is None else size)
             for i, (m, size) in enumerate(zip(new, sizes, strict=True))
             if m.id not in evicted_new_ids
         ]
-        if rows:
-            connection.execute(self._sql.insert_messages, rows)
-        self.fault_points.reach("after_insert")
-        if evicted_rows:
-            connection.execute(
-                self._sql.delete_oldest,
-                {"cid": conversation_id, "upto": evicted_rows[-1].seq},
-            )
-        self.fault_points.reach("after_evict")
         evicted_ids += [row.message_id for row in evicted_rows]
         evicted_ids += [m.id for m in evicted_new]
 
@@ -685,8 +690,7 @@ class SqlChatMemoryRepository(ClosingContext):
             evicted_weight = sum(int(row.weight) for row in evicted_rows)
             evicted_weight += sum(s for m, s in new_others if m.id in evicted_new_ids)
             weights = (counter, system_size, other_total - evicted_weight)
-        self._update_conversation(
-            connection,
+        update = self._update_parameters(
             conversation_id,
             now,
             next_seq=base + len(new),
@@ -698,6 +702,29 @@ class SqlChatMemoryRepository(ClosingContext):
             - len(evicted_new),
             weights=weights,
         )
+        upto = evicted_rows[-1].seq if evicted_rows else -1
+        if self.dialect.write_append(
+            connection,
+            self._sql,
+            rows,
+            drop_system=merge.replace_stored,
+            upto=upto,
+            update=update,
+        ):
+            self.fault_points.reach("after_insert")
+            self.fault_points.reach("after_evict")
+            return AppendResult(new, evicted_ids)
+        if merge.replace_stored:
+            connection.execute(self._sql.delete_system, {"cid": conversation_id})
+        if rows:
+            connection.execute(self._sql.insert_messages, rows)
+        self.fault_points.reach("after_insert")
+        if evicted_rows:
+            connection.execute(
+                self._sql.delete_oldest, {"cid": conversation_id, "upto": upto}
+            )
+        self.fault_points.reach("after_evict")
+        connection.execute(self._sql.update_conversation, update)
         return AppendResult(new, evicted_ids)
 
 

@@ -176,6 +176,10 @@ class Statements:
 
         #: The dialect's single-statement lock-or-create, if it has one.
         self.upsert_conversation: Any = dialect.upsert_conversation(self)
+        #: The dialect's lock that also returns the probes, if it has one.
+        self.lock_probing: Any = dialect.probing_lock(self)
+        #: The dialect's single-statement append, if it has one.
+        self.append_all: Any = dialect.append_statement(self)
 
     def all(self) -> dict[str, Any]:
         """Every statement by name (tests compile them all)."""

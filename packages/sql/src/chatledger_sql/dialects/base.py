@@ -13,11 +13,22 @@ database does differently.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
-from sqlalchemy import BigInteger, Integer, Select, String, Text, exc
+from sqlalchemy import (
+    BigInteger,
+    Integer,
+    Select,
+    String,
+    Text,
+    bindparam,
+    exc,
+    func,
+    select,
+)
 from sqlalchemy.schema import CreateTable, ExecutableDDLElement
 from sqlalchemy.types import TypeEngine
 
@@ -28,11 +39,20 @@ if TYPE_CHECKING:
 
     from chatledger_sql.statements import Statements
 
-__all__ = ["ConversationState", "RetryTransaction", "SqlDialect"]
+__all__ = ["ConversationState", "RetryTransaction", "SqlDialect", "StoredRow"]
 
 
 class RetryTransaction(Exception):
     """Raised inside a write to roll it back and run it again from the start."""
+
+
+class StoredRow(NamedTuple):
+    """One of the oldest non-system rows, as eviction reads it."""
+
+    seq: int
+    message_id: str
+    role: str
+    weight: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,6 +69,11 @@ class ConversationState:
         known: How many of the probed message ids are already stored, when the
             lock statement could tell (``None``: ask separately).
         expires_at: When the conversation expires (``None``: never).
+        oldest: Up to ``peek`` of the oldest non-system rows as
+            ``(seq, message_id, role, weight)``, oldest first, when the lock
+            statement read them (``None``: read them separately).
+        peek: How many rows the lock statement was asked for; fewer in
+            ``oldest`` means there are no more.
     """
 
     next_seq: int
@@ -59,6 +84,8 @@ class ConversationState:
     other_weight: int | None
     known: int | None = None
     expires_at: datetime | None = None
+    oldest: list[StoredRow] | None = None
+    peek: int = 0
 
     @classmethod
     def empty(cls) -> ConversationState:
@@ -69,15 +96,42 @@ class ConversationState:
     def from_row(cls, row: Any) -> ConversationState:
         """Read the state from a row of the conversation columns."""
         mapping = row._mapping
+        next_seq = int(mapping["next_seq"])
+        known = mapping.get("known")
+        oldest = None
+        peek = 0
+        if "last_seq" in mapping:
+            last_seq = mapping["last_seq"]
+            # The probes read a snapshot; on PostgreSQL it may predate the
+            # writer the lock waited for. Their rows would then end before
+            # the row's next_seq: read again, separately, after the lock.
+            fresh = (last_seq is None and next_seq == 0) or (
+                last_seq is not None and int(last_seq) == next_seq - 1
+            )
+            if fresh:
+                found = mapping["oldest"]
+                if isinstance(found, (str, bytes)):
+                    found = json.loads(found)
+                oldest = sorted(
+                    StoredRow(
+                        int(seq), mid, role, None if weight is None else int(weight)
+                    )
+                    for seq, mid, role, weight in found or ()
+                )
+                peek = int(mapping["peek"])
+            else:
+                known = None
         return cls(
-            next_seq=int(mapping["next_seq"]),
+            next_seq=next_seq,
             system_count=int(mapping["system_count"]),
             other_count=int(mapping["other_count"]),
             weight_counter=mapping["weight_counter"],
             system_weight=mapping["system_weight"],
             other_weight=mapping["other_weight"],
-            known=mapping.get("known"),
+            known=known,
             expires_at=mapping.get("expires_at"),
+            oldest=oldest,
+            peek=peek,
         )
 
 
@@ -90,6 +144,9 @@ class SqlDialect:
     """
 
     name: ClassVar[str] = "sql"
+    #: The dialect's ``upsert_conversation`` returns the state and the count
+    #: of known ids: locking a conversation is one statement.
+    lock_returns_state: ClassVar[bool] = False
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
@@ -164,6 +221,94 @@ class SqlDialect:
         """Build a statement that creates-or-locks a conversation row, or ``None``."""
         return None
 
+    def native(self, connection: Connection) -> bool:
+        """True when the engine is the product this dialect was written for.
+
+        A dialect serving as the fallback of an unknown product keeps to
+        portable statements; the product's own engine gets the fast paths
+        (:meth:`probing_lock`, :meth:`write_append`).
+        """
+        return True
+
+    def probing_lock(self, statements: Statements) -> Any:
+        """An upsert returning the state and :meth:`lock_probes`, or ``None``."""
+        return None
+
+    def append_statement(self, statements: Statements) -> Any:
+        """Build the statement :meth:`write_append` runs, or ``None``."""
+        return None
+
+    def write_append(
+        self,
+        connection: Connection,
+        statements: Statements,
+        rows: list[dict[str, Any]],
+        *,
+        drop_system: bool,
+        upto: int,
+        update: dict[str, Any],
+    ) -> bool:
+        """Write an append in one statement if the dialect can; return whether it did.
+
+        ``rows`` are the messages to insert, ``drop_system`` deletes the stored
+        system messages first, ``upto`` is the last evicted sequence number
+        (``-1``: none) and ``update`` the parameters of the conversation
+        update. The default returns ``False``: one statement per step.
+        """
+        return False
+
+    def json_rows(self, *columns: Any) -> Any:
+        """An aggregate making one JSON array of ``[columns...]`` arrays, or ``None``.
+
+        Dialects that return it get the oldest rows in their lock statement.
+        """
+        return None
+
+    def lock_probes(self, statements: Statements) -> list[Any]:
+        """Columns a ``RETURNING`` lock adds: known ids, oldest rows, last seq.
+
+        ``known`` counts the stored ids among ``ids``; ``oldest`` holds the
+        first ``peek`` non-system rows; ``last_seq`` lets the caller tell
+        whether those probes saw the latest commit (see
+        :meth:`ConversationState.from_row`).
+        """
+        tables = statements.tables
+        m = tables.messages.c
+        cid: Any = bindparam("cid")
+        peek: Any = bindparam("peek", type_=Integer())
+        known = (
+            select(func.count())
+            .where(
+                m.conversation_id == cid,
+                m.message_id.in_(bindparam("ids", expanding=True)),
+            )
+            .scalar_subquery()
+            .label("known")
+        )
+        first = (
+            select(m.seq, m.message_id, m.role, m.weight)
+            .where(m.conversation_id == cid, m.role != "system")
+            .order_by(m.seq)
+            .limit(peek)
+            .subquery("first_rows")
+        )
+        oldest = (
+            select(
+                self.json_rows(
+                    first.c.seq, first.c.message_id, first.c.role, first.c.weight
+                )
+            )
+            .scalar_subquery()
+            .label("oldest")
+        )
+        last_seq = (
+            select(func.max(m.seq))
+            .where(m.conversation_id == cid)
+            .scalar_subquery()
+            .label("last_seq")
+        )
+        return [known, oldest, last_seq, peek.label("peek")]
+
     def lock_conversation(
         self,
         connection: Connection,
@@ -173,15 +318,35 @@ class SqlDialect:
         *,
         create: bool,
         probe_ids: list[str] | None = None,
+        peek: int = 0,
     ) -> ConversationState | None:
         """Lock the row of one conversation, creating it when ``create`` is true.
 
         Returns the state found, or ``None`` when the row is missing and
         ``create`` is false. Writers of other conversations are not blocked.
-        The default reads the row with a locking read and inserts it when
-        missing; a concurrent creator makes the insert fail, and the write is
-        run again.
+        With :attr:`lock_returns_state`, one upsert creates or locks the row
+        and returns its state, how many of ``probe_ids`` are stored and the
+        ``peek`` oldest non-system rows. Otherwise the row is read with a
+        locking read and inserted when missing; a concurrent creator makes the
+        insert fail, and the write is run again.
         """
+        if create and statements.lock_probing is not None and self.native(connection):
+            state = connection.execute(
+                statements.lock_probing,
+                {
+                    "cid": conversation_id,
+                    "now": now,
+                    "ids": probe_ids or [],
+                    "peek": peek,
+                },
+            ).one()
+            return ConversationState.from_row(state)
+        if create and self.lock_returns_state:
+            state = connection.execute(
+                statements.upsert_conversation,
+                {"cid": conversation_id, "now": now, "ids": probe_ids or []},
+            ).one()
+            return ConversationState.from_row(state)
         row = connection.execute(
             statements.lock_select, {"cid": conversation_id}
         ).first()

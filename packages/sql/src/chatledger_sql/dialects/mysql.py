@@ -104,6 +104,7 @@ class MySQLDialect(SqlDialect):
         *,
         create: bool,
         probe_ids: list[str] | None = None,
+        peek: int = 0,
     ) -> ConversationState | None:
         """Upsert (the lock), then read the row with ``FOR UPDATE``."""
         if create:

@@ -11,15 +11,15 @@ that PostgreSQL-compatible databases share.
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import bindparam, exc, func, select
+from sqlalchemy import TextClause, bindparam, exc, func, text
 from sqlalchemy.dialects.postgresql import TIMESTAMP
 from sqlalchemy.dialects.postgresql import insert as pg_insert
+from sqlalchemy.dialects.postgresql.base import PGDialect
 from sqlalchemy.types import TypeEngine
 
-from chatledger_sql.dialects.base import ConversationState, SqlDialect
+from chatledger_sql.dialects.base import SqlDialect
 from chatledger_sql.types import UtcDateTime
 
 if TYPE_CHECKING:
@@ -35,6 +35,9 @@ _RETRYABLE = {"40001", "40P01"}
 _EXISTS = {"42P07", "42710", "23505"}
 
 
+_PG = PGDialect()  # type: ignore[no-untyped-call]
+
+
 def _sqlstate(error: exc.DBAPIError) -> str | None:
     orig = error.orig
     return getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
@@ -44,6 +47,7 @@ class PostgresDialect(SqlDialect):
     """PostgreSQL (also the fallback for products no dialect is registered for)."""
 
     name = "postgresql"
+    lock_returns_state = True
 
     def timestamp_type(self) -> TypeEngine[Any]:
         """``TIMESTAMP(6) WITH TIME ZONE``."""
@@ -68,21 +72,29 @@ class PostgresDialect(SqlDialect):
             return {"isolation_level": "AUTOCOMMIT"}
         return {}
 
+    def json_rows(self, *columns: Any) -> Any:
+        """``json_agg(json_build_array(...))``."""
+        return func.json_agg(func.json_build_array(*columns))
+
+    def native(self, connection: Connection) -> bool:
+        """PostgreSQL itself; a product falling back to this dialect is not."""
+        return connection.dialect.name == "postgresql"
+
     def upsert_conversation(self, statements: Statements) -> Any:
         """Create-or-lock the row, return its state and count known message ids."""
-        tables = statements.tables
-        m = tables.messages.c
-        c = tables.conversations.c
-        known = (
-            select(func.count())
-            .where(
-                m.conversation_id == bindparam("cid"),
-                m.message_id.in_(bindparam("ids", expanding=True)),
-            )
-            .scalar_subquery()
-            .label("known")
+        return self._upsert(statements).returning(
+            *statements.state_columns, self.lock_probes(statements)[0]
         )
-        statement = pg_insert(tables.conversations).values(
+
+    def probing_lock(self, statements: Statements) -> Any:
+        """Create-or-lock the row, return its state and probes in one round trip."""
+        return self._upsert(statements).returning(
+            *statements.state_columns, *self.lock_probes(statements)
+        )
+
+    def _upsert(self, statements: Statements) -> Any:
+        c = statements.tables.conversations.c
+        statement = pg_insert(statements.tables.conversations).values(
             conversation_id=bindparam("cid"),
             next_seq=0,
             version=0,
@@ -97,25 +109,64 @@ class PostgresDialect(SqlDialect):
         return statement.on_conflict_do_update(
             index_elements=[c.conversation_id],
             set_={"version": c.version + 1},
-        ).returning(*statements.state_columns, known)
+        )
 
-    def lock_conversation(
+    def append_statement(self, statements: Statements) -> TextClause:
+        """Insert, evict and update the conversation row in one statement.
+
+        Data-modifying CTEs all see the snapshot the statement started with,
+        so the deletes reach only rows stored before, never the new ones.
+        """
+        preparer = _PG.identifier_preparer
+        m = preparer.format_table(statements.tables.messages)
+        c = preparer.format_table(statements.tables.conversations)
+        timestamp = self.timestamp_type()
+        return text(
+            f"WITH new_rows AS (INSERT INTO {m} (conversation_id, seq, "
+            "message_id, role, content, payload, weight, created_at) "
+            "SELECT :cid, r.seq, r.message_id, r.role, r.content, r.payload, "
+            "r.weight, r.created_at FROM unnest(CAST(:seqs AS BIGINT[]), "
+            "CAST(:message_ids AS TEXT[]), CAST(:roles AS TEXT[]), "
+            "CAST(:contents AS TEXT[]), CAST(:payloads AS TEXT[]), "
+            "CAST(:weights AS INTEGER[]), CAST(:created AS TIMESTAMPTZ[])) "
+            "AS r(seq, message_id, role, content, payload, weight, created_at)), "
+            f"old_system AS (DELETE FROM {m} WHERE conversation_id = :cid "
+            "AND role = 'system' AND CAST(:drop_system AS BOOLEAN)), "
+            f"evicted AS (DELETE FROM {m} WHERE conversation_id = :cid "
+            "AND role <> 'system' AND seq <= :upto) "
+            f"UPDATE {c} SET next_seq = :p_next_seq, version = version + 1, "
+            "system_count = :p_system_count, other_count = :p_other_count, "
+            "weight_counter = :p_weight_counter, "
+            "system_weight = :p_system_weight, other_weight = :p_other_weight, "
+            "updated_at = :now, expires_at = :p_expires_at "
+            "WHERE conversation_id = :cid"
+        ).bindparams(
+            bindparam("now", type_=timestamp),
+            bindparam("p_expires_at", type_=timestamp),
+        )
+
+    def write_append(
         self,
         connection: Connection,
         statements: Statements,
-        conversation_id: str,
-        now: datetime,
+        rows: list[dict[str, Any]],
         *,
-        create: bool,
-        probe_ids: list[str] | None = None,
-    ) -> ConversationState | None:
-        """One round trip: upsert the row (its lock) and count known ids."""
-        if not create:
-            return super().lock_conversation(
-                connection, statements, conversation_id, now, create=False
-            )
-        row = connection.execute(
-            statements.upsert_conversation,
-            {"cid": conversation_id, "now": now, "ids": probe_ids or []},
-        ).one()
-        return ConversationState.from_row(row)
+        drop_system: bool,
+        upto: int,
+        update: dict[str, Any],
+    ) -> bool:
+        """One round trip: the CTE statement of :meth:`append_statement`."""
+        if not self.native(connection):
+            return False
+        parameters = dict(update)
+        parameters["seqs"] = [r["seq"] for r in rows]
+        parameters["message_ids"] = [r["message_id"] for r in rows]
+        parameters["roles"] = [r["role"] for r in rows]
+        parameters["contents"] = [r["content"] for r in rows]
+        parameters["payloads"] = [r["payload"] for r in rows]
+        parameters["weights"] = [r["weight"] for r in rows]
+        parameters["created"] = [r["created_at"] for r in rows]
+        parameters["drop_system"] = drop_system
+        parameters["upto"] = upto
+        connection.execute(statements.append_all, parameters)
+        return True
