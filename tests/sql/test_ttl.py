@@ -199,12 +199,12 @@ def test_a_window_append_with_ttl_costs_no_extra_statement() -> None:
         memory.add("c", [Message.user("first")])
         counter.reset()
         memory.add("c", [Message.assistant("second")])
-        assert counter.statements == ["INSERT", "INSERT", "UPDATE"]
+        assert counter.statements == ["INSERT", "WITH"]
         expire(repository, "c")
         counter.reset()
         memory.add("c", [Message.user("third")])
         # Only an expired conversation costs one more: deleting its messages.
-        assert counter.statements == ["INSERT", "DELETE", "INSERT", "UPDATE"]
+        assert counter.statements == ["INSERT", "DELETE", "WITH"]
         assert [m.content for m in memory.get("c")] == ["third"]
     finally:
         repository.drop_schema()

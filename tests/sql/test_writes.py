@@ -139,3 +139,31 @@ def test_close_disposes_only_an_owned_engine(tmp_path: Any) -> None:
         borrowed.save_all("c", [Message.user("x")])
     assert SqlChatMemoryRepository(engine).find_conversation_ids() == ["c"]
     engine.dispose()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "mariadb"])
+def test_append_statements_on_sqlite_and_mariadb(backend: str, tmp_path: Any) -> None:
+    """One upsert locks and probes; then insert, evict (when due), update."""
+    url = (
+        f"sqlite:///{tmp_path / 'chat.db'}"
+        if backend == "sqlite"
+        else backend_url(backend)
+    )
+    engine = create_engine(url)
+    repository = SqlChatMemoryRepository(engine, table_name=unique_table())
+    try:
+        counter = Counter(engine)
+        memory = MessageWindowChatMemory(repository, max_messages=4)
+        memory.add("c", [Message.user("u0"), Message.assistant("a0")])
+        counter.reset()
+        memory.add("c", [Message.user("u1"), Message.assistant("a1")])
+        assert counter.statements == ["INSERT", "INSERT", "UPDATE"]
+        assert "SELECT" not in counter.statements
+        counter.reset()
+        memory.add("c", [Message.user("u2")])
+        assert counter.statements == ["INSERT", "INSERT", "DELETE", "UPDATE"]
+        assert "SELECT" not in counter.statements
+        assert [m.content for m in memory.get("c")] == ["u1", "a1", "u2"]
+    finally:
+        repository.drop_schema()
+        engine.dispose()

@@ -15,7 +15,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import bindparam, exc
+from sqlalchemy import bindparam, exc, func
 from sqlalchemy.dialects.mysql import DATETIME, LONGTEXT, VARCHAR
 from sqlalchemy.dialects.mysql import insert as mysql_insert
 from sqlalchemy.types import TypeEngine
@@ -106,7 +106,20 @@ class MySQLDialect(SqlDialect):
         probe_ids: list[str] | None = None,
         peek: int = 0,
     ) -> ConversationState | None:
-        """Upsert (the lock), then read the row with ``FOR UPDATE``."""
+        """Upsert (the lock), then read the row with ``FOR UPDATE``.
+
+        On MariaDB the upsert returns the row and the probes: one statement.
+        """
+        if create and statements.lock_probing is not None and self.native(connection):
+            return super().lock_conversation(
+                connection,
+                statements,
+                conversation_id,
+                now,
+                create=True,
+                probe_ids=probe_ids,
+                peek=peek,
+            )
         if create:
             connection.execute(
                 statements.upsert_conversation, {"cid": conversation_id, "now": now}
@@ -122,3 +135,21 @@ class MariaDBDialect(MySQLDialect):
     name = "mariadb"
     #: MariaDB's binary, no-pad collation.
     id_collation = "utf8mb4_nopad_bin"
+
+    def native(self, connection: Connection) -> bool:
+        """MariaDB itself (``INSERT ... RETURNING`` needs 10.5)."""
+        return bool(getattr(connection.dialect, "is_mariadb", False))
+
+    def json_rows(self, *columns: Any) -> Any:
+        """``JSON_ARRAYAGG(JSON_ARRAY(...))``."""
+        return func.json_arrayagg(func.json_array(*columns))
+
+    def probing_lock(self, statements: Statements) -> Any:
+        """Upsert (the lock) returning the state, known ids and oldest rows.
+
+        The probes run after the row lock is held, so they read the commits
+        of the writer the lock waited for.
+        """
+        return self.upsert_conversation(statements).returning(
+            *statements.state_columns, *self.lock_probes(statements)
+        )

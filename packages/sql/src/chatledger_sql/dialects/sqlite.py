@@ -14,12 +14,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Select, exc
+from sqlalchemy import Select, bindparam, exc, func
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from chatledger_sql.dialects.base import SqlDialect
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Table
+
+    from chatledger_sql.statements import Statements
 
 __all__ = ["SQLiteDialect"]
 
@@ -45,17 +48,48 @@ class SQLiteDialect(SqlDialect):
         connection.exec_driver_sql("PRAGMA journal_mode=WAL")
 
     def begin_write(self, connection: Connection) -> None:
-        """Set the busy timeout and take the write lock now."""
-        connection.exec_driver_sql(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
-        dbapi = connection.connection.dbapi_connection
+        """Set the busy timeout and take the write lock now.
+
+        Both go straight to the ``sqlite3`` connection: through SQLAlchemy
+        each would cost more than the statements of a small append.
+        """
+        dbapi: Any = connection.connection.dbapi_connection
+        dbapi.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
         # The engine may already have begun a transaction (an event hook that
         # emits BEGIN); then the lock is taken on the first write instead.
         if not getattr(dbapi, "in_transaction", False):
-            connection.exec_driver_sql("BEGIN IMMEDIATE")
+            dbapi.execute("BEGIN IMMEDIATE")
 
     def is_retryable(self, error: exc.DBAPIError) -> bool:
         """``database is locked`` after the busy timeout."""
         return "locked" in str(error.orig).lower() or super().is_retryable(error)
+
+    def json_rows(self, *columns: Any) -> Any:
+        """``json_group_array(json_array(...))``."""
+        return func.json_group_array(func.json_array(*columns))
+
+    def probing_lock(self, statements: Statements) -> Any:
+        """Create-or-touch the row; return its state, known ids and oldest rows."""
+        c = statements.tables.conversations.c
+        return (
+            sqlite_insert(statements.tables.conversations)
+            .values(
+                conversation_id=bindparam("cid"),
+                next_seq=0,
+                version=0,
+                system_count=0,
+                other_count=0,
+                weight_counter=None,
+                system_weight=0,
+                other_weight=0,
+                updated_at=bindparam("now"),
+                expires_at=None,
+            )
+            .on_conflict_do_update(
+                index_elements=[c.conversation_id], set_={"version": c.version + 1}
+            )
+            .returning(*statements.state_columns, *self.lock_probes(statements))
+        )
 
     def lock_rows(self, statement: Select[Any], table: Table) -> Select[Any]:
         """No row locks: ``BEGIN IMMEDIATE`` already holds the database's."""
