@@ -444,9 +444,9 @@ class Message:
         cls,
         role: Role,
         content: str | None,
-        tool_calls: tuple[ToolCall, ...],
-        tool_responses: tuple[ToolResponse, ...],
-        media: tuple[Media, ...],
+        tool_calls: Sequence[ToolCall],
+        tool_responses: Sequence[ToolResponse],
+        media: Sequence[Media],
         metadata: Mapping[str, JsonValue],
         id: str,
         created_at: datetime | None,
@@ -472,8 +472,13 @@ class Message:
         """Return this message with ``created_at`` set, unless it already has one."""
         if self.created_at is not None:
             return self
-        copy = object.__new__(Message)
-        for name in Message.__dataclass_fields__:
-            object.__setattr__(copy, name, getattr(self, name))
-        object.__setattr__(copy, "created_at", created_at.astimezone(UTC))
-        return copy
+        return Message._checked(
+            self.role,
+            self.content,
+            self.tool_calls,
+            self.tool_responses,
+            self.media,
+            self.metadata,
+            self.id,
+            created_at.astimezone(UTC),
+        )
