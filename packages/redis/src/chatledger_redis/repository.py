@@ -49,6 +49,7 @@ from typing import Any
 
 from redis import Redis
 from redis.cluster import RedisCluster
+from redis.exceptions import NoScriptError
 
 from chatledger import codec
 from chatledger.closing import ClosingContext
@@ -299,7 +300,7 @@ class RedisChatMemoryRepository(ClosingContext):
         for point in ("after_lock", "after_insert", "after_evict", "before_commit"):
             self.fault_points.reach(point)
         for _ in range(_RESIZE_ATTEMPTS):
-            outcome = self._append(keys=key_names, args=args)
+            outcome = self._run_append(key_names, args)
             if outcome != -1:
                 break
             assert counter is not None  # the script asks only for a named counter
@@ -317,6 +318,17 @@ class RedisChatMemoryRepository(ClosingContext):
             indexes = _text(first)
             appended = [stamped[int(i)] for i in indexes.split(",")] if indexes else []
         return AppendResult(appended, [_text(message_id) for message_id in outcome[1:]])
+
+    def _run_append(self, keys: tuple[str, ...], args: list[str]) -> Any:
+        # EVALSHA sent directly: Script.__call__ copies the arguments and
+        # imports on every call. It is still the fallback that loads the
+        # script after a NOSCRIPT (a restarted or flushed server).
+        try:
+            return self.client.execute_command(  # type: ignore[no-untyped-call]
+                "EVALSHA", self._append.sha, len(keys), *keys, *args
+            )
+        except NoScriptError:
+            return self._append(keys=keys, args=args)
 
     def _remeasure(self, keys: ConversationKeys, counter: str, window: Window) -> None:
         """Measure the stored history with ``window`` and store its sizes.
