@@ -146,3 +146,36 @@ def test_eviction_reads_only_the_oldest_markers(
     ]
     assert [r.split()[0] for r in reads] == ["HMGET", "LRANGE"]
     assert reads[1].endswith(" 0 7")
+
+
+def test_an_append_without_ttl_persists_nothing_and_counts_nothing(
+    redis_url: str, client: Redis, repository: RedisChatMemoryRepository, prefix: str
+) -> None:
+    """A message-window append keeps its counts in meta and skips PERSIST."""
+    _history(repository, "np", 3)
+    window = MessageWindow(100)
+    repository.append_to_window("np", [Message.user("first")], window)
+    with monitored(redis_url, client, prefix) as lines:
+        repository.append_to_window("np", [Message.user("next")], window)
+    commands = [c.split()[0] for c in _scripted(lines)]
+    assert commands == ["HEXISTS", "HMGET", "HSET", "HSET", "RPUSH", "HSET"]
+
+
+def test_a_write_without_ttl_persists_what_a_ttl_write_left(
+    client: Redis, repository: RedisChatMemoryRepository, prefix: str
+) -> None:
+    """Skipping PERSIST is only safe while no write set an expiry: track it."""
+    with_ttl = RedisChatMemoryRepository(client, key_prefix=prefix, ttl=60)
+    window = MessageWindow(2)
+    with_ttl.save_all("x", [Message.user("u0"), Message.assistant("a0")])
+    repository.append_to_window("x", [Message.user("u1")], window)  # evicts
+    keys = list(client.scan_iter(match=f"{prefix}*"))
+    assert keys
+    assert {client.pttl(k) for k in keys} == {-1}
+    with_ttl.append_to_window("x", [Message.assistant("a1")], window)
+    assert {client.pttl(k) for k in client.scan_iter(match=f"{prefix}*")} != {-1}
+    # A conversation stored before ``exp`` existed may hold an expiry too.
+    meta = next(k for k in client.scan_iter(match=f"{prefix}*:meta"))
+    client.hdel(meta, "exp")
+    repository.append_to_window("x", [Message.user("u2")], window)
+    assert {client.pttl(k) for k in client.scan_iter(match=f"{prefix}*")} == {-1}

@@ -271,3 +271,14 @@ def test_a_lost_acknowledgement_is_safe_to_retry(
     repository.fault_points.clear()
     assert repository.append_to_window("ack", batch, MessageWindow(10)).appended == []
     assert repository.find_by_conversation_id("ack") == batch
+
+
+def test_an_append_loads_its_script_when_the_server_lost_it(
+    client: Redis, repository: RedisChatMemoryRepository
+) -> None:
+    """An unknown script hash (a restarted server) is answered by loading it again."""
+    repository._append.sha = "0" * 40  # what a server that lost the script sees
+    result = repository.append_to_window("ns", [Message.user("hi")], MessageWindow(5))
+    assert [m.content for m in result.appended] == ["hi"]
+    assert repository._append.sha != "0" * 40
+    assert [m.content for m in repository.find_by_conversation_id("ns")] == ["hi"]

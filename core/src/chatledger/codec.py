@@ -19,12 +19,24 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import json.scanner
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from chatledger.errors import InvalidMessageError
-from chatledger.messages import JsonValue, Media, Message, Role, ToolCall, ToolResponse
+from chatledger.messages import (
+    _EMPTY_METADATA,
+    JsonValue,
+    Media,
+    Message,
+    Role,
+    ToolCall,
+    ToolResponse,
+    _freeze_plain,
+    _Rejected,
+    _text_ok,
+)
 
 __all__ = ["CODEC_VERSION", "from_dict", "from_json", "thaw", "to_dict", "to_json"]
 
@@ -33,6 +45,9 @@ CODEC_VERSION = 1
 
 # One encoder for every call: ``json.dumps`` with options builds a new one each time.
 _ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
+# The decoder's scanner, called directly: json.loads adds two regex matches
+# and three calls around it. Any text it does not take whole goes to json.loads.
+_SCAN = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
 
 
 def thaw(value: JsonValue) -> Any:
@@ -99,12 +114,118 @@ def _media_from_dict(data: Mapping[str, Any]) -> Media:
     )
 
 
+_ROLES = {role.value: role for role in Role}
+_NO_CONTENT = (Role.SYSTEM, Role.USER)
+
+
+def _str(value: object, clean: bool) -> str:
+    if type(value) is str and (clean or _text_ok(value)):
+        return value
+    raise _Rejected
+
+
+def _decode_plain(data: dict[str, Any], clean: bool) -> Message:
+    """Decode the common shapes of a plain dict, checking what ``Message`` checks.
+
+    Accepts a subset of what :func:`_decode_checked` accepts and builds the
+    same message; anything else (another type, media, a rule broken) raises
+    :class:`_Rejected` and the caller reruns the full decoder, which raises
+    the error. ``clean`` says every string is known to encode as UTF-8.
+    """
+    if data.get("v") != CODEC_VERSION:
+        raise _Rejected
+    role_value = data.get("role")
+    role = _ROLES.get(role_value) if type(role_value) is str else None
+    if role is None or "media" in data:
+        raise _Rejected
+    content = data.get("content", _Rejected)
+    if content is None:
+        if role in _NO_CONTENT:
+            raise _Rejected
+    else:
+        _str(content, clean)
+    message_id = data.get("id")
+    # isprintable() is False for lone surrogates too.
+    if type(message_id) is not str or not message_id or not message_id.isprintable():
+        raise _Rejected
+    calls: tuple[ToolCall, ...] = ()
+    if "tool_calls" in data:
+        raw_calls = data["tool_calls"]
+        if type(raw_calls) is not list or (raw_calls and role is not Role.ASSISTANT):
+            raise _Rejected
+        calls = tuple(
+            ToolCall._checked(
+                _str(c.get("id"), clean),
+                _str(c.get("name"), clean),
+                _str(c.get("arguments"), clean),
+                _str(c.get("type"), clean),
+            )
+            if type(c) is dict
+            else _reject()
+            for c in raw_calls
+        )
+    responses: tuple[ToolResponse, ...] = ()
+    if "tool_responses" in data:
+        raw_responses = data["tool_responses"]
+        if type(raw_responses) is not list or (raw_responses and role is not Role.TOOL):
+            raise _Rejected
+        responses = tuple(
+            ToolResponse._checked(
+                _str(r.get("id"), clean),
+                _str(r.get("name"), clean),
+                _str(r.get("data"), clean),
+            )
+            if type(r) is dict
+            else _reject()
+            for r in raw_responses
+        )
+    metadata = data.get("metadata")
+    if metadata is None or (type(metadata) is dict and not metadata):
+        if metadata is None and "metadata" in data:
+            raise _Rejected
+        frozen = _EMPTY_METADATA
+    elif type(metadata) is dict:
+        frozen = _freeze_plain(metadata, 1, clean)  # type: ignore[assignment]
+    else:
+        raise _Rejected
+    created = data.get("created_at")
+    moment = None
+    if created is not None:
+        if type(created) is not str:
+            raise _Rejected
+        try:
+            moment = datetime.fromisoformat(created)
+        except ValueError:
+            raise _Rejected from None
+        if moment.tzinfo is not UTC:
+            if moment.utcoffset() is None:
+                raise _Rejected
+            moment = moment.astimezone(UTC)
+    return Message._checked(
+        role, content, calls, responses, (), frozen, message_id, moment
+    )
+
+
+def _reject() -> Any:
+    raise _Rejected
+
+
 def from_dict(data: Mapping[str, Any]) -> Message:
     """Decode a dict made by :func:`to_dict` (or read back from storage).
 
     Raises:
         InvalidMessageError: if the dict is not a message of a known version.
     """
+    if type(data) is dict:
+        try:
+            return _decode_plain(data, False)
+        except _Rejected:
+            pass
+    return _decode_checked(data)
+
+
+def _decode_checked(data: Mapping[str, Any]) -> Message:
+    """Decode through the ``Message`` constructor: every check, with its error."""
     if type(data) is not dict and not isinstance(data, Mapping):
         raise InvalidMessageError(
             f"an encoded message is a dict, not {type(data).__name__}"
@@ -153,10 +274,46 @@ def to_json(message: Message) -> str:
     return _ENCODER.encode(to_dict(message))
 
 
+def _utf8(raw: bytes) -> str | bytes:
+    # What to_json wrote, as UTF-8. A strict decode refuses encoded surrogates
+    # (json.loads would let them through); on failure the bytes go to
+    # json.loads as before, which gives the usual error.
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return raw
+
+
 def from_json(text: str | bytes) -> Message:
     """Decode JSON text made by :func:`to_json`."""
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        raise InvalidMessageError(f"encoded message is not valid JSON: {exc}") from exc
+    if type(text) is bytes and text[:1] == b"{":
+        text = _utf8(text)
+    data: Any = None
+    if type(text) is str:
+        try:
+            data, end = _SCAN(text, 0)
+        except (StopIteration, ValueError):
+            end = -1
+        if end != len(text):
+            data = None
+    if data is None:
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise InvalidMessageError(
+                f"encoded message is not valid JSON: {exc}"
+            ) from exc
+    if type(data) is dict and type(text) is str:
+        # json.loads makes a lone surrogate only from a \ud800-\udfff escape
+        # or from one already in the text: without either, every string in
+        # the result encodes, and is not checked again one by one.
+        clean = (
+            "\\ud" not in text
+            and "\\uD" not in text
+            and (text.isascii() or _text_ok(text))
+        )
+        try:
+            return _decode_plain(data, clean)
+        except _Rejected:
+            return _decode_checked(data)
     return from_dict(data)

@@ -127,6 +127,56 @@ def _freeze_json(value: object, path: str, depth: int) -> JsonValue:
     )
 
 
+class _Rejected(Exception):
+    """Raised by the fast checks; the caller reruns the full checks for the error."""
+
+
+def _text_ok(value: str) -> bool:
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _freeze_plain(value: object, depth: int, clean: bool) -> JsonValue:
+    """Freeze exactly what :func:`_freeze_json` accepts, for plain JSON types only.
+
+    Only ``dict``, ``list``, ``str``, ``int``, ``float``, ``bool`` and ``None``
+    (what ``json.loads`` makes) pass; any other type, and everything
+    ``_freeze_json`` rejects (depth, a non-finite float, a string that cannot
+    be encoded), raises :class:`_Rejected`, so the caller reruns
+    ``_freeze_json`` to get the error with its path. ``clean`` says the
+    strings are known to encode (JSON text that could not produce a lone
+    surrogate), so they are not checked one by one.
+    """
+    if depth > MAX_METADATA_DEPTH:
+        raise _Rejected
+    kind = type(value)
+    if kind is str:
+        if clean or _text_ok(value):  # type: ignore[arg-type]
+            return value  # type: ignore[return-value]
+        raise _Rejected
+    if kind is int or kind is bool or value is None:
+        return value  # type: ignore[return-value]
+    if kind is float:
+        if math.isfinite(value):  # type: ignore[arg-type]
+            return value  # type: ignore[return-value]
+        raise _Rejected
+    if kind is dict:
+        frozen: dict[str, JsonValue] = {}
+        for key, item in value.items():  # type: ignore[attr-defined]
+            if type(key) is not str or not (clean or _text_ok(key)):
+                raise _Rejected
+            frozen[key] = _freeze_plain(item, depth + 1, clean)
+        return MappingProxyType(frozen)
+    if kind is list:
+        return JsonArray([_freeze_plain(item, depth + 1, clean) for item in value])  # type: ignore[attr-defined]
+    raise _Rejected
+
+
 @dataclass(frozen=True, slots=True)
 class ToolCall:
     """A function call requested by the assistant.
@@ -144,6 +194,16 @@ class ToolCall:
         for name in ("id", "name", "arguments", "type"):
             _check_text(getattr(self, name), f"ToolCall.{name}")
 
+    @classmethod
+    def _checked(cls, id: str, name: str, arguments: str, type: str) -> ToolCall:
+        """Build from fields the caller has checked as ``__post_init__`` would."""
+        call = object.__new__(cls)
+        object.__setattr__(call, "id", id)
+        object.__setattr__(call, "name", name)
+        object.__setattr__(call, "arguments", arguments)
+        object.__setattr__(call, "type", type)
+        return call
+
 
 @dataclass(frozen=True, slots=True)
 class ToolResponse:
@@ -156,6 +216,15 @@ class ToolResponse:
     def __post_init__(self) -> None:
         for name in ("id", "name", "data"):
             _check_text(getattr(self, name), f"ToolResponse.{name}")
+
+    @classmethod
+    def _checked(cls, id: str, name: str, data: str) -> ToolResponse:
+        """Build from fields the caller has checked as ``__post_init__`` would."""
+        response = object.__new__(cls)
+        object.__setattr__(response, "id", id)
+        object.__setattr__(response, "name", name)
+        object.__setattr__(response, "data", data)
+        return response
 
 
 @dataclass(frozen=True, slots=True)
@@ -370,12 +439,46 @@ class Message:
             **fields,
         )
 
+    @classmethod
+    def _checked(
+        cls,
+        role: Role,
+        content: str | None,
+        tool_calls: Sequence[ToolCall],
+        tool_responses: Sequence[ToolResponse],
+        media: Sequence[Media],
+        metadata: Mapping[str, JsonValue],
+        id: str,
+        created_at: datetime | None,
+    ) -> Message:
+        """Build from fields checked and frozen as ``__post_init__`` would.
+
+        For the codec's decoder, which checks the plain values ``json.loads``
+        makes more cheaply than the general constructor can.
+        """
+        message = object.__new__(cls)
+        setattr_ = object.__setattr__
+        setattr_(message, "role", role)
+        setattr_(message, "content", content)
+        setattr_(message, "tool_calls", tool_calls)
+        setattr_(message, "tool_responses", tool_responses)
+        setattr_(message, "media", media)
+        setattr_(message, "metadata", metadata)
+        setattr_(message, "id", id)
+        setattr_(message, "created_at", created_at)
+        return message
+
     def stamped(self, created_at: datetime) -> Message:
         """Return this message with ``created_at`` set, unless it already has one."""
         if self.created_at is not None:
             return self
-        copy = object.__new__(Message)
-        for name in Message.__dataclass_fields__:
-            object.__setattr__(copy, name, getattr(self, name))
-        object.__setattr__(copy, "created_at", created_at.astimezone(UTC))
-        return copy
+        return Message._checked(
+            self.role,
+            self.content,
+            self.tool_calls,
+            self.tool_responses,
+            self.media,
+            self.metadata,
+            self.id,
+            created_at.astimezone(UTC),
+        )

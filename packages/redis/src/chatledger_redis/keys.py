@@ -95,7 +95,8 @@ class ConversationKeys:
         meta: Hash: ``next`` sequence number, ``ctr`` (the counter the stored
             sizes were measured with, ``""`` when unknown), ``tsize`` and
             ``ssize`` (stored sizes of the non-system and system messages) and
-            ``ver`` (a token changed by every write).
+            ``ver`` (a token changed by every write), ``exp`` (``"1"`` when
+            the last write set an expiry, ``"0"`` when it did not).
         msgs: Hash: sequence number -> the message's codec JSON.
         turns: List of the non-system markers, oldest first.
         system: List of the system markers, in the order they were added.

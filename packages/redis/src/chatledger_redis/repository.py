@@ -39,6 +39,8 @@ crash. Call ``client.wait(...)`` after a write if you need more.
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 import os
 from collections.abc import Sequence
@@ -47,6 +49,7 @@ from typing import Any
 
 from redis import Redis
 from redis.cluster import RedisCluster
+from redis.exceptions import NoScriptError
 
 from chatledger import codec
 from chatledger.closing import ClosingContext
@@ -105,8 +108,37 @@ def _text(value: bytes | str) -> str:
     return value.decode("utf-8") if isinstance(value, bytes) else value
 
 
-def _token() -> str:
-    return os.urandom(8).hex()
+class _Tokens:
+    """Write tokens unique across processes: a random prefix and a counter.
+
+    A token only has to differ from every other write's token on the same
+    conversation; a per-process random prefix (renewed in a forked child) and
+    a counter do that without a system call per write.
+    """
+
+    def __init__(self) -> None:
+        self._renew()
+        os.register_at_fork(after_in_child=self._renew)
+
+    def _renew(self) -> None:
+        self._prefix = os.urandom(8).hex()
+        self._count = itertools.count()
+
+    def __call__(self) -> str:
+        return f"{self._prefix}{next(self._count):x}"
+
+
+_token = _Tokens()
+
+
+@functools.lru_cache(maxsize=1024)
+def _conversation_keys(
+    prefix: str, conversation_id: str
+) -> tuple[ConversationKeys, tuple[str, ...]]:
+    # Building the keys base64-encodes the id; a chat appends to the same
+    # conversations over and over, so the recent ones are kept.
+    keys = ConversationKeys.of(prefix, conversation_id)
+    return keys, tuple(keys.all())
 
 
 class RedisChatMemoryRepository(ClosingContext):
@@ -186,7 +218,7 @@ class RedisChatMemoryRepository(ClosingContext):
         )
 
     def _keys(self, conversation_id: str) -> ConversationKeys:
-        return ConversationKeys.of(self.key_prefix, conversation_id)
+        return _conversation_keys(self.key_prefix, conversation_id)[0]
 
     def find_conversation_ids(self) -> list[str]:
         """Return the id of every stored conversation (a SCAN of the meta keys)."""
@@ -249,22 +281,26 @@ class RedisChatMemoryRepository(ClosingContext):
             return AppendResult()
         stamped = stamp_messages(batch)
         counter = window.counter_id
-        keys = self._keys(conversation_id)
-        args: list[Any] = [window.limit, counter or "", self._ttl_ms, _token()]
-        args.append(len(stamped))
+        keys, key_names = _conversation_keys(self.key_prefix, conversation_id)
+        # One argument per message (see ``scripts``): redis-py packs each
+        # argument on its own, so fewer of them is the cheapest saving.
+        args: list[str] = [f"{window.limit}:{self._ttl_ms}:{_token()}:{counter or ''}"]
         for message in stamped:
-            system = message.role is Role.SYSTEM
-            args += [
-                message.id,
-                ROLE_CODES[message.role],
-                1 if counter is None else window.measure(message),
-                canonical_text(message) if system else "",
-                codec.to_json(message),
-            ]
+            role = message.role
+            size = 1 if counter is None else window.measure(message)
+            if role is Role.SYSTEM:
+                args.append(
+                    f"s{size}\n{message.id}\n{canonical_text(message)}\n"
+                    f"{codec.to_json(message)}"
+                )
+            else:
+                args.append(
+                    f"{ROLE_CODES[role]}{size}\n{message.id}\n{codec.to_json(message)}"
+                )
         for point in ("after_lock", "after_insert", "after_evict", "before_commit"):
             self.fault_points.reach(point)
         for _ in range(_RESIZE_ATTEMPTS):
-            outcome = self._append(keys=keys.all(), args=args)
+            outcome = self._run_append(key_names, args)
             if outcome != -1:
                 break
             assert counter is not None  # the script asks only for a named counter
@@ -275,11 +311,24 @@ class RedisChatMemoryRepository(ClosingContext):
                 f"was measured with {counter!r}; retry the append"
             )
         self.fault_points.reach("after_commit")
-        appended_indexes, evicted = outcome
-        return AppendResult(
-            [stamped[int(index)] for index in appended_indexes],
-            [_text(message_id) for message_id in evicted],
-        )
+        first = outcome[0]
+        if type(first) is int:  # every message of the batch was appended
+            appended = stamped
+        else:
+            indexes = _text(first)
+            appended = [stamped[int(i)] for i in indexes.split(",")] if indexes else []
+        return AppendResult(appended, [_text(message_id) for message_id in outcome[1:]])
+
+    def _run_append(self, keys: tuple[str, ...], args: list[str]) -> Any:
+        # EVALSHA sent directly: Script.__call__ copies the arguments and
+        # imports on every call. It is still the fallback that loads the
+        # script after a NOSCRIPT (a restarted or flushed server).
+        try:
+            return self.client.execute_command(  # type: ignore[no-untyped-call]
+                "EVALSHA", self._append.sha, len(keys), *keys, *args
+            )
+        except NoScriptError:
+            return self._append(keys=keys, args=args)
 
     def _remeasure(self, keys: ConversationKeys, counter: str, window: Window) -> None:
         """Measure the stored history with ``window`` and store its sizes.

@@ -9,10 +9,21 @@ Example:
 Each script receives every key it touches in ``KEYS`` (one hash slot, see
 :mod:`chatledger_redis.keys`) and runs alone on the server, so no other
 command sees a half-written conversation. Each one writes one entry per
-``redis.call`` instead of ``unpack``-ing a batch, so a batch of any length stays
-clear of Lua's stack limit. Every write ends by giving all five keys the same
-absolute expiry (``PEXPIREAT`` from the server clock) or none (``PERSIST``),
-so the keys of a conversation never drift apart.
+``redis.call`` (or deletes a bounded chunk per call) instead of ``unpack``-ing
+a whole batch, so a batch of any length stays clear of Lua's stack limit.
+
+Every write ends by giving all five keys the same absolute expiry
+(``PEXPIREAT`` from the server clock) or none (``PERSIST``), so the keys of a
+conversation never drift apart. The ``exp`` field of ``meta`` records which
+one the last write chose (``"1"`` or ``"0"``): a write without a TTL on a
+conversation whose ``exp`` is ``"0"`` has nothing to persist and skips the
+five ``PERSIST`` calls. A missing ``exp`` (a conversation written before the
+field existed) is treated as possibly expiring.
+
+A window append takes one argument per message, so the client packs few
+arguments: ``<role code><size>\\n<id>\\n[<canonical text>\\n]<codec JSON>``
+(the canonical text for system messages only). The separators are safe: a
+message id is printable (no newline) and JSON text escapes every newline.
 """
 
 from __future__ import annotations
@@ -21,14 +32,20 @@ __all__ = ["APPEND", "RESIZE", "SAVE"]
 
 # Shared tail: the sliding TTL of the whole conversation, in one place.
 _EXPIRE = """
-local function expire(keys, ttl)
+local function expire(keys, ttl, expiring)
   if ttl > 0 then
     local now = redis.call('TIME')
     local at = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000) + ttl
     local stamp = string.format('%d', at)
     for _, key in ipairs(keys) do redis.call('PEXPIREAT', key, stamp) end
-  else
+  elseif expiring then
     for _, key in ipairs(keys) do redis.call('PERSIST', key) end
+  end
+end
+
+local function hdel_all(key, fields)
+  for i = 1, #fields, 256 do
+    redis.call('HDEL', key, unpack(fields, i, math.min(i + 255, #fields)))
   end
 end
 """
@@ -36,41 +53,70 @@ end
 #: Append a batch and trim the window (``SupportsWindowAppend``).
 #:
 #: KEYS: meta, msgs, turns, system, ids.
-#: ARGV: limit, counter id ("" = every message weighs 1), ttl ms (0 = none),
-#: write token, n, then n times: id, role code, size, canonical text (system
-#: messages only), codec JSON.
+#: ARGV[1]: ``<limit>:<ttl ms, 0 = none>:<write token>:<counter id>`` (the
+#: counter id, ``""`` when every message weighs 1, comes last so it may hold
+#: any character). ARGV[2..]: one per message, see the module docstring.
 #: Returns -1 when the stored sizes were measured by another counter (the
-#: caller re-measures and retries), else {appended batch indexes, evicted ids}.
+#: caller re-measures and retries), else a flat array: first the integer 1 when
+#: every message of the batch was appended, otherwise the appended batch
+#: indexes as one comma-separated string; then the evicted ids.
 APPEND = (
     _EXPIRE
     + """
 local meta, msgs, turns, system, ids = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local limit = tonumber(ARGV[1])
-local counter = ARGV[2]
-local n = tonumber(ARGV[5])
+local head = ARGV[1]
+local c1 = string.find(head, ':', 1, true)
+local c2 = string.find(head, ':', c1 + 1, true)
+local c3 = string.find(head, ':', c2 + 1, true)
+local limit = tonumber(string.sub(head, 1, c1 - 1))
+local ttl = tonumber(string.sub(head, c1 + 1, c2 - 1))
+local token = string.sub(head, c2 + 1, c3 - 1)
+local counter = string.sub(head, c3 + 1)
+local n = #ARGV - 1
 
 -- (a) a message whose id is stored already is a retry: skip it
 local fresh = {}
-for i = 0, n - 1 do
-  local base = 6 + i * 5
-  if redis.call('HEXISTS', ids, ARGV[base]) == 0 then fresh[#fresh + 1] = base end
+local with_system = false
+for i = 1, n do
+  local entry = ARGV[i + 1]
+  local a = string.find(entry, '\\n', 1, true)
+  local b = string.find(entry, '\\n', a + 1, true)
+  local id = string.sub(entry, a + 1, b - 1)
+  if redis.call('HEXISTS', ids, id) == 0 then
+    local role = string.sub(entry, 1, 1)
+    local m = {index = i - 1, role = role, size = tonumber(string.sub(entry, 2, a - 1)),
+      id = id}
+    if role == 's' then
+      local c = string.find(entry, '\\n', b + 1, true)
+      m.canon = string.sub(entry, b + 1, c - 1)
+      m.json = string.sub(entry, c + 1)
+      with_system = true
+    else
+      m.json = string.sub(entry, b + 1)
+    end
+    fresh[#fresh + 1] = m
+  end
 end
-if #fresh == 0 then return {{}, {}} end
+if #fresh == 0 then return {''} end
 
-local state = redis.call('HMGET', meta, 'next', 'ctr', 'tsize', 'ssize')
+local state = redis.call('HMGET', meta, 'next', 'ctr', 'tsize', 'ssize', 'exp')
 local exists = state[1] ~= false
 if counter ~= '' and exists and state[2] ~= counter then return -1 end
+local weighed = counter ~= ''
 local next_seq, tsize, ssize = 0, 0, 0
 if exists then
-  next_seq, tsize, ssize = tonumber(state[1]), tonumber(state[3]), tonumber(state[4])
+  next_seq = tonumber(state[1])
+  -- without a counter the stored sizes are marker counts, unless another
+  -- counter measured them (or a write older than the exp field made them)
+  if weighed or (state[2] == '' and state[5] ~= false) then
+    tsize, ssize = tonumber(state[3]), tonumber(state[4])
+  else
+    tsize, ssize = redis.call('LLEN', turns), redis.call('LLEN', system)
+  end
 end
 
 -- (b) the system rule: an unknown system message replaces the stored ones;
 -- the stored system markers are read only when the batch holds a system message
-local with_system = false
-for _, base in ipairs(fresh) do
-  if ARGV[base + 1] == 's' then with_system = true end
-end
 local known, stored_ids = {}, {}
 if with_system then
   for i, entry in ipairs(redis.call('LRANGE', system, 0, -1)) do
@@ -81,15 +127,19 @@ if with_system then
   end
 end
 local replace = false
-for _, base in ipairs(fresh) do
-  if ARGV[base + 1] == 's' and not known[ARGV[base + 3]] then replace = true end
+for _, m in ipairs(fresh) do
+  if m.role == 's' and not known[m.canon] then replace = true end
 end
 local evicted = {}
 if replace then
-  for _, entry in ipairs(stored_ids) do
-    redis.call('HDEL', msgs, entry[1])
-    redis.call('HDEL', ids, entry[2])
-    evicted[#evicted + 1] = entry[2]
+  local seqs = {}
+  for i, entry in ipairs(stored_ids) do
+    seqs[i] = entry[1]
+    evicted[i] = entry[2]
+  end
+  if #seqs > 0 then
+    hdel_all(msgs, seqs)
+    hdel_all(ids, evicted)
   end
   redis.call('DEL', system)
   ssize = 0
@@ -98,38 +148,32 @@ end
 
 -- (c) append what is left, with the next sequence numbers
 local appended = {}
-for _, base in ipairs(fresh) do
-  local role, canon = ARGV[base + 1], ARGV[base + 3]
+for _, m in ipairs(fresh) do
   local keep = true
-  if role == 's' then
-    if known[canon] then keep = false else known[canon] = true end
+  if m.role == 's' then
+    if known[m.canon] then keep = false else known[m.canon] = true end
   end
   if keep then
-    local id, size = ARGV[base], ARGV[base + 2]
+    local id, size = m.id, m.size
     local seq = string.format('%d', next_seq)
     next_seq = next_seq + 1
-    redis.call('HSET', msgs, seq, ARGV[base + 4])
+    redis.call('HSET', msgs, seq, m.json)
     redis.call('HSET', ids, id, seq)
-    if role == 's' then
-      local entry = size .. ':' .. seq .. ':' .. string.len(id) .. ':' .. id .. canon
+    if m.role == 's' then
+      local entry = size .. ':' .. seq .. ':' .. string.len(id) .. ':' .. id .. m.canon
       redis.call('RPUSH', system, entry)
-      ssize = ssize + tonumber(size)
+      ssize = ssize + size
     else
-      redis.call('RPUSH', turns, role .. ':' .. size .. ':' .. seq .. ':' .. id)
-      tsize = tsize + tonumber(size)
+      redis.call('RPUSH', turns, m.role .. ':' .. size .. ':' .. seq .. ':' .. id)
+      tsize = tsize + size
     end
-    appended[#appended + 1] = (base - 6) / 5
+    appended[#appended + 1] = m.index
   end
 end
 
--- (d) count_evictions, streaming the oldest markers only while it must
-local weighed = counter ~= ''
-local excess
-if weighed then
-  excess = ssize + tsize - limit
-else
-  excess = redis.call('LLEN', system) + redis.call('LLEN', turns) - limit
-end
+-- (d) count_evictions, streaming the oldest markers only while it must;
+-- tsize and ssize are the counts of the markers when no counter is named
+local excess = ssize + tsize - limit
 if excess > 0 then
   local dropped, last_user, count, index, cut = 0, -1, 0, 0, -1
   local read, start, step = {}, 0, 8
@@ -138,14 +182,14 @@ if excess > 0 then
     if #part == 0 then break end
     for _, entry in ipairs(part) do
       local role, size, seq, id = string.match(entry, '^(%a):(%d+):(%d+):(.*)$')
-      size = tonumber(size)
+      if weighed then size = tonumber(size) else size = 1 end
       read[index + 1] = {seq, id, size}
       count = index + 1
       if dropped >= excess then
         if role == 'u' then cut = index break end
       else
         if role == 'u' then last_user = index end
-        if weighed then dropped = dropped + size else dropped = dropped + 1 end
+        dropped = dropped + size
       end
       index = index + 1
     end
@@ -155,25 +199,40 @@ if excess > 0 then
   if cut < 0 then
     if last_user < 0 then cut = count else cut = last_user end
   end
-  for i = 1, cut do
-    redis.call('HDEL', msgs, read[i][1])
-    redis.call('HDEL', ids, read[i][2])
-    evicted[#evicted + 1] = read[i][2]
-    tsize = tsize - read[i][3]
+  if cut > 0 then
+    local seqs, gone = {}, {}
+    for i = 1, cut do
+      seqs[i] = read[i][1]
+      gone[i] = read[i][2]
+      evicted[#evicted + 1] = read[i][2]
+      tsize = tsize - read[i][3]
+    end
+    hdel_all(msgs, seqs)
+    hdel_all(ids, gone)
+    redis.call('LTRIM', turns, cut, -1)
   end
-  if cut > 0 then redis.call('LTRIM', turns, cut, -1) end
 end
 
+local first = 1
+if #appended < n then first = table.concat(appended, ',') end
+local reply = {first}
+for i, id in ipairs(evicted) do reply[i + 1] = id end
+
 -- (e) an emptied conversation leaves no key; otherwise slide the TTL
-if redis.call('HLEN', msgs) == 0 then
-  redis.call('DEL', meta, msgs, turns, system, ids)
-  return {appended, evicted}
+if #evicted > 0 then
+  if redis.call('HLEN', msgs) == 0 then
+    redis.call('DEL', meta, msgs, turns, system, ids)
+    return reply
+  end
 end
+local expiring = state[5] ~= '0'
+local flag = '0'
+if ttl > 0 then flag = '1' end
 redis.call('HSET', meta, 'next', string.format('%d', next_seq), 'ctr', counter,
   'tsize', string.format('%d', tsize), 'ssize', string.format('%d', ssize),
-  'ver', ARGV[4])
-expire(KEYS, tonumber(ARGV[3]))
-return {appended, evicted}
+  'ver', token, 'exp', flag)
+expire(KEYS, ttl, expiring)
+return reply
 """
 )
 
@@ -182,7 +241,8 @@ return {appended, evicted}
 #: KEYS: meta, msgs, turns, system, ids.
 #: ARGV: ttl ms (0 = none), write token, n, then n times: id, role code,
 #: canonical text (system messages only), codec JSON. Sizes are unknown here
-#: (no window), so every marker weighs 1 and ``ctr`` is ``""``.
+#: (no window), so every marker weighs 1 and ``ctr`` is ``""``. The keys are
+#: new after the ``UNLINK``, so without a TTL there is nothing to persist.
 SAVE = (
     _EXPIRE
     + """
@@ -206,10 +266,13 @@ for i = 0, n - 1 do
     tsize = tsize + 1
   end
 end
+local ttl = tonumber(ARGV[1])
+local flag = '0'
+if ttl > 0 then flag = '1' end
 redis.call('HSET', meta, 'next', string.format('%d', n), 'ctr', '',
   'tsize', string.format('%d', tsize), 'ssize', string.format('%d', ssize),
-  'ver', ARGV[2])
-expire(KEYS, tonumber(ARGV[1]))
+  'ver', ARGV[2], 'exp', flag)
+expire(KEYS, ttl, false)
 return n
 """
 )
