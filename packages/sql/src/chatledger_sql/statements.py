@@ -88,17 +88,21 @@ class Statements:
             select(*state_columns).where(c.conversation_id == cid),
             tables.conversations,
         )
+        #: The values of a new, empty conversation row (every dialect's upsert).
+        self.new_conversation: dict[str, Any] = {
+            "conversation_id": cid,
+            "next_seq": 0,
+            "version": 0,
+            "system_count": 0,
+            "other_count": 0,
+            "weight_counter": None,
+            "system_weight": 0,
+            "other_weight": 0,
+            "updated_at": bindparam("now"),
+            "expires_at": None,
+        }
         self.insert_conversation: Insert = insert(tables.conversations).values(
-            conversation_id=cid,
-            next_seq=0,
-            version=0,
-            system_count=0,
-            other_count=0,
-            weight_counter=None,
-            system_weight=0,
-            other_weight=0,
-            updated_at=bindparam("now"),
-            expires_at=None,
+            **self.new_conversation
         )
         self.known_ids: Select[Any] = select(m.message_id).where(
             m.conversation_id == cid, m.message_id.in_(bindparam("ids", expanding=True))
@@ -186,5 +190,6 @@ class Statements:
         return {
             name: value
             for name, value in vars(self).items()
-            if name not in ("tables", "state_columns") and value is not None
+            if name not in ("tables", "state_columns", "new_conversation")
+            and value is not None
         }

@@ -15,7 +15,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import bindparam, exc, func
+from sqlalchemy import exc, func
 from sqlalchemy.dialects.mysql import DATETIME, LONGTEXT, VARCHAR
 from sqlalchemy.dialects.mysql import insert as mysql_insert
 from sqlalchemy.types import TypeEngine
@@ -82,16 +82,7 @@ class MySQLDialect(SqlDialect):
         """Create the row or take its exclusive lock."""
         c = statements.tables.conversations.c
         statement = mysql_insert(statements.tables.conversations).values(
-            conversation_id=bindparam("cid"),
-            next_seq=0,
-            version=0,
-            system_count=0,
-            other_count=0,
-            weight_counter=None,
-            system_weight=0,
-            other_weight=0,
-            updated_at=bindparam("now"),
-            expires_at=None,
+            **statements.new_conversation
         )
         return statement.on_duplicate_key_update(version=c.version + 1)
 

@@ -95,16 +95,7 @@ class PostgresDialect(SqlDialect):
     def _upsert(self, statements: Statements) -> Any:
         c = statements.tables.conversations.c
         statement = pg_insert(statements.tables.conversations).values(
-            conversation_id=bindparam("cid"),
-            next_seq=0,
-            version=0,
-            system_count=0,
-            other_count=0,
-            weight_counter=None,
-            system_weight=0,
-            other_weight=0,
-            updated_at=bindparam("now"),
-            expires_at=None,
+            **statements.new_conversation
         )
         return statement.on_conflict_do_update(
             index_elements=[c.conversation_id],

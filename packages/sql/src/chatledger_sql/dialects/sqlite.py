@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Select, bindparam, exc, func
+from sqlalchemy import Select, exc, func
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from chatledger_sql.dialects.base import SqlDialect
@@ -73,18 +73,7 @@ class SQLiteDialect(SqlDialect):
         c = statements.tables.conversations.c
         return (
             sqlite_insert(statements.tables.conversations)
-            .values(
-                conversation_id=bindparam("cid"),
-                next_seq=0,
-                version=0,
-                system_count=0,
-                other_count=0,
-                weight_counter=None,
-                system_weight=0,
-                other_weight=0,
-                updated_at=bindparam("now"),
-                expires_at=None,
-            )
+            .values(**statements.new_conversation)
             .on_conflict_do_update(
                 index_elements=[c.conversation_id], set_={"version": c.version + 1}
             )
