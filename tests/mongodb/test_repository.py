@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from chatledger import InvalidNameError, Message, MessageTooLargeError
+from chatledger import InvalidNameError, InvalidTTLError, Message, MessageTooLargeError
 from chatledger.memory import MessageWindowChatMemory, TokenWindowChatMemory
 from chatledger.testing import random_turns
 from chatledger.tokens import estimate_tokens
@@ -27,7 +27,6 @@ from pymongo.errors import OperationFailure  # noqa: E402
 from chatledger_mongodb import (  # noqa: E402
     MAX_DOCUMENT_BYTES,
     ConcurrentUpdateError,
-    InvalidOptionError,
     MongoDBChatMemoryRepository,
 )
 from chatledger_mongodb import repository as repository_module  # noqa: E402
@@ -72,7 +71,7 @@ def test_mongodb_rejects_bad_names(options: dict[str, Any]) -> None:
 
 @pytest.mark.parametrize("ttl", [0, -1, timedelta(0), True, "60"], ids=repr)
 def test_mongodb_rejects_bad_ttl(ttl: Any) -> None:
-    with pytest.raises(InvalidOptionError):
+    with pytest.raises(InvalidTTLError):
         MongoDBChatMemoryRepository(mongomock.MongoClient(), ttl=ttl)
 
 

@@ -12,9 +12,9 @@ from sqlalchemy import Engine, create_engine, event, func, select, update
 
 from chatledger import Message, MessageWindowChatMemory, TokenWindowChatMemory
 from chatledger.errors import ChatLedgerError
+from chatledger.ttl import MAX_TTL
 from chatledger.validation import utc_now
 from chatledger_sql import InvalidTTLError, SqlChatMemoryRepository
-from chatledger_sql.ttl import MAX_TTL
 from tests.backends import backend_url
 from tests.sql.conftest import unique_table
 from tests.sql.test_writes import Counter

@@ -16,6 +16,7 @@ from chatledger.errors import (
     InvalidConversationIdError,
     InvalidMessageError,
     InvalidNameError,
+    InvalidTTLError,
     MessageTooLargeError,
     UnknownBackendError,
 )
@@ -47,6 +48,7 @@ __all__ = [
     "InvalidConversationIdError",
     "InvalidMessageError",
     "InvalidNameError",
+    "InvalidTTLError",
     "Media",
     "Message",
     "MessageTooLargeError",

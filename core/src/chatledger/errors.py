@@ -18,6 +18,7 @@ __all__ = [
     "InvalidConversationIdError",
     "InvalidMessageError",
     "InvalidNameError",
+    "InvalidTTLError",
     "MessageTooLargeError",
     "UnknownBackendError",
 ]
@@ -41,6 +42,14 @@ class InvalidMessageError(ChatLedgerError, ValueError, TypeError):
 
 class InvalidNameError(ChatLedgerError, ValueError):
     """A table, schema, key prefix, collection or label name is not allowed."""
+
+
+class InvalidTTLError(ChatLedgerError, ValueError, TypeError):
+    """A ``ttl`` is not a positive duration (a ``timedelta`` or seconds).
+
+    It is both a ``ValueError`` and a ``TypeError`` so that callers may catch
+    whichever builtin fits their code.
+    """
 
 
 class MessageTooLargeError(ChatLedgerError, ValueError):

@@ -13,17 +13,13 @@ Driver exceptions (``cassandra.*``) are never wrapped and propagate unchanged.
 
 from __future__ import annotations
 
-from chatledger.errors import ChatLedgerError
+from chatledger.errors import ChatLedgerError, InvalidTTLError
 
 __all__ = ["ContentionError", "InvalidTTLError", "InvalidURLError"]
 
 
 class InvalidURLError(ChatLedgerError, ValueError):
     """A ``cassandra://`` URL cannot be parsed or holds an unknown option."""
-
-
-class InvalidTTLError(ChatLedgerError, ValueError):
-    """A TTL is not a positive duration Cassandra can store (1 s to 20 years)."""
 
 
 class ContentionError(ChatLedgerError, RuntimeError):

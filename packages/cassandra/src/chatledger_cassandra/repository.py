@@ -83,6 +83,7 @@ from chatledger.closing import ClosingContext
 from chatledger.faults import FaultPoints
 from chatledger.messages import Message
 from chatledger.repository import AppendResult
+from chatledger.ttl import to_ttl
 from chatledger.validation import (
     stamp_messages,
     validate_conversation_id,
@@ -91,7 +92,6 @@ from chatledger.validation import (
 from chatledger.window import Window
 from chatledger_cassandra.errors import (
     ContentionError,
-    InvalidTTLError,
     InvalidURLError,
 )
 from chatledger_cassandra.names import render_replication
@@ -134,24 +134,8 @@ def ttl_seconds(ttl: timedelta | float | None) -> int:
     Raises:
         InvalidTTLError: if ``ttl`` is not positive or exceeds 20 years.
     """
-    if ttl is None:
-        return 0
-    if isinstance(ttl, timedelta):
-        seconds = ttl.total_seconds()
-    elif isinstance(ttl, int | float) and not isinstance(ttl, bool):
-        seconds = float(ttl)
-    else:
-        raise InvalidTTLError(
-            f"ttl must be a timedelta or seconds, not {type(ttl).__name__}"
-        )
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise InvalidTTLError(f"ttl must be positive, not {ttl!r}")
-    whole = math.ceil(seconds)
-    if whole > MAX_TTL_SECONDS:
-        raise InvalidTTLError(
-            f"ttl of {whole} s exceeds Cassandra's maximum of {MAX_TTL_SECONDS} s"
-        )
-    return whole
+    value = to_ttl(ttl, maximum=timedelta(seconds=MAX_TTL_SECONDS))
+    return 0 if value is None else math.ceil(value.total_seconds())
 
 
 def _cells(row: Any, names: Sequence[str]) -> tuple[Any, ...]:

@@ -13,7 +13,7 @@ Example:
 
 from __future__ import annotations
 
-from chatledger_mongodb.errors import ConcurrentUpdateError, InvalidOptionError
+from chatledger_mongodb.errors import ConcurrentUpdateError
 from chatledger_mongodb.repository import (
     MAX_DOCUMENT_BYTES,
     MongoDBChatMemoryRepository,
@@ -22,6 +22,5 @@ from chatledger_mongodb.repository import (
 __all__ = [
     "MAX_DOCUMENT_BYTES",
     "ConcurrentUpdateError",
-    "InvalidOptionError",
     "MongoDBChatMemoryRepository",
 ]

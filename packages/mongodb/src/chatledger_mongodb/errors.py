@@ -17,11 +17,7 @@ from __future__ import annotations
 
 from chatledger.errors import ChatLedgerError
 
-__all__ = ["ConcurrentUpdateError", "InvalidOptionError"]
-
-
-class InvalidOptionError(ChatLedgerError, ValueError):
-    """A repository option (such as ``ttl``) has a value that cannot be used."""
+__all__ = ["ConcurrentUpdateError"]
 
 
 class ConcurrentUpdateError(ChatLedgerError, RuntimeError):

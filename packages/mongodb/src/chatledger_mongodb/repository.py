@@ -71,6 +71,7 @@ from chatledger.errors import InvalidNameError, MessageTooLargeError
 from chatledger.faults import FaultPoints
 from chatledger.messages import Message
 from chatledger.repository import AppendResult
+from chatledger.ttl import to_ttl
 from chatledger.validation import (
     stamp_messages,
     utc_now,
@@ -78,7 +79,7 @@ from chatledger.validation import (
     validate_messages,
 )
 from chatledger.window import Window
-from chatledger_mongodb.errors import ConcurrentUpdateError, InvalidOptionError
+from chatledger_mongodb.errors import ConcurrentUpdateError
 from chatledger_mongodb.pipeline import RESULT_FIELD, append_pipeline, encode_element
 
 __all__ = ["MAX_DOCUMENT_BYTES", "MongoDBChatMemoryRepository"]
@@ -113,19 +114,6 @@ def _validate_name(kind: str, value: object, pattern: re.Pattern[str]) -> str:
     return value
 
 
-def _validate_ttl(ttl: TTLValue) -> timedelta | None:
-    if ttl is None:
-        return None
-    if isinstance(ttl, bool) or not isinstance(ttl, timedelta | int | float):
-        raise InvalidOptionError(
-            f"ttl must be a timedelta, seconds or None, not {type(ttl).__name__}"
-        )
-    value = ttl if isinstance(ttl, timedelta) else timedelta(seconds=ttl)
-    if value <= timedelta(0):
-        raise InvalidOptionError(f"ttl must be positive, not {value}")
-    return value
-
-
 def _database_from_url(url: str) -> str | None:
     """The database named in a MongoDB URL's path, without resolving any host."""
     path = urlsplit(url).path.lstrip("/")
@@ -152,7 +140,7 @@ class MongoDBChatMemoryRepository(ClosingContext):
 
     Raises:
         InvalidNameError: if a name is not allowed.
-        InvalidOptionError: if ``ttl`` is not positive.
+        InvalidTTLError: if ``ttl`` is not a positive duration.
     """
 
     def __init__(
@@ -169,7 +157,7 @@ class MongoDBChatMemoryRepository(ClosingContext):
         self._collection_name = _validate_name(
             "collection", collection, _COLLECTION_NAME
         )
-        self.ttl = _validate_ttl(ttl)
+        self.ttl = to_ttl(ttl)
         self._client = client
         self._owns_client = False
         self._collection: Collection[Any] = client[self._database_name][

@@ -57,6 +57,7 @@ from chatledger.errors import ChatLedgerError
 from chatledger.faults import FaultPoints
 from chatledger.messages import Message, Role
 from chatledger.repository import AppendResult
+from chatledger.ttl import to_ttl
 from chatledger.validation import (
     stamp_messages,
     validate_conversation_id,
@@ -88,20 +89,8 @@ _CLUSTER_SUFFIX = "+cluster"
 
 def _ttl_milliseconds(ttl: object) -> int:
     """Return ``ttl`` in whole milliseconds (0 for no TTL), or raise."""
-    if ttl is None:
-        return 0
-    if isinstance(ttl, timedelta):
-        seconds = ttl.total_seconds()
-    elif isinstance(ttl, int | float) and not isinstance(ttl, bool):
-        seconds = float(ttl)
-    else:
-        raise TypeError(
-            f"ttl must be a datetime.timedelta, seconds as a number, or None, "
-            f"not {type(ttl).__name__}"
-        )
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise ValueError(f"ttl must be positive, not {ttl!r}")
-    return max(1, math.ceil(seconds * 1000))
+    value = to_ttl(ttl)
+    return 0 if value is None else max(1, math.ceil(value.total_seconds() * 1000))
 
 
 def _text(value: bytes | str) -> str:

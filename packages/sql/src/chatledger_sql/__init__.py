@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from chatledger.errors import InvalidTTLError
 from chatledger_sql.dialects import (
     ENTRY_POINT_GROUP,
     DialectMismatchWarning,
@@ -29,7 +30,6 @@ from chatledger_sql.dialects import (
     unregister_dialect,
 )
 from chatledger_sql.repository import SqlChatMemoryRepository
-from chatledger_sql.ttl import InvalidTTLError
 
 if TYPE_CHECKING:
     from chatledger_sql.dialects.duckdb import DuckDBDialect

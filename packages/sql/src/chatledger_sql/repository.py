@@ -40,6 +40,7 @@ from chatledger.errors import InvalidMessageError
 from chatledger.faults import FaultPoints
 from chatledger.messages import Message, Role
 from chatledger.repository import AppendResult
+from chatledger.ttl import to_ttl
 from chatledger.validation import (
     stamp_messages,
     utc_now,
@@ -55,7 +56,6 @@ from chatledger_sql.dialects.base import (
 )
 from chatledger_sql.schema import Tables, build_tables, check_name
 from chatledger_sql.statements import Statements
-from chatledger_sql.ttl import to_ttl
 
 __all__ = ["SqlChatMemoryRepository"]
 

@@ -1,17 +1,19 @@
-"""The ``ttl`` option of a SQL chat memory: what it accepts and what it rejects.
+"""The ``ttl`` option every adapter takes: what it accepts and what it rejects.
 
 Example:
     from datetime import timedelta
-    from chatledger_sql.ttl import to_ttl
+    from chatledger.ttl import to_ttl
 
     to_ttl(90) == timedelta(seconds=90)
     to_ttl(timedelta(days=7)) == timedelta(days=7)
     to_ttl(None) is None
 
-A TTL is checked when the repository is made, before any I/O, so a bad value
-never reaches the database. The expiry it leads to (``now + ttl``) is stored in
-a timestamp column, and every supported database keeps years up to 9999 at
-least, hence the upper bound.
+A TTL means the same on every backend: the whole conversation expires ``ttl``
+after its last write (sliding). It is checked when the repository is made,
+before any I/O, so a bad value never reaches the database. Adapters convert the
+``timedelta`` to their own unit and may pass a lower ``maximum`` (Cassandra
+caps TTLs at 20 years); the default bound keeps ``now + ttl`` inside every
+database's timestamp range.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from __future__ import annotations
 import math
 from datetime import timedelta
 
-from chatledger.errors import ChatLedgerError
+from chatledger.errors import InvalidTTLError
 
 __all__ = ["MAX_TTL", "InvalidTTLError", "to_ttl"]
 
@@ -27,25 +29,18 @@ __all__ = ["MAX_TTL", "InvalidTTLError", "to_ttl"]
 MAX_TTL = timedelta(days=100 * 366)
 
 
-class InvalidTTLError(ChatLedgerError, ValueError, TypeError):
-    """A ``ttl`` is not a positive duration (a ``timedelta`` or seconds).
-
-    It is both a ``ValueError`` and a ``TypeError`` so that callers may catch
-    whichever builtin fits their code.
-    """
-
-
-def to_ttl(ttl: object) -> timedelta | None:
+def to_ttl(ttl: object, *, maximum: timedelta = MAX_TTL) -> timedelta | None:
     """Return ``ttl`` as a ``timedelta`` (``None`` stays ``None``), or raise.
 
     Args:
         ttl: A ``datetime.timedelta``, seconds as an ``int`` or ``float``, or
             ``None`` for no expiry.
+        maximum: The longest TTL the backend can keep.
 
     Raises:
         InvalidTTLError: for another type (``bool`` and numeric strings
             included), for a value that is not finite, is zero or negative,
-            rounds to less than a microsecond, or exceeds :data:`MAX_TTL`.
+            rounds to less than a microsecond, or exceeds ``maximum``.
     """
     if ttl is None:
         return None
@@ -56,8 +51,8 @@ def to_ttl(ttl: object) -> timedelta | None:
             raise InvalidTTLError(f"ttl must be a finite number of seconds, not {ttl}")
         if ttl <= 0:
             raise InvalidTTLError(f"ttl must be positive, not {ttl!r}")
-        if ttl > MAX_TTL.total_seconds():
-            raise InvalidTTLError(f"ttl must be at most {MAX_TTL}, not {ttl!r} s")
+        if ttl > maximum.total_seconds():
+            raise InvalidTTLError(f"ttl must be at most {maximum}, not {ttl!r} s")
         value = timedelta(seconds=ttl)
     else:
         raise InvalidTTLError(
@@ -66,6 +61,6 @@ def to_ttl(ttl: object) -> timedelta | None:
         )
     if value <= timedelta(0):
         raise InvalidTTLError(f"ttl must be positive, not {ttl!r}")
-    if value > MAX_TTL:
-        raise InvalidTTLError(f"ttl must be at most {MAX_TTL}, not {value}")
+    if value > maximum:
+        raise InvalidTTLError(f"ttl must be at most {maximum}, not {value}")
     return value
