@@ -1,0 +1,224 @@
+"""The Cypher text of every query the repository runs, for one pair of labels.
+
+Example:
+    from chatledger_neo4j.cypher import Statements
+
+    statements = Statements("Conversation", "Message")
+    statements.lock            # MERGE the conversation and write-lock it
+    statements.read_all        # every message of a conversation, by sequence
+
+Labels cannot be query parameters, so they are the only text that reaches a
+query from outside: each is checked by full match against
+``[A-Za-z_][A-Za-z0-9_]*`` (at most 64 characters) and then backquoted. Every
+value (conversation id, message ids, payloads, limits) is a bound parameter.
+
+The model, one node per conversation and one node per message::
+
+    (:Conversation {id, next_seq, message_count, size_total, size_counter,
+                    version})
+    (:Message {conversation_id, id, seq, role, payload, size, size_counter})
+
+Schema (created by :attr:`Statements.schema`, each ``IF NOT EXISTS``):
+
+- a uniqueness constraint on ``Conversation.id``, which makes concurrent
+  ``MERGE`` of one conversation create one node;
+- a uniqueness constraint on ``Message (conversation_id, id)``: the message id
+  lookups that make a retried append a no-op seek its index;
+- a range index on ``Message (conversation_id, seq)``: reading a conversation
+  in order and paging its oldest messages seek it;
+- a range index on ``Message (conversation_id, role)``: reading the system
+  messages of a conversation seeks it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import LiteralString
+
+from chatledger.errors import InvalidNameError
+
+__all__ = ["LABEL_PATTERN", "Statements", "quote_label", "validate_label"]
+
+#: What a label may look like (full match); 64 characters at most.
+LABEL_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+
+
+def validate_label(label: object, what: str = "label") -> str:
+    """Return ``label`` if it is an allowed Neo4j label, else raise.
+
+    Raises:
+        InvalidNameError: ``label`` is not a ``str`` fully matching
+            :data:`LABEL_PATTERN`.
+    """
+    if not isinstance(label, str) or LABEL_PATTERN.fullmatch(label) is None:
+        raise InvalidNameError(
+            f"{what} must match [A-Za-z_][A-Za-z0-9_]* (at most 64 characters), "
+            f"not {label!r}"
+        )
+    return label
+
+
+def quote_label(label: str) -> str:
+    """Backquote a label already checked by :func:`validate_label`."""
+    return f"`{validate_label(label)}`"
+
+
+def _text(template: str, **labels: str) -> LiteralString:
+    # The driver types queries as LiteralString; the only non-literal parts are
+    # labels and schema names built from them, all checked by validate_label.
+    text: LiteralString = template.format(**labels)
+    return text
+
+
+class Statements:
+    """Every query of the repository, built once for a pair of labels.
+
+    Args:
+        conversation_label: The label of conversation nodes.
+        message_label: The label of message nodes.
+
+    Raises:
+        InvalidNameError: a label is not allowed, or both labels are the same.
+    """
+
+    def __init__(self, conversation_label: str, message_label: str) -> None:
+        """Validate both labels and build every query."""
+        conversation = validate_label(conversation_label, "conversation_label")
+        message = validate_label(message_label, "message_label")
+        if conversation == message:
+            raise InvalidNameError(
+                "conversation_label and message_label must differ, both are "
+                f"{conversation!r}"
+            )
+        self.conversation_label = conversation
+        self.message_label = message
+        self.index_names = {
+            "conversation_id": f"chatledger_conversation_{conversation}_id",
+            "message_id": f"chatledger_message_{message}_id",
+            "message_seq": f"chatledger_message_{message}_seq",
+            "message_role": f"chatledger_message_{message}_role",
+        }
+        names = {key: f"`{name}`" for key, name in self.index_names.items()}
+        names["C"] = quote_label(conversation)
+        names["M"] = quote_label(message)
+
+        def text(template: str) -> LiteralString:
+            return _text(template, **names)
+
+        self.schema = (
+            text(
+                "CREATE CONSTRAINT {conversation_id} IF NOT EXISTS "
+                "FOR (c:{C}) REQUIRE c.id IS UNIQUE"
+            ),
+            text(
+                "CREATE CONSTRAINT {message_id} IF NOT EXISTS "
+                "FOR (m:{M}) REQUIRE (m.conversation_id, m.id) IS UNIQUE"
+            ),
+            text(
+                "CREATE INDEX {message_seq} IF NOT EXISTS "
+                "FOR (m:{M}) ON (m.conversation_id, m.seq)"
+            ),
+            text(
+                "CREATE INDEX {message_role} IF NOT EXISTS "
+                "FOR (m:{M}) ON (m.conversation_id, m.role)"
+            ),
+        )
+        self.drop_schema = (
+            text("DROP CONSTRAINT {conversation_id} IF EXISTS"),
+            text("DROP CONSTRAINT {message_id} IF EXISTS"),
+            text("DROP INDEX {message_seq} IF EXISTS"),
+            text("DROP INDEX {message_role} IF EXISTS"),
+        )
+        # Writing a property takes the node's write lock; every write runs this
+        # first, so sequence and counters are read only while it is held.
+        self.lock = text(
+            "MERGE (c:{C} {{id: $cid}}) "
+            "ON CREATE SET c.next_seq = 0, c.message_count = 0, c.version = 0 "
+            "SET c.version = coalesce(c.version, 0) + 1"
+        )
+        self.lock_existing = text(
+            "MATCH (c:{C} {{id: $cid}}) "
+            "SET c.version = coalesce(c.version, 0) + 1 "
+            "RETURN count(c) AS found"
+        )
+        self.state = text(
+            "MATCH (c:{C} {{id: $cid}}) "
+            "RETURN c.next_seq AS next_seq, "
+            "coalesce(c.message_count, 0) AS message_count, "
+            "c.size_total AS size_total, c.size_counter AS size_counter"
+        )
+        self.known_ids = text(
+            "UNWIND $ids AS mid "
+            "MATCH (m:{M} {{conversation_id: $cid, id: mid}}) "
+            "RETURN m.id AS id"
+        )
+        self.read_system = text(
+            "MATCH (m:{M}) "
+            "WHERE m.conversation_id = $cid AND m.role = $system "
+            "RETURN m.id AS id, m.payload AS payload ORDER BY m.seq"
+        )
+        self.read_page = text(
+            "MATCH (m:{M}) "
+            "WHERE m.conversation_id = $cid AND m.seq > $after "
+            "AND m.role <> $system "
+            "RETURN m.id AS id, m.seq AS seq, m.role AS role, m.size AS size, "
+            "m.size_counter AS size_counter, "
+            "CASE WHEN $counter IS NOT NULL "
+            "AND coalesce(m.size_counter, '') <> $counter "
+            "THEN m.payload END AS payload "
+            "ORDER BY m.seq LIMIT $limit"
+        )
+        self.read_sizes = text(
+            "MATCH (m:{M}) "
+            "WHERE m.conversation_id = $cid AND m.seq >= 0 "
+            "AND m.role <> $system "
+            "RETURN m.size AS size, m.size_counter AS size_counter, "
+            "CASE WHEN coalesce(m.size_counter, '') <> $counter "
+            "THEN m.payload END AS payload"
+        )
+        self.read_all = text(
+            "MATCH (m:{M}) "
+            "WHERE m.conversation_id = $cid AND m.seq >= 0 "
+            "RETURN m.payload AS payload ORDER BY m.seq"
+        )
+        self.list_ids = text("MATCH (c:{C}) RETURN c.id AS id")
+        self.insert = text(
+            "UNWIND $rows AS row "
+            "MERGE (m:{M} {{conversation_id: $cid, id: row.id}}) "
+            "ON CREATE SET m.seq = row.seq, m.role = row.role, "
+            "m.payload = row.payload, m.size = row.size, "
+            "m.size_counter = row.size_counter"
+        )
+        self.upsert = text(
+            "UNWIND $rows AS row "
+            "MERGE (m:{M} {{conversation_id: $cid, id: row.id}}) "
+            "SET m.seq = row.seq, m.role = row.role, m.payload = row.payload, "
+            "m.size = row.size, m.size_counter = row.size_counter"
+        )
+        self.delete_ids = text(
+            "UNWIND $ids AS mid "
+            "MATCH (m:{M} {{conversation_id: $cid, id: mid}}) "
+            "DETACH DELETE m"
+        )
+        self.delete_others = text(
+            "MATCH (m:{M}) "
+            "WHERE m.conversation_id = $cid AND m.seq >= 0 "
+            "AND NOT m.id IN $keep "
+            "DETACH DELETE m"
+        )
+        self.delete_conversation = text("MATCH (c:{C} {{id: $cid}}) DETACH DELETE c")
+        self.update_conversation = text(
+            "MATCH (c:{C} {{id: $cid}}) "
+            "SET c.next_seq = $next_seq, c.message_count = $message_count, "
+            "c.size_total = $size_total, c.size_counter = $size_counter"
+        )
+        self.purge = (
+            text(
+                "MATCH (m:{M}) CALL {{ WITH m DETACH DELETE m }} "
+                "IN TRANSACTIONS OF 5000 ROWS"
+            ),
+            text(
+                "MATCH (c:{C}) CALL {{ WITH c DETACH DELETE c }} "
+                "IN TRANSACTIONS OF 5000 ROWS"
+            ),
+        )

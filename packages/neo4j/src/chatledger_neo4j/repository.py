@@ -1,0 +1,433 @@
+"""A chat memory repository on Neo4j 5, through the official ``neo4j`` driver.
+
+Example:
+    from chatledger import MessageWindowChatMemory
+    from chatledger_neo4j import Neo4jChatMemoryRepository
+
+    repository = Neo4jChatMemoryRepository.from_url("neo4j://neo4j:secret@localhost")
+    memory = MessageWindowChatMemory(repository, max_messages=20)
+    memory.add("c1", Message.user("Hello"))
+
+Every operation is one managed transaction (``session.execute_write`` or
+``execute_read``); a replace is never split in two. Each write first locks the
+conversation node by writing a property to it (Neo4j runs at read committed and
+does not lock what a transaction only reads), and only then reads the sequence
+and counters. The driver retries a transaction function on transient errors,
+and may run it again after a commit whose outcome it could not see, so the
+functions are idempotent: an append skips every message id the conversation
+already holds, and a replace writes the same state however often it runs.
+
+Why one JSON payload per message and not child nodes (metadata, tool calls,
+tool responses and media as nodes of their own, as other Neo4j chat stores do):
+
+- Neo4j properties hold only scalars and homogeneous lists of them, so nested
+  metadata, ``None`` inside lists and big integers cannot be stored as
+  properties without a second encoding; the core codec already is one, it is
+  lossless, versioned and shared with every other backend.
+- A message is read and written whole. Child nodes would turn every read into
+  a fan-out of optional matches (whose cartesian products duplicate entries)
+  and every write into several node and relationship creations.
+- Order inside a message (tool calls, media) is list order in the payload, not
+  an ``idx`` property that has to be kept right.
+
+What the window and the queries need stays in plain properties beside the
+payload: ``conversation_id``, ``id``, ``seq``, ``role`` and the stored ``size``
+with the name of its measure. Messages point to their conversation by
+``conversation_id`` rather than by a relationship: every read seeks a composite
+index on it, and appends do not add relationships to one ever denser node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from types import TracebackType
+from typing import Any, Self, TypeVar
+
+from neo4j import Driver, GraphDatabase, ManagedTransaction, Record, Session
+from neo4j.exceptions import ClientError
+
+from chatledger import codec
+from chatledger.append_plan import StoredEntry, plan_append
+from chatledger.faults import FaultPoints
+from chatledger.messages import Message, Role
+from chatledger.repository import AppendResult
+from chatledger.validation import (
+    stamp_messages,
+    validate_conversation_id,
+    validate_messages,
+)
+from chatledger.window import Window
+from chatledger_neo4j.cypher import Statements
+from chatledger_neo4j.url import parse_url
+
+__all__ = ["Neo4jChatMemoryRepository"]
+
+_T = TypeVar("_T")
+_SYSTEM = Role.SYSTEM.value
+#: Rows of the oldest messages read by the first page of an eviction; a window
+#: that overflows by a turn rarely needs more.
+_FIRST_PAGE = 32
+_MAX_PAGE = 1024
+#: Errors a concurrent ``CREATE ... IF NOT EXISTS`` of the same schema may raise.
+_SCHEMA_RACES = frozenset(
+    {
+        "Neo.ClientError.Schema.EquivalentSchemaRuleAlreadyExists",
+        "Neo.ClientError.Schema.ConstraintAlreadyExists",
+        "Neo.ClientError.Schema.IndexAlreadyExists",
+    }
+)
+
+
+def _row(
+    message: Message, seq: int, size: int | None, counter: str | None
+) -> dict[str, Any]:
+    return {
+        "id": message.id,
+        "seq": seq,
+        "role": message.role.value,
+        "payload": codec.to_json(message),
+        "size": size,
+        "size_counter": counter,
+    }
+
+
+class Neo4jChatMemoryRepository:
+    """Conversations as nodes in a Neo4j 5 database.
+
+    Args:
+        driver: A ``neo4j.Driver``. The repository does not close a driver it
+            was given.
+        database: The database to use; ``None`` means the server's default.
+        conversation_label: Label of conversation nodes.
+        message_label: Label of message nodes.
+        create_schema: Create the constraints and indexes now (idempotent,
+            safe from several processes at once). Pass ``False`` when they are
+            managed elsewhere; :meth:`ensure_schema` creates them later.
+
+    Raises:
+        chatledger.InvalidNameError: a label is not allowed.
+    """
+
+    def __init__(
+        self,
+        driver: Driver,
+        *,
+        database: str | None = None,
+        conversation_label: str = "Conversation",
+        message_label: str = "Message",
+        create_schema: bool = True,
+    ) -> None:
+        """Validate the labels, keep the driver and create the schema."""
+        self._statements = Statements(conversation_label, message_label)
+        self._driver = driver
+        self._database = database
+        self._owns_driver = False
+        self.fault_points = FaultPoints()
+        if create_schema:
+            self.ensure_schema()
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        *,
+        database: str | None = None,
+        conversation_label: str = "Conversation",
+        message_label: str = "Message",
+        create_schema: bool = True,
+        **driver_config: Any,
+    ) -> Self:
+        """Open a repository on a ``neo4j://``, ``neo4j+s://`` or ``bolt://`` URL.
+
+        Credentials come from the URL's userinfo
+        (``neo4j://user:password@host:7687``) and the database from its path
+        (``/chat``) unless ``database`` is given. Other keyword arguments go to
+        ``GraphDatabase.driver``. The repository owns that driver:
+        :meth:`close` closes it.
+        """
+        settings = parse_url(url)
+        statements = Statements(conversation_label, message_label)
+        driver = GraphDatabase.driver(settings.uri, auth=settings.auth, **driver_config)
+        try:
+            repository = cls(
+                driver,
+                database=settings.database if database is None else database,
+                conversation_label=statements.conversation_label,
+                message_label=statements.message_label,
+                create_schema=create_schema,
+            )
+        except BaseException:
+            driver.close()
+            raise
+        repository._owns_driver = True
+        return repository
+
+    def __repr__(self) -> str:
+        return (
+            f"Neo4jChatMemoryRepository(database={self._database!r}, "
+            f"conversation_label={self._statements.conversation_label!r}, "
+            f"message_label={self._statements.message_label!r})"
+        )
+
+    @property
+    def statements(self) -> Statements:
+        """The Cypher text this repository runs."""
+        return self._statements
+
+    @property
+    def database(self) -> str | None:
+        """The database in use (``None``: the server's default)."""
+        return self._database
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the driver if this repository opened it (idempotent)."""
+        if self._owns_driver:
+            self._owns_driver = False
+            self._driver.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def _session(self) -> Session:
+        # The driver's shared bookmark manager gives read-your-writes across
+        # this repository's sessions, in a cluster too.
+        return self._driver.session(
+            database=self._database,
+            bookmark_manager=self._driver.execute_query_bookmark_manager,
+        )
+
+    def ensure_schema(self) -> None:
+        """Create the constraints and indexes if missing, and wait until online."""
+        with self._session() as session:
+            for statement in self._statements.schema:
+                try:
+                    session.run(statement).consume()
+                except ClientError as exc:
+                    if exc.code not in _SCHEMA_RACES:
+                        raise
+            session.run("CALL db.awaitIndexes(300)").consume()
+
+    def drop(self) -> None:
+        """Delete every node with this repository's labels and drop its schema.
+
+        Irreversible; meant for tests and for tearing a deployment down.
+        """
+        with self._session() as session:
+            for statement in self._statements.purge:
+                session.run(statement).consume()
+            for statement in self._statements.drop_schema:
+                session.run(statement).consume()
+
+    def _write(self, work: Callable[[ManagedTransaction], _T]) -> _T:
+        with self._session() as session:
+            result = session.execute_write(work)
+        self.fault_points.reach("after_commit")
+        return result
+
+    def _read(self, work: Callable[[ManagedTransaction], _T]) -> _T:
+        with self._session() as session:
+            return session.execute_read(work)
+
+    # -- the four operations -------------------------------------------------
+
+    def find_conversation_ids(self) -> list[str]:
+        """Return the id of every stored conversation."""
+        query = self._statements.list_ids
+
+        def work(tx: ManagedTransaction) -> list[str]:
+            return [str(v) for v in tx.run(query).value("id")]
+
+        return self._read(work)
+
+    def find_by_conversation_id(self, conversation_id: str) -> list[Message]:
+        """Return the messages of one conversation, oldest first."""
+        cid = validate_conversation_id(conversation_id)
+        query = self._statements.read_all
+
+        def work(tx: ManagedTransaction) -> list[str]:
+            return [str(v) for v in tx.run(query, cid=cid).value("payload")]
+
+        return [codec.from_json(payload) for payload in self._read(work)]
+
+    def save_all(self, conversation_id: str, messages: Sequence[Message]) -> None:
+        """Replace one conversation in one transaction; ``[]`` removes it."""
+        cid = validate_conversation_id(conversation_id)
+        batch = stamp_messages(validate_messages(messages))
+        if not batch:
+            self._delete(cid)
+            return
+        q = self._statements
+        rows = [_row(m, seq, None, None) for seq, m in enumerate(batch)]
+        keep = [m.id for m in batch]
+        count = sum(1 for m in batch if m.role is not Role.SYSTEM)
+
+        def work(tx: ManagedTransaction) -> None:
+            tx.run(q.lock, cid=cid).consume()
+            self.fault_points.reach("after_lock")
+            tx.run(q.delete_others, cid=cid, keep=keep).consume()
+            self.fault_points.reach("after_delete")
+            tx.run(q.upsert, cid=cid, rows=rows).consume()
+            self.fault_points.reach("after_insert")
+            tx.run(
+                q.update_conversation,
+                cid=cid,
+                next_seq=len(rows),
+                message_count=count,
+                size_total=None,
+                size_counter=None,
+            ).consume()
+            self.fault_points.reach("before_commit")
+
+        self._write(work)
+
+    def delete_by_conversation_id(self, conversation_id: str) -> None:
+        """Remove one conversation, if it exists, in one transaction."""
+        self._delete(validate_conversation_id(conversation_id))
+
+    def _delete(self, cid: str) -> None:
+        q = self._statements
+
+        def work(tx: ManagedTransaction) -> None:
+            found = tx.run(q.lock_existing, cid=cid).single(strict=True)["found"]
+            self.fault_points.reach("after_lock")
+            if found:
+                tx.run(q.delete_others, cid=cid, keep=[]).consume()
+                tx.run(q.delete_conversation, cid=cid).consume()
+                self.fault_points.reach("after_delete")
+            self.fault_points.reach("before_commit")
+
+        self._write(work)
+
+    # -- the atomic window append ----------------------------------------------
+
+    def append_to_window(
+        self, conversation_id: str, messages: Sequence[Message], window: Window
+    ) -> AppendResult:
+        """Append and evict in one locked transaction (see ``SupportsWindowAppend``).
+
+        Reads only the conversation node, which of the new ids it already
+        holds, its system messages and as many of its oldest non-system
+        messages as the eviction needs.
+        """
+        cid = validate_conversation_id(conversation_id)
+        batch = validate_messages(messages)
+        if not batch:
+            return AppendResult()
+        # Stamped once, outside the transaction function, so a retry writes
+        # the same created_at.
+        batch = stamp_messages(batch)
+        ids = [m.id for m in batch]
+        q = self._statements
+        counter = window.counter_id
+
+        def work(tx: ManagedTransaction) -> AppendResult:
+            tx.run(q.lock, cid=cid).consume()
+            self.fault_points.reach("after_lock")
+            state = tx.run(q.state, cid=cid).single(strict=True)
+            known = set(tx.run(q.known_ids, cid=cid, ids=ids).value("id"))
+            fresh = [m for m in batch if m.id not in known]
+            if not fresh:
+                return AppendResult()
+            stored_system = [
+                codec.from_json(payload)
+                for payload in tx.run(q.read_system, cid=cid, system=_SYSTEM).value(
+                    "payload"
+                )
+            ]
+            count = int(state["message_count"])
+            plan = plan_append(
+                stored_system=stored_system,
+                stored_count=count,
+                stored_total=self._stored_total(tx, cid, state, window),
+                stored_entries=self._oldest(tx, cid, window),
+                fresh=fresh,
+                window=window,
+            )
+            next_seq = int(state["next_seq"])
+            rows = [
+                _row(m, next_seq + i, None if counter is None else size, counter)
+                for i, (m, size) in enumerate(
+                    zip(plan.insert, plan.insert_sizes, strict=True)
+                )
+            ]
+            if rows:
+                tx.run(q.insert, cid=cid, rows=rows).consume()
+            self.fault_points.reach("after_insert")
+            if plan.delete_ids:
+                tx.run(q.delete_ids, cid=cid, ids=plan.delete_ids).consume()
+            self.fault_points.reach("after_evict")
+            if plan.empty:
+                tx.run(q.delete_conversation, cid=cid).consume()
+            else:
+                tx.run(
+                    q.update_conversation,
+                    cid=cid,
+                    next_seq=next_seq + len(rows),
+                    message_count=plan.message_count,
+                    size_total=None if counter is None else plan.size_total,
+                    size_counter=counter,
+                ).consume()
+            self.fault_points.reach("before_commit")
+            return AppendResult(plan.appended, plan.evicted_ids)
+
+        return self._write(work)
+
+    def _stored_total(
+        self, tx: ManagedTransaction, cid: str, state: Record, window: Window
+    ) -> int:
+        """The size of the stored non-system messages, in the window's measure."""
+        counter = window.counter_id
+        if counter is None:
+            return int(state["message_count"])
+        if state["size_counter"] == counter and state["size_total"] is not None:
+            return int(state["size_total"])
+        # Another measure was kept until now: size every message once; the
+        # append then stores this measure's total on the conversation.
+        rows = tx.run(
+            self._statements.read_sizes, cid=cid, system=_SYSTEM, counter=counter
+        )
+        return sum(_size(row, window) for row in rows)
+
+    def _oldest(
+        self, tx: ManagedTransaction, cid: str, window: Window
+    ) -> Iterator[StoredEntry]:
+        """The stored non-system messages, oldest first, fetched page by page."""
+        after = -1
+        limit = _FIRST_PAGE
+        while True:
+            rows = list(
+                tx.run(
+                    self._statements.read_page,
+                    cid=cid,
+                    after=after,
+                    system=_SYSTEM,
+                    counter=window.counter_id,
+                    limit=limit,
+                )
+            )
+            for row in rows:
+                yield StoredEntry(str(row["id"]), Role(row["role"]), _size(row, window))
+            if len(rows) < limit:
+                return
+            after = int(rows[-1]["seq"])
+            limit = min(limit * 2, _MAX_PAGE)
+
+
+def _size(row: Record, window: Window) -> int:
+    """A stored message's size: kept beside it when measured the same way."""
+    counter = window.counter_id
+    if counter is None:
+        return 1
+    if row["size_counter"] == counter and row["size"] is not None:
+        return int(row["size"])
+    return window.measure(codec.from_json(row["payload"]))

@@ -1,0 +1,196 @@
+"""Neo4j-specific tests that need a server: query plans, atomicity, retries."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from chatledger import Message, MessageWindow
+from chatledger_neo4j import Neo4jChatMemoryRepository
+from tests.backends import backend_url
+
+
+@pytest.fixture(scope="module")
+def neo4j_url(required: set[str]) -> str:
+    return backend_url("neo4j", required)
+
+
+@pytest.fixture
+def repository(neo4j_url: str) -> Iterator[Neo4jChatMemoryRepository]:
+    tag = uuid.uuid4().hex[:12]
+    repository = Neo4jChatMemoryRepository.from_url(
+        neo4j_url,
+        conversation_label=f"ConversationP{tag}",
+        message_label=f"MessageP{tag}",
+    )
+    try:
+        yield repository
+    finally:
+        repository.fault_points.clear()
+        repository.drop()
+        repository.close()
+
+
+def _operators(plan: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """(operator type without its runtime suffix, details) for a plan tree."""
+    operator = str(plan["operatorType"]).split("@")[0]
+    details = str(plan.get("args", plan.get("arguments", {})).get("Details", ""))
+    yield operator, details
+    for child in plan.get("children", []):
+        yield from _operators(child)
+
+
+def _explain(
+    repository: Neo4jChatMemoryRepository, query: str, **params: Any
+) -> list[tuple[str, str]]:
+    with repository._session() as session:
+        summary = session.run("EXPLAIN " + query, params).consume()
+    assert summary.plan is not None
+    return list(_operators(summary.plan))
+
+
+def _seeded(repository: Neo4jChatMemoryRepository) -> None:
+    # Enough rows that the cost planner sees an index seek as the cheap plan.
+    for c in range(20):
+        repository.save_all(
+            f"seed-{c}",
+            [Message.system("s")]
+            + [
+                Message.user(f"u{i}") if i % 2 == 0 else Message.assistant(f"a{i}")
+                for i in range(30)
+            ],
+        )
+
+
+@pytest.mark.parametrize(
+    ("name", "properties"),
+    [
+        ("read_all", "conversation_id, seq"),
+        ("read_page", "conversation_id, seq"),
+        ("read_system", "conversation_id, role"),
+        ("read_sizes", "conversation_id, seq"),
+        ("known_ids", "conversation_id, id"),
+        ("delete_ids", "conversation_id, id"),
+        ("delete_others", "conversation_id, seq"),
+        ("insert", "conversation_id, id"),
+        ("state", "(id)"),
+        ("lock", "(id)"),
+    ],
+)
+def test_neo4j_queries_seek_their_index(
+    repository: Neo4jChatMemoryRepository, name: str, properties: str
+) -> None:
+    """EXPLAIN shows every per-conversation query seeking an index, never scanning."""
+    _seeded(repository)
+    params = {
+        "cid": "seed-1",
+        "after": -1,
+        "limit": 32,
+        "system": "system",
+        "counter": "tokens:x",
+        "ids": ["x"],
+        "keep": [],
+        "rows": [],
+    }
+    operators = _explain(repository, getattr(repository.statements, name), **params)
+    kinds = [op for op, _ in operators]
+    assert not any(op in {"NodeByLabelScan", "AllNodesScan"} for op in kinds), operators
+    seeks = [d for op, d in operators if "IndexSeek" in op]
+    assert seeks, operators
+    assert any(properties in d for d in seeks), operators
+
+
+def test_neo4j_schema_is_idempotent(repository: Neo4jChatMemoryRepository) -> None:
+    """Creating the schema again changes nothing and raises nothing."""
+    repository.ensure_schema()
+    repository.ensure_schema()
+    names = set(repository.statements.index_names.values())
+    with repository._session() as session:
+        shown = set(session.run("SHOW INDEXES YIELD name").value("name"))
+    assert names <= shown
+
+
+@pytest.mark.parametrize(
+    "point", ["after_lock", "after_insert", "after_evict", "before_commit"]
+)
+def test_neo4j_append_failing_midway_writes_nothing(
+    repository: Neo4jChatMemoryRepository, point: str
+) -> None:
+    """An error at any step of an append rolls the whole append back."""
+    first = [Message.user("U1"), Message.assistant("A1")]
+    repository.append_to_window("c", first, MessageWindow(2))
+
+    def fail(reached: str) -> None:
+        raise RuntimeError(reached)
+
+    repository.fault_points.on(point, fail)
+    with pytest.raises(RuntimeError, match=point):
+        repository.append_to_window(
+            "c", [Message.user("U2"), Message.assistant("A2")], MessageWindow(2)
+        )
+    repository.fault_points.clear()
+    assert repository.find_by_conversation_id("c") == first
+
+
+@pytest.mark.parametrize("point", ["after_lock", "after_delete", "after_insert"])
+def test_neo4j_replace_failing_midway_writes_nothing(
+    repository: Neo4jChatMemoryRepository, point: str
+) -> None:
+    """An error at any step of ``save_all`` leaves the old conversation whole."""
+    before = [Message.user(f"u{i}") for i in range(5)]
+    repository.save_all("c", before)
+
+    def fail(reached: str) -> None:
+        raise RuntimeError(reached)
+
+    repository.fault_points.on(point, fail)
+    with pytest.raises(RuntimeError, match=point):
+        repository.save_all("c", [Message.user("replacement")])
+    repository.fault_points.clear()
+    assert repository.find_by_conversation_id("c") == before
+
+
+def test_neo4j_append_retried_after_lost_ack_is_a_noop(
+    repository: Neo4jChatMemoryRepository,
+) -> None:
+    """An append committed but not acknowledged, then sent again, stores once."""
+    batch = [Message.user("U1"), Message.assistant("A1")]
+
+    def lose_ack(reached: str) -> None:
+        raise ConnectionError(reached)
+
+    repository.fault_points.on("after_commit", lose_ack)
+    with pytest.raises(ConnectionError):
+        repository.append_to_window("c", batch, MessageWindow(10))
+    repository.fault_points.clear()
+    result = repository.append_to_window("c", batch, MessageWindow(10))
+    assert result.appended == []
+    assert [m.id for m in repository.find_by_conversation_id("c")] == [
+        m.id for m in batch
+    ]
+
+
+def test_neo4j_eviction_reads_pages_and_keeps_sequence(
+    repository: Neo4jChatMemoryRepository,
+) -> None:
+    """A window shrunk far below a long history evicts across several pages."""
+    history = [
+        Message.user(f"u{i}") if i % 2 == 0 else Message.assistant(f"a{i}")
+        for i in range(400)
+    ]
+    repository.append_to_window("long", history, MessageWindow(1000))
+    result = repository.append_to_window(
+        "long", [Message.user("last")], MessageWindow(1)
+    )
+    kept = repository.find_by_conversation_id("long")
+    assert [m.content for m in kept] == ["last"]
+    assert len(result.evicted_ids) == 400
+    with repository._session() as session:
+        seqs = session.run(
+            "MATCH (m:`" + repository.statements.message_label + "`) "
+            "WHERE m.conversation_id = 'long' RETURN m.seq AS seq"
+        ).value("seq")
+    assert seqs == [400]
