@@ -23,6 +23,10 @@ __all__ = ["Killer", "killer_for"]
 class Killer(Protocol):
     """Ends the server session a repository is using."""
 
+    def arm(self, repository: Any) -> None:
+        """Start watching the repository's connections; call before writing."""
+        ...
+
     def kill(self, repository: Any) -> None:
         """End the repository's current connection now."""
         ...

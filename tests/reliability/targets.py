@@ -82,21 +82,78 @@ def open_target(name: str) -> Iterator[Target]:
         finally:
             _drop_redis(target)
         return
-    url = backend_url(name)
-    raise NotImplementedError(f"no reliability recipe for {name} at {url}")
+    if name == "neo4j":
+        target = _neo4j_target(backend_url("neo4j"))
+        try:
+            yield target
+        finally:
+            _drop_neo4j(target)
+        return
+    backend_url(name)
+    pytest.skip(f"{name}: no reliability recipe for this adapter yet")
+
+
+_DUCKDB_PROCESSES = (
+    "DuckDB lets one process at a time open a database file for writing (it "
+    "takes a file lock), so several writer processes cannot share one store"
+)
 
 
 def _sql_target(name: str, url: str) -> Target:
-    raise NotImplementedError
+    return Target(
+        name,
+        "chatledger_sql:SqlChatMemoryRepository.from_url",
+        (url,),
+        {"table_name": unique_name()},
+        no_processes=_DUCKDB_PROCESSES if name == "duckdb" else None,
+    )
 
 
 def _drop_sql(target: Target) -> None:
-    raise NotImplementedError
+    repository = target.build()
+    try:
+        repository.drop_schema()
+    finally:
+        repository.close()
 
 
 def _redis_target(url: str) -> Target:
-    raise NotImplementedError
+    prefix = unique_name("chatledger-rel") + ":"
+    return Target(
+        "redis",
+        "chatledger_redis:RedisChatMemoryRepository.from_url",
+        (url,),
+        {"key_prefix": prefix, "client_name": prefix.rstrip(":")},
+    )
 
 
 def _drop_redis(target: Target) -> None:
-    raise NotImplementedError
+    from redis import Redis
+
+    client = Redis.from_url(target.args[0])
+    try:
+        for key in list(client.scan_iter(match=f"{target.kwargs['key_prefix']}*")):
+            client.unlink(key)
+    finally:
+        client.close()
+
+
+def _neo4j_target(url: str) -> Target:
+    tag = unique_name("Rel")
+    return Target(
+        "neo4j",
+        "chatledger_neo4j:Neo4jChatMemoryRepository.from_url",
+        (url,),
+        {"conversation_label": f"{tag}Conversation", "message_label": f"{tag}Message"},
+    )
+
+
+def _drop_neo4j(target: Target) -> None:
+    repository = target.build()
+    try:
+        for conversation in repository.find_conversation_ids():
+            repository.delete_by_conversation_id(conversation)
+    finally:
+        close = getattr(repository, "close", None)
+        if callable(close):
+            close()

@@ -1,4 +1,4 @@
-"""Faults at every named point of a write: the conversation is old or new, never partial.
+"""Faults at every named point of a write: the result is old or new, never partial.
 
 Two kinds of fault, at each point an append or a ``save_all`` reaches
 (:mod:`chatledger.faults`):
@@ -24,7 +24,6 @@ import pytest
 from chatledger import Message
 from chatledger.faults import FAULT_POINTS
 from chatledger.window import MessageWindow
-
 from tests.reliability.conftest import record_summary
 from tests.reliability.killers import Killer, killer_for
 from tests.reliability.workload import Target
@@ -106,6 +105,8 @@ def test_fault_at_every_point_leaves_old_or_new_state(
     killer = killer_for(target) if kind == "kill" else None
     if kind == "kill" and killer is None:
         pytest.skip(f"{target.name}: no server connection to kill")
+    if killer is not None:
+        killer.arm(repository)
     points = _points_reached(repository, operation)
     assert points, f"{target.name} {operation} reaches no fault point"
     assert "after_commit" in points
@@ -113,7 +114,8 @@ def test_fault_at_every_point_leaves_old_or_new_state(
     for point in points:
         conversation = f"fault-{kind}-{operation}-{point}"
         repository.append_to_window(
-            conversation, [Message.user("old question"), Message.assistant("old")],
+            conversation,
+            [Message.user("old question"), Message.assistant("old")],
             WINDOW,
         )
         old = _ids(repository.find_by_conversation_id(conversation))

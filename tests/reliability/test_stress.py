@@ -1,0 +1,69 @@
+"""A longer stress run (marked slow; run with ``--run-slow``).
+
+    python -m pytest tests/reliability/test_stress.py --run-slow -q -rA
+
+Per backend: 32 threads x 500 appends on one conversation, 8 processes x 250
+appends on one conversation, and 300 conversations x 8 writers x 20 appends
+with a 40-message window, all verified by the history checker.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from chatledger.window import MessageWindow
+from tests.reliability.test_concurrency import _close, _verify
+from tests.reliability.workload import Target, run_processes, run_threads
+
+pytestmark = pytest.mark.slow
+
+
+def test_stress_many_threads_one_conversation(target: Target) -> None:
+    repository = target.build()
+    try:
+        run = run_threads(
+            repository,
+            ["stress"],
+            writers_per_conversation=32,
+            appends_per_writer=500,
+            window=MessageWindow(1_000_000),
+        )
+    finally:
+        _close(repository)
+    assert _verify(target, "stress 32 threads x 500", run, None).acknowledged == 16000
+
+
+def test_stress_many_processes_one_conversation(target: Target) -> None:
+    if target.no_processes:
+        pytest.skip(f"{target.name}: {target.no_processes}")
+    repository = target.build()
+    try:
+        run = run_processes(
+            target,
+            repository,
+            "stress",
+            processes=8,
+            appends_per_writer=250,
+            window_limit=1_000_000,
+        )
+    finally:
+        _close(repository)
+    assert _verify(target, "stress 8 processes x 250", run, None).acknowledged == 2000
+
+
+def test_stress_many_conversations_small_window(target: Target) -> None:
+    repository = target.build()
+    try:
+        run = run_threads(
+            repository,
+            [f"c{n}" for n in range(300)],
+            writers_per_conversation=8,
+            appends_per_writer=20,
+            window=MessageWindow(40),
+            threads=24,
+            read_pause=0.001,
+        )
+    finally:
+        _close(repository)
+    verdict = _verify(target, "stress 300 convs x 8 x 20 w40", run, 40)
+    assert verdict.acknowledged == 48000
