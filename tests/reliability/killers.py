@@ -23,6 +23,9 @@ __all__ = ["Killer", "killer_for"]
 class Killer(Protocol):
     """Ends the server session a repository is using."""
 
+    #: Sessions ended since the counter was last reset.
+    killed: int
+
     def arm(self, repository: Any) -> None:
         """Start watching the repository's connections; call before writing."""
         ...

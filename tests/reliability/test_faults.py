@@ -11,7 +11,8 @@ Two kinds of fault, at each point an append or a ``save_all`` reaches
 
 Afterwards the conversation holds exactly its old messages or exactly its new
 ones (the new ones whenever the write returned normally or the fault came after
-the commit), and the next write succeeds.
+the commit); retrying the same write (same message ids) gives the new state
+exactly once, and the next write succeeds.
 """
 
 from __future__ import annotations
@@ -129,6 +130,8 @@ def test_fault_at_every_point_leaves_old_or_new_state(
         finally:
             repository.fault_points.clear()
         if kind == "kill" and killer is not None:
+            assert killer.killed > 0, f"{point}: no connection was killed"
+            killer.killed = 0
             killer.after(repository)
         state = _recover_read(repository, conversation)
         where = f"{target.name} {operation} {kind} at {point} ({error!r})"
@@ -137,11 +140,15 @@ def test_fault_at_every_point_leaves_old_or_new_state(
             assert state == new, f"{where}: acknowledged or committed, yet old"
         elif kind == "crash":
             assert state == old, f"{where}: failed before commit, yet applied"
-        # The next write succeeds and continues from the surviving state.
+        # A retry of the same write (same message ids) converges on the new
+        # state exactly once, whether or not the first attempt was applied.
+        run()
+        assert _ids(repository.find_by_conversation_id(conversation)) == new, where
+        # The next write succeeds and continues from there.
         follow = Message.user("next write")
         repository.append_to_window(conversation, [follow], WINDOW)
         assert _ids(repository.find_by_conversation_id(conversation)) == [
-            *state,
+            *new,
             follow.id,
         ], where
         results.append(
