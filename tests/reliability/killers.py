@@ -124,7 +124,7 @@ class _RedisKiller:
 
 def killer_for(target: Target) -> Any:
     """A killer for the target's backend, or ``None`` if it has no server session."""
-    url = target.kwargs.get("url") or (target.args[0] if target.args else None)
+    url = str(target.args[0]) if target.args else ""
     if target.name == "postgresql":
         return _SqlKiller(url, "SELECT pg_terminate_backend({session})", "postgresql")
     if target.name in ("mariadb", "mysql"):

@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from chatledger import Media, Message, Role, ToolCall, ToolResponse, codec
 
 # Any unicode except lone surrogates (which the model rejects), NUL included.
-text = st.text(st.characters(exclude_categories=("Cs",)), max_size=30)
+text = st.text(st.characters(exclude_categories=["Cs"]), max_size=30)
 ids = st.text(
-    st.characters(exclude_categories=("Cs", "Cc", "Zl", "Zp", "Zs", "Cf", "Co", "Cn")),
+    st.characters(exclude_categories=["Cs", "Cc", "Zl", "Zp", "Zs", "Cf", "Co", "Cn"]),
     min_size=1,
     max_size=20,
 )
@@ -115,7 +115,9 @@ def test_any_message_round_trips_exactly(message: Message) -> None:
 def test_dict_form_round_trips_through_column_split(message: Message) -> None:
     """An adapter may pop columns from the dict and put them back before decoding."""
     encoded = codec.to_dict(message)
-    columns = {k: encoded.pop(k) for k in ("id", "role", "content") if k in encoded}
+    columns: dict[str, Any] = {
+        k: encoded.pop(k) for k in ("id", "role", "content") if k in encoded
+    }
     rebuilt = codec.from_dict({**encoded, **columns})
     assert rebuilt == message
     assert rebuilt.id == message.id
