@@ -1,0 +1,41 @@
+"""chatledger-cassandra: conversation memory in Apache Cassandra or ScyllaDB.
+
+Example:
+    from chatledger import Message, MessageWindowChatMemory
+    from chatledger_cassandra import CassandraChatMemoryRepository
+
+    repository = CassandraChatMemoryRepository.from_url(
+        "cassandra://127.0.0.1:9042/chatledger?create_keyspace=true"
+    )
+    memory = MessageWindowChatMemory(repository, max_messages=20)
+    memory.add("c1", Message.user("Hello"))
+
+``chatledger.connect("cassandra://...")`` finds this adapter through its entry
+point. The design (one partition per conversation, every write a conditional
+single-partition batch) is explained in :mod:`chatledger_cassandra.repository`.
+"""
+
+from __future__ import annotations
+
+from chatledger_cassandra.errors import (
+    ContentionError,
+    InvalidTTLError,
+    InvalidURLError,
+)
+from chatledger_cassandra.repository import (
+    MAX_TTL_SECONDS,
+    CassandraChatMemoryRepository,
+    ttl_seconds,
+)
+from chatledger_cassandra.url import CassandraURL, parse_url
+
+__all__ = [
+    "MAX_TTL_SECONDS",
+    "CassandraChatMemoryRepository",
+    "CassandraURL",
+    "ContentionError",
+    "InvalidTTLError",
+    "InvalidURLError",
+    "parse_url",
+    "ttl_seconds",
+]

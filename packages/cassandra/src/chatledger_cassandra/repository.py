@@ -1,0 +1,582 @@
+"""Conversation memory in Apache Cassandra (and ScyllaDB), on cassandra-driver.
+
+Example:
+    from cassandra.cluster import Cluster
+    from chatledger import MessageWindowChatMemory
+    from chatledger_cassandra import CassandraChatMemoryRepository
+
+    session = Cluster(["127.0.0.1"]).connect()
+    repository = CassandraChatMemoryRepository(session, keyspace="chat")
+    memory = MessageWindowChatMemory(repository, max_messages=20)
+    memory.add("c1", Message.user("Hello"))
+
+    # or let the repository own the cluster:
+    with CassandraChatMemoryRepository.from_url("cassandra://db1,db2/chat") as repo:
+        ...
+
+Design. One partition per conversation, its rows clustered by a per-conversation
+sequence number (see :mod:`chatledger_cassandra.statements` for the table). The
+partition's static column ``next_seq`` is both the next free sequence number
+and the conversation's version. **Every write is a lightweight transaction on
+that partition**: a conditional single-partition batch whose condition is
+``IF next_seq = <version read>`` (``IF next_seq = null`` for a new one) and
+whose other statements insert the new messages, range-delete the evicted ones
+and rewrite the survivors under a refreshed TTL. A lost condition means another
+writer got there first: the repository reads again and retries.
+
+Why not reserve sequence numbers with an LWT on a separate conversation row and
+then send a plain batch, the usual recipe? Because reserving numbers does not
+serialize the read-decide-write of a window append: two appenders that reserve
+in turn can each read the partition before the other's batch lands, and then
+both miss each other's message ids (a retried append duplicates) and evict by a
+wrong count; a crash between the reservation and the batch leaves a gap. With
+the version check inside the batch, the check, the inserts, the evictions and
+the TTL refresh are one Paxos round: atomic and isolated (a single-partition
+batch), linearizable (the condition), gap-free (numbers are taken only by a
+committed write) and free of client clocks: every write of the partition gets
+its timestamp from the Paxos ballot, never from a client, so clock skew can
+neither reorder messages nor let a delete shadow a later insert. The DataStax
+warning against mixing LWT and non-LWT writes on one partition is kept the
+strict way: no non-LWT write ever touches a conversation's partition. A
+conditional batch may carry range deletions (Cassandra applies them inside the
+CAS request) as long as the condition sits on another statement, which is how
+the plans are built (:mod:`chatledger_cassandra.plan`).
+
+The price is an LWT per write (about four round trips) plus a serial read: an
+append reads the index columns of the conversation (ids, roles, sizes: no
+payloads except the system messages'), then commits. Contended writers retry
+with jittered back-off, at most ``max_attempts`` times, then raise
+:class:`~chatledger_cassandra.errors.ContentionError`. A CAS that times out
+(``WriteTimeout`` of write type CAS) has an unknown outcome; the repository
+reads again and retries, and the message ids make a second application a no-op.
+
+TTL. With a ``ttl``, every write carries ``USING TTL`` and an append rewrites
+every surviving row (system messages included) and ``next_seq`` with the new
+TTL in the same batch, so the cells of a conversation always expire together
+and a window can never start mid-turn because its oldest cells expired first.
+The cost is that a TTL'd append reads and rewrites the payloads of the window.
+Cassandra TTLs have one-second precision (a ``ttl`` is rounded up) and a
+maximum of 20 years. Cassandra before 5.0 (and 5.0 in storage compatibility
+mode 4) stores expiry times as 32-bit seconds: a write whose expiry falls after
+2038-01-19T03:14:07Z is rejected or capped by the server's
+``expiration_date_overflow_policy``.
+
+Listing pages through the whole token ring with ``SELECT DISTINCT`` and driver
+paging. Deleting a conversation (or ``save_all(id, [])``, or a window that
+evicts everything) deletes its whole partition, so it is never listed again.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import timedelta
+from types import TracebackType
+from typing import Any, Literal, Self, TypeVar
+
+from cassandra import ConsistencyLevel, ReadTimeout, WriteTimeout, WriteType
+from cassandra.query import BatchStatement, BatchType, BoundStatement
+
+from chatledger import codec
+from chatledger.faults import FaultPoints
+from chatledger.messages import Message
+from chatledger.repository import AppendResult
+from chatledger.validation import (
+    stamp_messages,
+    validate_conversation_id,
+    validate_messages,
+)
+from chatledger.window import Window
+from chatledger_cassandra.errors import (
+    ContentionError,
+    InvalidTTLError,
+    InvalidURLError,
+)
+from chatledger_cassandra.names import render_replication
+from chatledger_cassandra.plan import (
+    Plan,
+    Snapshot,
+    StoredRow,
+    payloads_needed,
+    plan_append,
+    plan_replace,
+)
+from chatledger_cassandra.statements import LANE_SYSTEM, Statements
+from chatledger_cassandra.statements import create_keyspace as keyspace_statement
+from chatledger_cassandra.url import parse_url
+
+__all__ = ["MAX_TTL_SECONDS", "CassandraChatMemoryRepository", "ttl_seconds"]
+
+#: Cassandra's largest TTL: 20 years.
+MAX_TTL_SECONDS = 630_720_000
+
+_T = TypeVar("_T")
+_N = TypeVar("_N", int, float)
+
+_DEFAULT_REPLICATION: dict[str, object] = {
+    "class": "SimpleStrategy",
+    "replication_factor": 1,
+}
+_PHASE_POINT = {
+    "delete": "after_delete",
+    "insert": "after_insert",
+    "evict": "after_evict",
+}
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off"}
+
+
+def ttl_seconds(ttl: timedelta | float | None) -> int:
+    """Return ``ttl`` as whole seconds (rounded up), ``0`` for no TTL.
+
+    Raises:
+        InvalidTTLError: if ``ttl`` is not positive or exceeds 20 years.
+    """
+    if ttl is None:
+        return 0
+    if isinstance(ttl, timedelta):
+        seconds = ttl.total_seconds()
+    elif isinstance(ttl, int | float) and not isinstance(ttl, bool):
+        seconds = float(ttl)
+    else:
+        raise InvalidTTLError(
+            f"ttl must be a timedelta or seconds, not {type(ttl).__name__}"
+        )
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise InvalidTTLError(f"ttl must be positive, not {ttl!r}")
+    whole = math.ceil(seconds)
+    if whole > MAX_TTL_SECONDS:
+        raise InvalidTTLError(
+            f"ttl of {whole} s exceeds Cassandra's maximum of {MAX_TTL_SECONDS} s"
+        )
+    return whole
+
+
+def _cells(row: Any, names: Sequence[str]) -> tuple[Any, ...]:
+    # Rows come from the session's row factory: tuples, named tuples or dicts.
+    if isinstance(row, Mapping):
+        return tuple(row[name] for name in names)
+    return tuple(row)
+
+
+_INDEX = ("next_seq", "lane", "seq", "msg_id", "role", "size_counter", "size")
+_FULL = (*_INDEX, "payload")
+
+
+def _is_retryable(exc: Exception) -> bool:
+    if isinstance(exc, WriteTimeout):
+        return bool(getattr(exc, "write_type", None) == WriteType.CAS)
+    serial = (ConsistencyLevel.SERIAL, ConsistencyLevel.LOCAL_SERIAL)
+    return isinstance(exc, ReadTimeout) and getattr(exc, "consistency", None) in serial
+
+
+def _flag(options: dict[str, Any], key: str) -> None:
+    value = options.get(key)
+    if isinstance(value, str):
+        lowered = value.lower()
+        if lowered not in _TRUE | _FALSE:
+            raise InvalidURLError(f"{key} must be true or false, not {value!r}")
+        options[key] = lowered in _TRUE
+
+
+def _number(options: dict[str, Any], key: str, kind: type[_N]) -> _N:
+    value = options[key]
+    try:
+        return kind(value)
+    except (TypeError, ValueError):
+        raise InvalidURLError(
+            f"{key} must be a {kind.__name__}, not {value!r}"
+        ) from None
+
+
+class CassandraChatMemoryRepository:
+    """Conversations in one Cassandra table, one partition each.
+
+    Implements :class:`chatledger.ChatMemoryRepository` and the atomic
+    :class:`chatledger.SupportsWindowAppend`. Construction validates the names,
+    creates the schema when asked and prepares every statement once.
+
+    Attributes:
+        keyspace: The keyspace of the table.
+        table: The table name.
+        ttl: The TTL in seconds, ``0`` when conversations do not expire.
+        fault_points: Test hooks reached at the named steps of every write.
+    """
+
+    def __init__(
+        self,
+        session: Any,
+        *,
+        keyspace: str = "chatledger",
+        table: str = "chat_memory",
+        ttl: timedelta | float | None = None,
+        create_schema: bool = True,
+        create_keyspace: bool = False,
+        replication: Mapping[str, object] | None = None,
+        consistency_level: int = ConsistencyLevel.LOCAL_QUORUM,
+        serial_consistency_level: int = ConsistencyLevel.LOCAL_SERIAL,
+        max_attempts: int = 100,
+        page_size: int = 5000,
+    ) -> None:
+        """Use ``session`` (a connected ``cassandra.cluster.Session``).
+
+        Args:
+            session: The driver session; the repository never shuts it down.
+            keyspace: The keyspace holding the table.
+            table: The table name.
+            ttl: Sliding time-to-live of a whole conversation (a ``timedelta``
+                or seconds), refreshed by every write; ``None`` keeps forever.
+            create_schema: Run ``CREATE TABLE IF NOT EXISTS`` now.
+            create_keyspace: Run ``CREATE KEYSPACE IF NOT EXISTS`` now.
+            replication: Replication options for a created keyspace, e.g.
+                ``{"class": "NetworkTopologyStrategy", "dc1": 3}``; the default,
+                SimpleStrategy with one replica, suits development only.
+            consistency_level: Consistency of reads and of the commit of every
+                write.
+            serial_consistency_level: Consistency of the Paxos phase of every
+                write and of the reads a window append decides on.
+            max_attempts: How often a write is tried when other writers win the
+                race, before :class:`ContentionError`.
+            page_size: Rows per page when listing and reading.
+
+        Raises:
+            InvalidNameError: for a bad keyspace, table or replication option.
+            InvalidTTLError: for a bad ``ttl``.
+        """
+        if session is None:
+            raise TypeError("session must be a connected cassandra Session")
+        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int):
+            raise TypeError("max_attempts must be an int")
+        if max_attempts < 1 or page_size < 1:
+            raise ValueError("max_attempts and page_size must be at least 1")
+        self._cql = Statements(keyspace, table)
+        self.keyspace = keyspace
+        self.table = table
+        self.ttl = ttl_seconds(ttl)
+        keyspace_ddl = keyspace_statement(
+            keyspace, dict(_DEFAULT_REPLICATION if replication is None else replication)
+        )
+        self.fault_points = FaultPoints()
+        self._session = session
+        self._cluster: Any = None
+        self._consistency = consistency_level
+        self._serial = serial_consistency_level
+        self._max_attempts = max_attempts
+        self._page_size = page_size
+        if create_keyspace:
+            session.execute(keyspace_ddl)
+        if create_schema:
+            session.execute(self._cql.create_table)
+        self._prepared: dict[str, Any] = {}
+        for name, text in self._cql.prepared().items():
+            prepared = session.prepare(text)
+            prepared.consistency_level = consistency_level
+            prepared.serial_consistency_level = serial_consistency_level
+            self._prepared[name] = prepared
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> CassandraChatMemoryRepository:
+        """Connect to ``cassandra://[user:pass@]host[:port][,host...][/keyspace]``.
+
+        The repository owns the cluster it opens: :meth:`close` (or leaving a
+        ``with`` block) shuts it down. Query options (``table``, ``ttl``,
+        ``create_schema``, ``create_keyspace``, ``replication_factor``,
+        ``local_dc``, ``protocol_version``, ``connect_timeout``) are applied
+        first, then ``options`` override them.
+
+        Raises:
+            InvalidURLError: for a URL that cannot be parsed.
+        """
+        from cassandra.auth import PlainTextAuthProvider
+        from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
+        from cassandra.policies import DCAwareRoundRobinPolicy, TokenAwarePolicy
+
+        parsed = parse_url(url)
+        settings: dict[str, Any] = dict(parsed.options)
+        settings.update(options)
+        cluster_args: dict[str, Any] = {"contact_points": parsed.contact_points}
+        local_dc = settings.pop("local_dc", None)
+        if local_dc:
+            policy = TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=local_dc))
+            cluster_args["execution_profiles"] = {
+                EXEC_PROFILE_DEFAULT: ExecutionProfile(load_balancing_policy=policy)
+            }
+        if "protocol_version" in settings:
+            cluster_args["protocol_version"] = _number(
+                settings, "protocol_version", int
+            )
+            settings.pop("protocol_version")
+        if "connect_timeout" in settings:
+            cluster_args["connect_timeout"] = _number(
+                settings, "connect_timeout", float
+            )
+            settings.pop("connect_timeout")
+        if parsed.username is not None:
+            cluster_args["auth_provider"] = PlainTextAuthProvider(
+                username=parsed.username, password=parsed.password or ""
+            )
+        if "replication_factor" in settings:
+            factor = _number(settings, "replication_factor", int)
+            settings.pop("replication_factor")
+            settings.setdefault(
+                "replication",
+                {"class": "SimpleStrategy", "replication_factor": factor},
+            )
+        if isinstance(settings.get("ttl"), str):
+            settings["ttl"] = _number(settings, "ttl", float)
+        for key in ("create_schema", "create_keyspace"):
+            _flag(settings, key)
+        if parsed.keyspace is not None:
+            settings.setdefault("keyspace", parsed.keyspace)
+        # Check names and TTL before opening connections to anything.
+        Statements(
+            settings.get("keyspace", "chatledger"), settings.get("table", "chat_memory")
+        )
+        ttl_seconds(settings.get("ttl"))
+        if settings.get("replication") is not None:
+            render_replication(settings["replication"])
+        cluster = Cluster(**cluster_args)
+        try:
+            repository = cls(cluster.connect(), **settings)
+        except BaseException:
+            cluster.shutdown()
+            raise
+        repository._cluster = cluster
+        return repository
+
+    def close(self) -> None:
+        """Shut down the cluster if :meth:`from_url` opened it; else do nothing."""
+        if self._cluster is not None:
+            self._cluster.shutdown()
+            self._cluster = None
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"CassandraChatMemoryRepository(keyspace={self.keyspace!r}, "
+            f"table={self.table!r}, ttl={self.ttl or None!r})"
+        )
+
+    @property
+    def session(self) -> Any:
+        """The driver session every statement runs on."""
+        return self._session
+
+    def drop_table(self) -> None:
+        """Drop the table and everything in it (for tests and teardown)."""
+        self._session.execute(f"DROP TABLE IF EXISTS {self._cql.qualified}")
+
+    # -- reads -------------------------------------------------------------
+
+    def _bind(self, name: str, params: Iterable[object]) -> BoundStatement:
+        bound: BoundStatement = self._prepared[name].bind(tuple(params))
+        return bound
+
+    def _serial_read(self, name: str, params: Iterable[object]) -> list[Any]:
+        bound = self._bind(name, params)
+        bound.consistency_level = self._serial
+        # A serial read is not paged: it covers one conversation's window.
+        bound.fetch_size = None
+        return list(self._session.execute(bound))
+
+    def find_conversation_ids(self) -> list[str]:
+        """Return every conversation id; pages through the whole token ring."""
+        bound = self._bind("list_ids", ())
+        bound.fetch_size = self._page_size
+        return [
+            _cells(row, ("conversation_id",))[0] for row in self._session.execute(bound)
+        ]
+
+    def find_by_conversation_id(self, conversation_id: str) -> list[Message]:
+        """Return one conversation's messages, oldest first (``[]`` if none)."""
+        validate_conversation_id(conversation_id)
+        bound = self._bind("select_messages", (conversation_id,))
+        bound.fetch_size = self._page_size
+        rows = [
+            _cells(row, ("lane", "seq", "payload"))
+            for row in self._session.execute(bound)
+        ]
+        # A partition holding only its static column reads as one null row.
+        ordered = sorted(
+            (seq, payload) for lane, seq, payload in rows if seq is not None
+        )
+        return [codec.from_json(payload) for _, payload in ordered]
+
+    def _version(self, conversation_id: str) -> int | None:
+        rows = self._serial_read("select_version", (conversation_id,))
+        return _cells(rows[0], ("next_seq",))[0] if rows else None
+
+    def _snapshot(
+        self, conversation_id: str, mode: Literal["index", "full"]
+    ) -> Snapshot:
+        names = _INDEX if mode == "index" else _FULL
+        statement = "select_index" if mode == "index" else "select_full"
+        return self._to_snapshot(
+            self._serial_read(statement, (conversation_id,)), names
+        )
+
+    @staticmethod
+    def _to_snapshot(rows: list[Any], names: Sequence[str]) -> Snapshot:
+        version: int | None = None
+        stored: list[StoredRow] = []
+        for row in rows:
+            cells = dict(zip(names, _cells(row, names), strict=True))
+            version = cells["next_seq"]
+            if cells["seq"] is None:
+                continue
+            stored.append(
+                StoredRow(
+                    lane=cells["lane"],
+                    seq=cells["seq"],
+                    msg_id=cells["msg_id"],
+                    role=cells["role"],
+                    size_counter=cells["size_counter"],
+                    size=cells["size"],
+                    payload=cells.get("payload"),
+                )
+            )
+        return Snapshot(version, stored)
+
+    def _with_system_payloads(
+        self, conversation_id: str, snapshot: Snapshot
+    ) -> Snapshot | None:
+        lane = self._to_snapshot(
+            self._serial_read("select_lane", (conversation_id, LANE_SYSTEM)), _FULL
+        )
+        expected = {(r.seq, r.msg_id) for r in snapshot.rows if r.lane == LANE_SYSTEM}
+        if (
+            lane.version != snapshot.version
+            or {(r.seq, r.msg_id) for r in lane.rows} != expected
+        ):
+            return None  # a write landed between the two reads: start over
+        others = [r for r in snapshot.rows if r.lane != LANE_SYSTEM]
+        return Snapshot(snapshot.version, lane.rows + others)
+
+    # -- writes ------------------------------------------------------------
+
+    def _commit(self, plan: Plan) -> bool:
+        """Send ``plan`` as one conditional statement or batch; True if applied."""
+        assert plan.condition is not None
+        statement: Any
+        if not plan.writes:
+            statement = self._bind(plan.condition.statement, plan.condition.params)
+        else:
+            statement = BatchStatement(
+                batch_type=BatchType.UNLOGGED,
+                consistency_level=self._consistency,
+                serial_consistency_level=self._serial,
+            )
+            statement.add(
+                self._prepared[plan.condition.statement], plan.condition.params
+            )
+            phase = None
+            for write in plan.writes:
+                if phase is not None and write.phase != phase:
+                    self._reach_phase(phase)
+                phase = write.phase
+                statement.add(self._prepared[write.statement], write.params)
+            if phase is not None:
+                self._reach_phase(phase)
+        self.fault_points.reach("before_commit")
+        rows = list(self._session.execute(statement))
+        applied = bool(rows) and bool(_cells(rows[0], ("[applied]",))[0])
+        if applied:
+            self.fault_points.reach("after_commit")
+        return applied
+
+    def _reach_phase(self, phase: str) -> None:
+        point = _PHASE_POINT.get(phase)
+        if point is not None:
+            self.fault_points.reach(point)
+
+    def _backoff(self, attempt: int) -> None:
+        time.sleep(random.uniform(0, min(0.1, 0.002 * 2 ** min(attempt, 10))))
+
+    def _retrying(self, attempt_once: Callable[[], _T | None]) -> _T:
+        """Run ``attempt_once`` until it returns non-None, retrying lost races."""
+        last_error: Exception | None = None
+        for attempt in range(self._max_attempts):
+            try:
+                outcome = attempt_once()
+            except (WriteTimeout, ReadTimeout) as exc:
+                if not _is_retryable(exc):
+                    raise
+                last_error = exc
+                outcome = None
+            if outcome is not None:
+                return outcome
+            self._backoff(attempt)
+        if last_error is not None:
+            raise last_error
+        raise ContentionError(
+            f"gave up after {self._max_attempts} attempts: other writers kept "
+            "changing the conversation"
+        )
+
+    def save_all(self, conversation_id: str, messages: Sequence[Message]) -> None:
+        """Replace a conversation atomically; an empty list deletes it."""
+        validate_conversation_id(conversation_id)
+        batch = stamp_messages(validate_messages(messages))
+
+        def attempt() -> bool | None:
+            version = self._version(conversation_id)
+            self.fault_points.reach("after_lock")
+            plan = plan_replace(conversation_id, version, batch, self.ttl)
+            if plan.condition is None or self._commit(plan):
+                return True
+            return None
+
+        self._retrying(attempt)
+
+    def delete_by_conversation_id(self, conversation_id: str) -> None:
+        """Delete a conversation's partition; an unknown id does nothing."""
+        validate_conversation_id(conversation_id)
+
+        def attempt() -> bool:
+            self.fault_points.reach("after_lock")
+            self.fault_points.reach("before_commit")
+            self._session.execute(self._bind("delete_any", (conversation_id,)))
+            self.fault_points.reach("after_commit")
+            return True
+
+        self._retrying(attempt)
+
+    def append_to_window(
+        self, conversation_id: str, messages: Sequence[Message], window: Window
+    ) -> AppendResult:
+        """Append and evict in one conditional batch (``SupportsWindowAppend``)."""
+        validate_conversation_id(conversation_id)
+        batch = validate_messages(messages)
+        if not batch:
+            return AppendResult()
+        stamped = stamp_messages(batch)
+
+        def attempt() -> AppendResult | None:
+            snapshot = self._snapshot(conversation_id, "full" if self.ttl else "index")
+            need = payloads_needed(snapshot, window, self.ttl)
+            if need == "all" and not self.ttl:
+                snapshot = self._snapshot(conversation_id, "full")
+            elif need == "system":
+                with_payloads = self._with_system_payloads(conversation_id, snapshot)
+                if with_payloads is None:
+                    return None
+                snapshot = with_payloads
+            self.fault_points.reach("after_lock")
+            plan = plan_append(conversation_id, snapshot, stamped, window, self.ttl)
+            if plan.condition is None or self._commit(plan):
+                return plan.result
+            return None
+
+        return self._retrying(attempt)

@@ -1,0 +1,201 @@
+"""The CQL text of every statement the repository runs, in one place.
+
+Example:
+    from chatledger_cassandra.statements import Statements
+
+    cql = Statements("chatledger", "chat_memory")
+    print(cql.create_table)
+    print(cql.insert)
+
+The table holds one partition per conversation::
+
+    conversation_id  partition key
+    lane             clustering: 0 for system messages, 1 for all others
+    seq              clustering: the conversation's gap-free sequence number
+    next_seq         STATIC: the next free sequence number, which is also the
+                     version every write checks with IF
+    msg_id, role     the message id and role, readable without the payload
+    size_counter     the window measure the stored size was counted with
+    size             the message's size in that measure
+    payload          the message as chatledger's JSON codec wrote it
+
+Sequence numbers are shared by both lanes, so sorting a partition's rows by
+``seq`` gives the conversation order. The lanes exist so that evicting the
+oldest turns is one range delete (``lane = 1 AND seq < ?``) that can never
+touch a system message. Names are validated before they get here
+(:mod:`chatledger_cassandra.names`) and quoted; every value is a bind marker.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from chatledger_cassandra.names import render_replication, validate_name
+
+__all__ = ["LANE_OTHER", "LANE_SYSTEM", "Statements", "create_keyspace"]
+
+#: Clustering lane of system messages.
+LANE_SYSTEM = 0
+#: Clustering lane of every other message.
+LANE_OTHER = 1
+
+
+def create_keyspace(keyspace: str, replication: dict[str, object]) -> str:
+    """Return ``CREATE KEYSPACE IF NOT EXISTS`` for ``keyspace``.
+
+    Raises:
+        InvalidNameError: for a bad keyspace name or replication option.
+    """
+    name = validate_name(keyspace, "keyspace")
+    options = render_replication(replication)
+    return f'CREATE KEYSPACE IF NOT EXISTS "{name}" WITH replication = {options}'
+
+
+@dataclass(frozen=True)
+class Statements:
+    """The CQL text for one table, with its (validated) name spliced in.
+
+    Attributes:
+        keyspace: The keyspace name.
+        table: The table name.
+    """
+
+    keyspace: str
+    table: str
+
+    def __post_init__(self) -> None:
+        validate_name(self.keyspace, "keyspace")
+        validate_name(self.table, "table")
+
+    @property
+    def qualified(self) -> str:
+        """The quoted ``"keyspace"."table"`` name."""
+        return f'"{self.keyspace}"."{self.table}"'
+
+    @property
+    def create_table(self) -> str:
+        """Create the table if it is missing (idempotent)."""
+        return (
+            f"CREATE TABLE IF NOT EXISTS {self.qualified} ("
+            "conversation_id text, "
+            "lane tinyint, "
+            "seq bigint, "
+            "next_seq bigint static, "
+            "msg_id text, "
+            "role text, "
+            "size_counter text, "
+            "size int, "
+            "payload text, "
+            "PRIMARY KEY ((conversation_id), lane, seq)"
+            ") WITH CLUSTERING ORDER BY (lane ASC, seq ASC)"
+        )
+
+    @property
+    def select_messages(self) -> str:
+        """Read a conversation's messages (the read path; sorted by seq in Python)."""
+        return (
+            f"SELECT lane, seq, payload FROM {self.qualified} WHERE conversation_id = ?"
+        )
+
+    @property
+    def select_version(self) -> str:
+        """Read a conversation's version (``next_seq``) alone."""
+        return (
+            f"SELECT next_seq FROM {self.qualified} WHERE conversation_id = ? LIMIT 1"
+        )
+
+    @property
+    def select_index(self) -> str:
+        """Read what a window append decides on, without the payloads."""
+        return (
+            "SELECT next_seq, lane, seq, msg_id, role, size_counter, size "
+            f"FROM {self.qualified} WHERE conversation_id = ?"
+        )
+
+    @property
+    def select_full(self) -> str:
+        """Read everything of a conversation, payloads included."""
+        return (
+            "SELECT next_seq, lane, seq, msg_id, role, size_counter, size, payload "
+            f"FROM {self.qualified} WHERE conversation_id = ?"
+        )
+
+    @property
+    def select_lane(self) -> str:
+        """Read one lane of a conversation (the system messages), payloads included."""
+        return (
+            "SELECT next_seq, lane, seq, msg_id, role, size_counter, size, payload "
+            f"FROM {self.qualified} WHERE conversation_id = ? AND lane = ?"
+        )
+
+    @property
+    def list_ids(self) -> str:
+        """List every conversation; the driver pages through the whole token ring."""
+        return f"SELECT DISTINCT conversation_id FROM {self.qualified}"
+
+    @property
+    def start(self) -> str:
+        """The condition of a batch that creates a conversation."""
+        return (
+            f"UPDATE {self.qualified} USING TTL ? SET next_seq = ? "
+            "WHERE conversation_id = ? IF next_seq = null"
+        )
+
+    @property
+    def advance(self) -> str:
+        """The condition of a batch that changes an existing conversation."""
+        return (
+            f"UPDATE {self.qualified} USING TTL ? SET next_seq = ? "
+            "WHERE conversation_id = ? IF next_seq = ?"
+        )
+
+    @property
+    def insert(self) -> str:
+        """Write one message row (also used to rewrite a row with a fresh TTL)."""
+        return (
+            f"INSERT INTO {self.qualified} "
+            "(conversation_id, lane, seq, msg_id, role, size_counter, size, payload) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?) USING TTL ?"
+        )
+
+    @property
+    def delete_before(self) -> str:
+        """Range-delete the rows of one lane below a sequence number."""
+        return (
+            f"DELETE FROM {self.qualified} "
+            "WHERE conversation_id = ? AND lane = ? AND seq < ?"
+        )
+
+    @property
+    def delete_version(self) -> str:
+        """Delete a whole conversation if it is still at the version read."""
+        return f"DELETE FROM {self.qualified} WHERE conversation_id = ? IF next_seq = ?"
+
+    @property
+    def delete_any(self) -> str:
+        """Delete a whole conversation whatever its version.
+
+        ``next_seq >= 0`` holds for every stored conversation, so this is a
+        lightweight transaction that needs no read first; on a missing
+        conversation it is simply not applied.
+        """
+        return (
+            f"DELETE FROM {self.qualified} WHERE conversation_id = ? IF next_seq >= 0"
+        )
+
+    def prepared(self) -> dict[str, str]:
+        """Return the text of every statement prepared once per repository."""
+        return {
+            "select_messages": self.select_messages,
+            "select_version": self.select_version,
+            "select_index": self.select_index,
+            "select_full": self.select_full,
+            "select_lane": self.select_lane,
+            "list_ids": self.list_ids,
+            "start": self.start,
+            "advance": self.advance,
+            "insert": self.insert,
+            "delete_before": self.delete_before,
+            "delete_version": self.delete_version,
+            "delete_any": self.delete_any,
+        }

@@ -1,0 +1,27 @@
+"""MongoDB repository for chatledger.
+
+Example:
+    from chatledger import MessageWindowChatMemory
+    from chatledger_mongodb import MongoDBChatMemoryRepository
+
+    repository = MongoDBChatMemoryRepository.from_url("mongodb://localhost/app")
+    memory = MessageWindowChatMemory(repository, max_messages=20)
+
+``chatledger.connect("mongodb://...")`` finds this repository through the
+``chatledger.repositories`` entry point.
+"""
+
+from __future__ import annotations
+
+from chatledger_mongodb.errors import ConcurrentUpdateError, InvalidOptionError
+from chatledger_mongodb.repository import (
+    MAX_DOCUMENT_BYTES,
+    MongoDBChatMemoryRepository,
+)
+
+__all__ = [
+    "MAX_DOCUMENT_BYTES",
+    "ConcurrentUpdateError",
+    "InvalidOptionError",
+    "MongoDBChatMemoryRepository",
+]

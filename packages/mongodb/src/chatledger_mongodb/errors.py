@@ -1,0 +1,33 @@
+"""Errors the MongoDB repository raises for problems it detects itself.
+
+Example:
+    from chatledger_mongodb.errors import ConcurrentUpdateError
+
+    try:
+        memory.add("c1", Message.user("hi"))
+    except ConcurrentUpdateError:
+        ...  # retry later
+
+Driver exceptions (``pymongo.errors.*``) are never wrapped and propagate as
+they are; the one exception is the server's "document too large" refusal, which
+surfaces as :class:`chatledger.MessageTooLargeError` chained to it.
+"""
+
+from __future__ import annotations
+
+from chatledger.errors import ChatLedgerError
+
+__all__ = ["ConcurrentUpdateError", "InvalidOptionError"]
+
+
+class InvalidOptionError(ChatLedgerError, ValueError):
+    """A repository option (such as ``ttl``) has a value that cannot be used."""
+
+
+class ConcurrentUpdateError(ChatLedgerError, RuntimeError):
+    """A bounded retry loop gave up because other writers kept changing the document.
+
+    Only the rare size back-fill (a token window meeting messages whose sizes
+    were stored under another counter) retries; nothing was lost when this is
+    raised, and the append may simply be tried again.
+    """

@@ -1,0 +1,121 @@
+"""The key layout: one hash tag per conversation, ids encoded so nothing escapes it.
+
+Example:
+    from chatledger_redis.keys import ConversationKeys, validate_key_prefix
+
+    prefix = validate_key_prefix("chatledger:")
+    keys = ConversationKeys.of(prefix, "user-42")
+    keys.meta   # 'chatledger:{dXNlci00Mg}:meta'
+
+Every key of a conversation is ``<prefix>{<tag>}:<part>``, where ``<tag>`` is
+the unpadded base64url encoding of the id's UTF-8 bytes. The tag only holds
+``A-Z a-z 0-9 - _``, so an id can never close the braces, start a glob, or make
+two conversations share a key; and since Redis Cluster hashes only what is
+inside the first ``{...}``, every key of one conversation lives in one slot, so
+one script can touch them all.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from dataclasses import dataclass
+
+from chatledger.errors import InvalidNameError
+from chatledger.validation import validate_conversation_id
+
+__all__ = [
+    "KEY_PREFIX_PATTERN",
+    "ConversationKeys",
+    "decode_tag",
+    "encode_tag",
+    "meta_key_pattern",
+    "parse_meta_key",
+    "validate_key_prefix",
+]
+
+#: What a key prefix may hold: no braces (hash tags), no glob characters.
+KEY_PREFIX_PATTERN = re.compile(r"[A-Za-z0-9_:.-]+")
+
+_TAG = r"[A-Za-z0-9_-]+"
+
+
+def validate_key_prefix(prefix: object) -> str:
+    """Return ``prefix`` if it fully matches ``[A-Za-z0-9_:.-]+``, else raise.
+
+    Raises:
+        InvalidNameError: for any other value, before any I/O.
+    """
+    if not isinstance(prefix, str) or not KEY_PREFIX_PATTERN.fullmatch(prefix):
+        raise InvalidNameError(
+            f"key prefix {prefix!r} is not allowed; use only letters, digits and "
+            "'_', ':', '.', '-' (at least one character)"
+        )
+    return prefix
+
+
+def encode_tag(conversation_id: str) -> str:
+    """Return the hash tag of a (validated) conversation id."""
+    encoded = base64.urlsafe_b64encode(conversation_id.encode("utf-8"))
+    return encoded.rstrip(b"=").decode("ascii")
+
+
+def decode_tag(tag: str) -> str | None:
+    """Return the conversation id of a hash tag, or ``None`` if it is not one."""
+    try:
+        raw = base64.urlsafe_b64decode(tag + "=" * (-len(tag) % 4))
+        conversation_id = validate_conversation_id(raw.decode("utf-8"))
+    except (binascii.Error, ValueError):
+        return None
+    # Only the canonical encoding names a conversation: a foreign key that
+    # decodes by accident under a second spelling is not listed.
+    return conversation_id if encode_tag(conversation_id) == tag else None
+
+
+def meta_key_pattern(prefix: str) -> str:
+    """Return the SCAN pattern of every meta key under ``prefix``.
+
+    The prefix allowlist holds no glob character, so it needs no escaping.
+    """
+    return f"{prefix}{{*}}:meta"
+
+
+def parse_meta_key(prefix: str, key: str) -> str | None:
+    """Return the conversation id of a meta key under ``prefix``, else ``None``."""
+    match = re.fullmatch(re.escape(prefix) + r"\{(" + _TAG + r")\}:meta", key)
+    return None if match is None else decode_tag(match.group(1))
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationKeys:
+    """The five keys of one conversation, all in one hash slot.
+
+    Attributes:
+        meta: Hash: ``next`` sequence number, ``ctr`` (the counter the stored
+            sizes were measured with, ``""`` when unknown), ``tsize`` and
+            ``ssize`` (stored sizes of the non-system and system messages) and
+            ``ver`` (a token changed by every write).
+        msgs: Hash: sequence number -> the message's codec JSON.
+        turns: List of the non-system markers, oldest first.
+        system: List of the system markers, in the order they were added.
+        ids: Hash: message id -> sequence number (makes retries no-ops).
+    """
+
+    meta: str
+    msgs: str
+    turns: str
+    system: str
+    ids: str
+
+    @classmethod
+    def of(cls, prefix: str, conversation_id: str) -> ConversationKeys:
+        """Build the keys of ``conversation_id`` under a validated ``prefix``."""
+        base = f"{prefix}{{{encode_tag(conversation_id)}}}:"
+        return cls(
+            base + "meta", base + "msgs", base + "turns", base + "system", base + "ids"
+        )
+
+    def all(self) -> list[str]:
+        """Return every key, in the order the scripts take them."""
+        return [self.meta, self.msgs, self.turns, self.system, self.ids]

@@ -1,0 +1,322 @@
+"""``RedisChatMemoryRepository``: conversations in plain Redis 6.2+ or Valkey.
+
+Example:
+    from chatledger import MessageWindowChatMemory
+    from chatledger_redis import RedisChatMemoryRepository
+
+    repository = RedisChatMemoryRepository.from_url(
+        "redis://localhost:6379/0", ttl=timedelta(days=7)
+    )
+    memory = MessageWindowChatMemory(repository, max_messages=20)
+    memory.add("c1", Message.user("Hello"))
+    repository.close()
+
+No module is needed (no RedisJSON, no search). Each conversation is five keys
+in one hash slot (:mod:`chatledger_redis.keys`); every write is one Lua script
+or one command, so it is atomic and, once the scripts are cached on the
+server, one round trip. A window append pushes the new messages, applies the
+system-message rule and evicts whole turns in the same script, reading only
+compact markers (:mod:`chatledger_redis.markers`) and only as many of the
+oldest as the eviction needs.
+
+Why listing uses ``SCAN`` rather than an index key: an index of ids is one key
+in one slot, so on Redis Cluster it cannot be updated in the same script as the
+conversation (cross-slot), and keeping it in step would cost a second,
+non-atomic call on every write plus lazy repair of stale entries. Instead
+:meth:`RedisChatMemoryRepository.find_conversation_ids` scans for the
+per-conversation ``meta`` keys (on Cluster, redis-py scans every primary). The
+keys are the truth, so the listing is complete, uncapped, and agrees with
+deletes and with expiry by construction (the server hides expired keys from
+``SCAN``); the price is a pass over the database's keyspace, which is fine for
+an administrative listing and never touches the append path. During a Cluster
+resharding a scan may miss a key that moves; repeat the listing if that
+matters.
+
+Durability is the server's: with asynchronous replication or
+``appendfsync everysec`` about a second of acknowledged writes can be lost in a
+crash. Call ``client.wait(...)`` after a write if you need more.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from datetime import timedelta
+from types import TracebackType
+from typing import Any, Self
+
+from redis import Redis
+from redis.cluster import RedisCluster
+
+from chatledger import codec
+from chatledger.errors import ChatLedgerError
+from chatledger.faults import FaultPoints
+from chatledger.messages import Message, Role
+from chatledger.repository import AppendResult
+from chatledger.validation import (
+    stamp_messages,
+    validate_conversation_id,
+    validate_messages,
+)
+from chatledger.window import Window
+from chatledger_redis.keys import (
+    ConversationKeys,
+    meta_key_pattern,
+    parse_meta_key,
+    validate_key_prefix,
+)
+from chatledger_redis.markers import (
+    ROLE_CODES,
+    canonical_text,
+    system_marker,
+    turn_marker,
+)
+from chatledger_redis.scripts import APPEND, RESIZE, SAVE
+
+__all__ = ["RedisChatMemoryRepository"]
+
+#: How often an append re-measures the history before giving up; only writers
+#: with different token counters on one conversation can make it retry.
+_RESIZE_ATTEMPTS = 8
+
+_CLUSTER_SUFFIX = "+cluster"
+
+
+def _ttl_milliseconds(ttl: object) -> int:
+    """Return ``ttl`` in whole milliseconds (0 for no TTL), or raise."""
+    if ttl is None:
+        return 0
+    if isinstance(ttl, timedelta):
+        seconds = ttl.total_seconds()
+    elif isinstance(ttl, int | float) and not isinstance(ttl, bool):
+        seconds = float(ttl)
+    else:
+        raise TypeError(
+            f"ttl must be a datetime.timedelta, seconds as a number, or None, "
+            f"not {type(ttl).__name__}"
+        )
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise ValueError(f"ttl must be positive, not {ttl!r}")
+    return max(1, math.ceil(seconds * 1000))
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else value
+
+
+def _token() -> str:
+    return os.urandom(8).hex()
+
+
+class RedisChatMemoryRepository:
+    """A :class:`~chatledger.ChatMemoryRepository` with atomic window appends.
+
+    Args:
+        client: A ``redis.Redis`` or ``redis.cluster.RedisCluster`` (or a
+            Valkey server behind either); ``decode_responses`` may be on or
+            off. The repository does not close a client it was given.
+        key_prefix: Starts every key; letters, digits and ``_ : . -`` only.
+        ttl: Time to live of a conversation after its last write
+            (a ``timedelta`` or seconds), sliding; ``None`` keeps it forever.
+
+    Raises:
+        InvalidNameError: for a key prefix outside the allowlist.
+        TypeError, ValueError: for a ttl that is not a positive duration.
+    """
+
+    def __init__(
+        self,
+        client: Redis | RedisCluster,
+        *,
+        key_prefix: str = "chatledger:",
+        ttl: timedelta | float | None = None,
+    ) -> None:
+        """Store conversations through ``client`` under ``key_prefix``."""
+        if client is None:
+            raise TypeError("client must be a redis.Redis or RedisCluster, not None")
+        self.key_prefix = validate_key_prefix(key_prefix)
+        self._ttl_ms = _ttl_milliseconds(ttl)
+        self.ttl = None if ttl is None else timedelta(milliseconds=self._ttl_ms)
+        self.client = client
+        self.fault_points = FaultPoints()
+        self._owns_client = False
+        self._append = client.register_script(APPEND)
+        self._save = client.register_script(SAVE)
+        self._resize = client.register_script(RESIZE)
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> RedisChatMemoryRepository:
+        """Connect to ``url`` with a client this repository owns (see :meth:`close`).
+
+        ``redis://``, ``rediss://`` and ``unix://`` URLs make a ``redis.Redis``;
+        ``redis+cluster://`` and ``rediss+cluster://`` (or ``cluster=True``)
+        make a ``RedisCluster``. ``key_prefix`` and ``ttl`` go to the
+        repository, every other option to the client's ``from_url``.
+        """
+        repository_options = {
+            name: options.pop(name) for name in ("key_prefix", "ttl") if name in options
+        }
+        cluster = bool(options.pop("cluster", False))
+        scheme, separator, rest = url.partition("://")
+        if scheme.endswith(_CLUSTER_SUFFIX):
+            cluster = True
+            url = scheme[: -len(_CLUSTER_SUFFIX)] + separator + rest
+        # Validate our own options before a client (and its pool) exists.
+        validate_key_prefix(repository_options.get("key_prefix", "chatledger:"))
+        _ttl_milliseconds(repository_options.get("ttl"))
+        client: Redis | RedisCluster = (
+            RedisCluster.from_url(url, **options)
+            if cluster
+            else Redis.from_url(url, **options)
+        )
+        repository = cls(client, **repository_options)
+        repository._owns_client = True
+        return repository
+
+    def close(self) -> None:
+        """Close the client if :meth:`from_url` made it; a given client stays open."""
+        if self._owns_client:
+            self.client.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"RedisChatMemoryRepository(key_prefix={self.key_prefix!r}, "
+            f"ttl={self.ttl!r})"
+        )
+
+    def _keys(self, conversation_id: str) -> ConversationKeys:
+        return ConversationKeys.of(self.key_prefix, conversation_id)
+
+    def find_conversation_ids(self) -> list[str]:
+        """Return the id of every stored conversation (a SCAN of the meta keys)."""
+        found: set[str] = set()
+        pattern = meta_key_pattern(self.key_prefix)
+        for key in self.client.scan_iter(match=pattern, count=1000):
+            conversation_id = parse_meta_key(self.key_prefix, _text(key))
+            if conversation_id is not None:
+                found.add(conversation_id)
+        return list(found)
+
+    def find_by_conversation_id(self, conversation_id: str) -> list[Message]:
+        """Return one conversation, oldest first, in one command (``HGETALL``)."""
+        validate_conversation_id(conversation_id)
+        stored: dict[Any, Any] = self.client.hgetall(self._keys(conversation_id).msgs)
+        ordered = sorted(stored.items(), key=lambda item: int(item[0]))
+        return [codec.from_json(text) for _, text in ordered]
+
+    def save_all(self, conversation_id: str, messages: Sequence[Message]) -> None:
+        """Replace one conversation in one script; an empty list removes it."""
+        validate_conversation_id(conversation_id)
+        batch = stamp_messages(validate_messages(messages))
+        args: list[Any] = [self._ttl_ms, _token(), len(batch)]
+        for message in batch:
+            system = message.role is Role.SYSTEM
+            args += [
+                message.id,
+                ROLE_CODES[message.role],
+                canonical_text(message) if system else "",
+                codec.to_json(message),
+            ]
+        # The script is the atomic unit: a fault before it leaves the old
+        # conversation whole, a fault after it leaves the new one whole.
+        for point in ("after_lock", "after_delete", "after_insert", "before_commit"):
+            self.fault_points.reach(point)
+        self._save(keys=self._keys(conversation_id).all(), args=args)
+        self.fault_points.reach("after_commit")
+
+    def delete_by_conversation_id(self, conversation_id: str) -> None:
+        """Remove one conversation's keys in one command; an unknown id is a no-op."""
+        validate_conversation_id(conversation_id)
+        for point in ("after_lock", "after_delete", "before_commit"):
+            self.fault_points.reach(point)
+        self.client.unlink(*self._keys(conversation_id).all())
+        self.fault_points.reach("after_commit")
+
+    def append_to_window(
+        self, conversation_id: str, messages: Sequence[Message], window: Window
+    ) -> AppendResult:
+        """Append and trim in one script (see ``SupportsWindowAppend``).
+
+        One round trip when the stored sizes were measured by ``window``'s
+        counter (always for a message window). When a token window with another
+        counter meets a conversation, the history is measured once with the new
+        counter, then the append runs.
+        """
+        validate_conversation_id(conversation_id)
+        batch = validate_messages(messages)
+        if not batch:
+            return AppendResult()
+        stamped = stamp_messages(batch)
+        counter = window.counter_id
+        keys = self._keys(conversation_id)
+        args: list[Any] = [window.limit, counter or "", self._ttl_ms, _token()]
+        args.append(len(stamped))
+        for message in stamped:
+            system = message.role is Role.SYSTEM
+            args += [
+                message.id,
+                ROLE_CODES[message.role],
+                1 if counter is None else window.measure(message),
+                canonical_text(message) if system else "",
+                codec.to_json(message),
+            ]
+        for point in ("after_lock", "after_insert", "after_evict", "before_commit"):
+            self.fault_points.reach(point)
+        for _ in range(_RESIZE_ATTEMPTS):
+            outcome = self._append(keys=keys.all(), args=args)
+            if outcome != -1:
+                break
+            assert counter is not None  # the script asks only for a named counter
+            self._remeasure(keys, counter, window)
+        else:
+            raise ChatLedgerError(
+                f"conversation {conversation_id!r} kept changing while its history "
+                f"was measured with {counter!r}; retry the append"
+            )
+        self.fault_points.reach("after_commit")
+        appended_indexes, evicted = outcome
+        return AppendResult(
+            [stamped[int(index)] for index in appended_indexes],
+            [_text(message_id) for message_id in evicted],
+        )
+
+    def _remeasure(self, keys: ConversationKeys, counter: str, window: Window) -> None:
+        """Measure the stored history with ``window`` and store its sizes.
+
+        The write token is read before the messages, and the rewrite only
+        happens if it is unchanged, so the sizes always match the markers.
+        """
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hget(keys.meta, "ver")
+        pipe.hgetall(keys.msgs)
+        token, stored = pipe.execute()
+        if token is None or not stored:
+            return
+        turns: list[str] = []
+        system: list[str] = []
+        tsize = ssize = 0
+        for seq, text in sorted(stored.items(), key=lambda item: int(item[0])):
+            message = codec.from_json(text)
+            size = window.measure(message)
+            if message.role is Role.SYSTEM:
+                system.append(system_marker(message, size, int(seq)))
+                ssize += size
+            else:
+                turns.append(turn_marker(message, size, int(seq)))
+                tsize += size
+        self._resize(
+            keys=[keys.meta, keys.turns, keys.system],
+            args=[counter, _text(token), tsize, ssize, len(turns), *turns, *system],
+        )

@@ -1,0 +1,241 @@
+"""The write plans, checked without a server against a model of one partition.
+
+The model applies a plan the way Cassandra applies a conditional
+single-partition batch: the condition decides, then every statement lands with
+one timestamp, so a delete and an insert of the same row in one batch would
+leave the row deleted. The model refuses such a batch, which checks that plans
+never shadow their own rows. This tests the decisions this package makes in
+Python; it says nothing about a server, which the conformance run covers.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from typing import Any, cast
+
+import pytest
+
+from chatledger import Message, MessageWindow, TokenWindow
+from chatledger.testing import random_turns
+from chatledger.tokens import estimate_tokens
+from chatledger.validation import stamp_messages
+from chatledger.window import Window, apply_window
+from chatledger_cassandra.plan import (
+    Plan,
+    Snapshot,
+    StoredRow,
+    payloads_needed,
+    plan_append,
+    plan_replace,
+)
+from chatledger_cassandra.statements import LANE_OTHER, LANE_SYSTEM, Statements
+
+CQL = Statements("ks", "t").prepared()
+
+
+class Partition:
+    """What one conversation's partition holds, and which batch last wrote each cell."""
+
+    def __init__(self) -> None:
+        self.version: int | None = None
+        self.rows: dict[tuple[int, int], StoredRow] = {}
+        self.written_by: dict[tuple[int, int] | str, int] = {}
+        self.batches = 0
+
+    def snapshot(self, window: Window, ttl: int) -> Snapshot:
+        """Read like the repository: index columns, then the payloads it asks for."""
+        index = Snapshot(
+            self.version, [replace(r, payload=None) for r in self.rows.values()]
+        )
+        need = "all" if ttl else payloads_needed(index, window, ttl)
+        if need == "none":
+            return index
+        return Snapshot(
+            self.version,
+            [
+                r
+                if need == "all" or r.lane == LANE_SYSTEM
+                else replace(r, payload=None)
+                for r in self.rows.values()
+            ],
+        )
+
+    def messages(self) -> list[Message]:
+        return [self.rows[k].message() for k in sorted(self.rows, key=lambda k: k[1])]
+
+    def apply(self, plan: Plan) -> bool:
+        condition = plan.condition
+        assert condition is not None
+        for write in [condition, *plan.writes]:
+            assert CQL[write.statement].count("?") == len(write.params), write
+        if condition.statement == "start":
+            ok = self.version is None
+        elif condition.statement == "advance":
+            ok = self.version == condition.params[3]
+        else:
+            assert condition.statement == "delete_version"
+            assert plan.writes == [], "a partition delete is never batched"
+            ok = self.version == condition.params[1]
+        if not ok:
+            return False
+        self.batches += 1
+        if condition.statement == "delete_version":
+            self.version, self.rows = None, {}
+            return True
+        ranges: list[tuple[Any, ...]] = [
+            w.params[1:] for w in plan.writes if w.statement == "delete_before"
+        ]
+        inserts: list[tuple[Any, ...]] = [
+            w.params for w in plan.writes if w.statement == "insert"
+        ]
+        assert {w.statement for w in plan.writes} <= {"delete_before", "insert"}
+        for params in inserts:
+            lane, seq = params[1], params[2]
+            assert not any(lane == dl and seq < bound for dl, bound in ranges), (
+                f"the batch would delete its own row {(lane, seq)}"
+            )
+        for lane, bound in ranges:
+            for key in [k for k in self.rows if k[0] == lane and k[1] < bound]:
+                del self.rows[key]
+        for _, lane, seq, msg_id, role, counter, size, payload, _ttl in inserts:
+            key = (lane, seq)
+            self.rows[key] = StoredRow(lane, seq, msg_id, role, counter, size, payload)
+            self.written_by[key] = self.batches
+        self.version = cast(int, condition.params[1])
+        self.written_by["next_seq"] = self.batches
+        return True
+
+
+def _append(part: Partition, batch: list[Message], window: Window, ttl: int) -> Plan:
+    plan = plan_append("c", part.snapshot(window, ttl), batch, window, ttl)
+    if plan.condition is not None:
+        assert part.apply(plan)
+    return plan
+
+
+@pytest.mark.parametrize("ttl", [0, 60])
+@pytest.mark.parametrize("seed", range(15))
+@pytest.mark.parametrize("kind", ["messages", "tokens"])
+def test_cassandra_plans_match_the_pure_policy(seed: int, kind: str, ttl: int) -> None:
+    rng = random.Random(seed)
+    window: Window = (
+        MessageWindow(rng.randint(1, 12))
+        if kind == "messages"
+        else TokenWindow(rng.randint(10, 120), estimate_tokens, "estimate_tokens")
+    )
+    part = Partition()
+    expected: list[Message] = []
+    for batch in random_turns(rng, 30):
+        batch = stamp_messages(batch)
+        if rng.random() < 0.1 and expected:
+            batch = [rng.choice(expected), *batch]  # a retried message
+        fresh = [m for m in batch if m.id not in {e.id for e in expected}]
+        plan = _append(part, batch, window, ttl)
+        if fresh:
+            update = apply_window(expected, fresh, window)
+            expected = update.messages
+            assert [m.id for m in plan.result.appended] == [
+                m.id for m in update.appended
+            ]
+            assert plan.result.evicted_ids == [m.id for m in update.evicted]
+        else:
+            assert plan.condition is None
+        assert part.messages() == expected
+        assert [m.id for m in part.messages()] == [m.id for m in expected]
+        if ttl and plan.condition is not None and part.rows:
+            # The whole conversation was rewritten under the new TTL.
+            assert set(part.written_by[k] for k in part.rows) == {part.batches}
+            assert part.written_by["next_seq"] == part.batches
+        seqs = sorted(k[1] for k in part.rows)
+        assert part.version is None or all(s < part.version for s in seqs)
+
+
+def test_cassandra_append_batch_has_range_delete_and_ttl() -> None:
+    window = MessageWindow(2)
+    part = Partition()
+    first = stamp_messages([Message.user("U1"), Message.assistant("A1")])
+    _append(part, first, window, 30)
+    second = stamp_messages([Message.user("U2"), Message.assistant("A2")])
+    plan = _append(part, second, window, 30)
+    assert plan.condition is not None
+    assert plan.condition.statement == "advance"
+    assert plan.condition.params == (30, 4, "c", 2)
+    evictions = [w for w in plan.writes if w.statement == "delete_before"]
+    assert [w.params for w in evictions] == [("c", LANE_OTHER, 2)]
+    inserts = [w for w in plan.writes if w.statement == "insert"]
+    assert [w.params[2] for w in inserts] == [2, 3]
+    assert all(w.params[-1] == 30 for w in inserts)
+    assert sorted(plan.result.evicted_ids) == sorted(m.id for m in first)
+
+
+def test_cassandra_new_system_message_deletes_only_stored_system_lane() -> None:
+    window = MessageWindow(10)
+    part = Partition()
+    _append(part, stamp_messages([Message.system("S1"), Message.user("U1")]), window, 0)
+    plan = _append(part, stamp_messages([Message.system("S2")]), window, 0)
+    deletes = [w.params for w in plan.writes if w.statement == "delete_before"]
+    assert deletes == [("c", LANE_SYSTEM, 2)]
+    assert [m.content for m in part.messages()] == ["U1", "S2"]
+
+
+def test_cassandra_window_evicting_everything_deletes_the_partition() -> None:
+    window = MessageWindow(1)
+    part = Partition()
+    _append(part, stamp_messages([Message.assistant("A1")]), window, 0)
+    plan = _append(part, stamp_messages([Message.assistant("A2")]), window, 0)
+    assert plan.condition is not None
+    assert plan.condition.statement == "delete_version"
+    assert part.version is None
+    assert part.rows == {}
+
+
+def test_cassandra_replace_continues_the_sequence_without_self_shadowing() -> None:
+    part = Partition()
+    first = stamp_messages([Message.system("S"), Message.user("U1")])
+    assert part.apply(plan_replace("c", None, first, 0))
+    second = stamp_messages([Message.user("U2"), Message.assistant("A2")])
+    plan = plan_replace("c", part.version, second, 5)
+    assert [w.params for w in plan.writes if w.statement == "delete_before"] == [
+        ("c", LANE_SYSTEM, 2),
+        ("c", LANE_OTHER, 2),
+    ]
+    assert part.apply(plan)
+    assert part.messages() == second
+    assert sorted(k[1] for k in part.rows) == [2, 3]
+    assert all(w.params[-1] == 5 for w in plan.writes if w.statement == "insert")
+
+
+def test_cassandra_replace_with_nothing_deletes_the_partition() -> None:
+    assert plan_replace("c", None, [], 0).condition is None
+    plan = plan_replace("c", 7, [], 0)
+    assert plan.condition is not None
+    assert plan.condition.statement == "delete_version"
+    assert plan.condition.params == ("c", 7)
+    assert plan.writes == []
+
+
+def test_cassandra_stale_plan_loses_its_condition() -> None:
+    window = MessageWindow(10)
+    part = Partition()
+    _append(part, stamp_messages([Message.user("U1")]), window, 0)
+    stale = part.snapshot(window, 0)
+    _append(part, stamp_messages([Message.user("U2")]), window, 0)
+    plan = plan_append("c", stale, stamp_messages([Message.user("U3")]), window, 0)
+    assert not part.apply(plan)
+    assert [m.content for m in part.messages()] == ["U1", "U2"]
+
+
+def test_cassandra_token_sizes_are_stored_and_reused() -> None:
+    window = TokenWindow(1000, estimate_tokens, "estimate_tokens")
+    part = Partition()
+    _append(part, stamp_messages([Message.user("hello there")]), window, 0)
+    (row,) = part.rows.values()
+    assert row.size_counter == "tokens:estimate_tokens"
+    assert row.size == estimate_tokens(row.message())
+    index = Snapshot(part.version, [replace(row, payload=None)])
+    assert payloads_needed(index, window, 0) == "none"
+    assert payloads_needed(index, MessageWindow(3), 0) == "none"
+    other = TokenWindow(1000, estimate_tokens, "other")
+    assert payloads_needed(index, other, 0) == "all"
+    assert payloads_needed(index, window, 10) == "all"

@@ -1,0 +1,82 @@
+"""The CQL text of every statement the repository prepares (no server)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from chatledger import InvalidNameError
+from chatledger_cassandra.statements import Statements, create_keyspace
+
+CQL = Statements("chat_ks", "mem")
+TABLE = '"chat_ks"."mem"'
+
+
+def test_cassandra_table_is_one_partition_per_conversation() -> None:
+    ddl = CQL.create_table
+    assert ddl.startswith(f"CREATE TABLE IF NOT EXISTS {TABLE} (")
+    assert "PRIMARY KEY ((conversation_id), lane, seq)" in ddl
+    assert "next_seq bigint static" in ddl
+    assert "CLUSTERING ORDER BY (lane ASC, seq ASC)" in ddl
+
+
+def test_cassandra_keyspace_is_created_only_if_missing() -> None:
+    ddl = create_keyspace(
+        "chat_ks", {"class": "NetworkTopologyStrategy", "dc1": 3, "dc2": 2}
+    )
+    assert ddl == (
+        'CREATE KEYSPACE IF NOT EXISTS "chat_ks" WITH replication = '
+        "{'class': 'NetworkTopologyStrategy', 'dc1': '3', 'dc2': '2'}"
+    )
+    with pytest.raises(InvalidNameError):
+        create_keyspace("Bad", {"class": "SimpleStrategy", "replication_factor": 1})
+
+
+def test_cassandra_names_are_validated_by_statements() -> None:
+    with pytest.raises(InvalidNameError):
+        Statements("ks", 'mem"; DROP TABLE x; --')
+    with pytest.raises(InvalidNameError):
+        Statements("ks ks", "mem")
+
+
+@pytest.mark.parametrize("name", sorted(Statements("chat_ks", "mem").prepared()))
+def test_cassandra_statements_bind_every_value(name: str) -> None:
+    text = CQL.prepared()[name]
+    assert TABLE in text
+    # No literal besides the documented conditions and LIMIT: values are markers.
+    without_conditions = (
+        text.replace("IF next_seq = null", "")
+        .replace("IF next_seq >= 0", "")
+        .replace("LIMIT 1", "")
+    )
+    assert not re.search(r"'|\d", without_conditions.replace(TABLE, ""))
+
+
+def test_cassandra_every_write_carries_ttl_or_is_a_delete() -> None:
+    for name in ("start", "advance", "insert"):
+        assert "USING TTL ?" in CQL.prepared()[name]
+
+
+def test_cassandra_every_conversation_write_is_conditional() -> None:
+    assert CQL.start.endswith("IF next_seq = null")
+    assert CQL.advance.endswith("IF next_seq = ?")
+    assert CQL.delete_version.endswith("IF next_seq = ?")
+    assert CQL.delete_any.endswith("IF next_seq >= 0")
+
+
+def test_cassandra_eviction_is_a_range_delete_within_one_lane() -> None:
+    assert CQL.delete_before == (
+        f"DELETE FROM {TABLE} WHERE conversation_id = ? AND lane = ? AND seq < ?"
+    )
+
+
+def test_cassandra_listing_is_distinct_partition_keys() -> None:
+    assert CQL.list_ids == f"SELECT DISTINCT conversation_id FROM {TABLE}"
+
+
+def test_cassandra_reads_are_single_partition() -> None:
+    for name in ("select_messages", "select_index", "select_full", "select_lane"):
+        assert "WHERE conversation_id = ?" in CQL.prepared()[name]
+    assert "payload" not in CQL.select_index
+    assert "AND lane = ?" in CQL.select_lane

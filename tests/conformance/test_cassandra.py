@@ -1,0 +1,68 @@
+"""The conformance suite on Cassandra (or ScyllaDB).
+
+The server comes from ``CHATLEDGER_TEST_CASSANDRA_URL`` (for example
+``cassandra://127.0.0.1:9042/chatledger_test``), else a ``cassandra:5``
+testcontainer, else the tests are skipped with the reason. Every test gets a
+table of its own in that keyspace, dropped afterwards.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from chatledger.testing import ChatMemoryRepositoryTests
+from chatledger_cassandra import CassandraChatMemoryRepository, parse_url
+from tests.backends import backend_url
+
+
+@pytest.fixture(scope="module")
+def cassandra_root() -> Iterator[CassandraChatMemoryRepository]:
+    """A repository that owns the cluster; its session serves every test."""
+    url = backend_url("cassandra")
+    keyspace = parse_url(url).keyspace or "chatledger_test"
+    root = CassandraChatMemoryRepository.from_url(
+        url, keyspace=keyspace, create_keyspace=True, create_schema=False
+    )
+    yield root
+    root.close()
+
+
+def _fresh(root: CassandraChatMemoryRepository, **options: Any) -> Any:
+    return CassandraChatMemoryRepository(
+        root.session,
+        keyspace=root.keyspace,
+        table=f"t_{uuid.uuid4().hex[:20]}",
+        **options,
+    )
+
+
+class TestCassandraConformance(ChatMemoryRepositoryTests):
+    supports_atomic_append = True
+    supports_ttl = True
+
+    @pytest.fixture
+    def repository(
+        self, cassandra_root: CassandraChatMemoryRepository
+    ) -> Iterator[CassandraChatMemoryRepository]:
+        repository = _fresh(cassandra_root)
+        yield repository
+        repository.drop_table()
+
+    @pytest.fixture
+    def make_repository_with_ttl(
+        self, cassandra_root: CassandraChatMemoryRepository
+    ) -> Iterator[Callable[[timedelta], CassandraChatMemoryRepository]]:
+        made: list[CassandraChatMemoryRepository] = []
+
+        def make(ttl: timedelta) -> CassandraChatMemoryRepository:
+            made.append(_fresh(cassandra_root, ttl=ttl))
+            return made[-1]
+
+        yield make
+        for repository in made:
+            repository.drop_table()

@@ -1,0 +1,63 @@
+"""The conformance suite on a real MongoDB server.
+
+The server comes from ``CHATLEDGER_TEST_MONGODB_URL`` (e.g.
+``mongodb://127.0.0.1:27017/?replicaSet=rs0``), else a ``mongo:8`` container
+where a Docker daemon answers, else the tests are skipped with that reason.
+Each test gets its own collection in the database ``chatledger_test`` and drops
+it afterwards.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from chatledger.testing import ChatMemoryRepositoryTests
+from tests.backends import backend_url
+
+pymongo = pytest.importorskip("pymongo")
+chatledger_mongodb = pytest.importorskip("chatledger_mongodb")
+
+DATABASE = "chatledger_test"
+
+
+@pytest.fixture(scope="module")
+def mongo_client(required: set[str]) -> Iterator[Any]:
+    client = pymongo.MongoClient(backend_url("mongodb", required))
+    yield client
+    client.close()
+
+
+class TestMongoDBConformance(ChatMemoryRepositoryTests):
+    """The whole suite against a real MongoDB server."""
+
+    supports_atomic_append = True
+    supports_ttl = True
+
+    @pytest.fixture
+    def collections(self, mongo_client: Any) -> Iterator[list[str]]:
+        names: list[str] = []
+        yield names
+        for name in names:
+            mongo_client[DATABASE].drop_collection(name)
+
+    def _make(self, client: Any, names: list[str], **options: Any) -> Any:
+        name = f"cl_{uuid.uuid4().hex}"
+        names.append(name)
+        return chatledger_mongodb.MongoDBChatMemoryRepository(
+            client, database=DATABASE, collection=name, **options
+        )
+
+    @pytest.fixture
+    def repository(self, mongo_client: Any, collections: list[str]) -> Any:
+        return self._make(mongo_client, collections)
+
+    @pytest.fixture
+    def make_repository_with_ttl(
+        self, mongo_client: Any, collections: list[str]
+    ) -> Callable[[timedelta], Any]:
+        return lambda ttl: self._make(mongo_client, collections, ttl=ttl)

@@ -1,0 +1,77 @@
+"""The conformance suite on Redis (and on Redis Cluster, where one is configured)."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+
+import pytest
+from redis import Redis
+from redis.cluster import RedisCluster
+
+from chatledger.testing import ChatMemoryRepositoryTests
+from chatledger_redis import RedisChatMemoryRepository
+from tests.backends import backend_url
+
+
+def _unique_prefix() -> str:
+    return f"chatledger-test:{uuid.uuid4().hex[:12]}:"
+
+
+def _drop(client: Redis | RedisCluster, prefix: str) -> None:
+    # One UNLINK per key: on Cluster the keys of many conversations span slots.
+    for key in list(client.scan_iter(match=f"{prefix}*", count=1000)):
+        client.unlink(key)
+
+
+@pytest.fixture(scope="module")
+def redis_client() -> Iterator[Redis]:
+    client = Redis.from_url(backend_url("redis"))
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def cluster_client() -> Iterator[RedisCluster]:
+    client = RedisCluster.from_url(backend_url("redis_cluster"))
+    yield client
+    client.close()
+
+
+class TestRedisConformance(ChatMemoryRepositoryTests):
+    supports_atomic_append = True
+    supports_ttl = True
+
+    @pytest.fixture
+    def client(self, redis_client: Redis) -> Redis | RedisCluster:
+        return redis_client
+
+    @pytest.fixture
+    def prefix(self, client: Redis | RedisCluster) -> Iterator[str]:
+        prefix = _unique_prefix()
+        yield prefix
+        _drop(client, prefix)
+
+    @pytest.fixture
+    def repository(
+        self, client: Redis | RedisCluster, prefix: str
+    ) -> RedisChatMemoryRepository:
+        return RedisChatMemoryRepository(client, key_prefix=prefix)
+
+    @pytest.fixture
+    def make_repository_with_ttl(
+        self, client: Redis | RedisCluster, prefix: str
+    ) -> Callable[[timedelta], RedisChatMemoryRepository]:
+        def make(ttl: timedelta) -> RedisChatMemoryRepository:
+            return RedisChatMemoryRepository(client, key_prefix=prefix, ttl=ttl)
+
+        return make
+
+
+class TestRedisClusterConformance(TestRedisConformance):
+    """The same suite on Redis Cluster: every script must stay in one slot."""
+
+    @pytest.fixture
+    def client(self, cluster_client: RedisCluster) -> Redis | RedisCluster:
+        return cluster_client

@@ -1,0 +1,105 @@
+"""A stand-in client for tests: mongomock storage plus the pipeline evaluator.
+
+Example:
+    from tests.mongodb.standin import StandInClient
+
+    repository = MongoDBChatMemoryRepository(StandInClient(), collection="t1")
+
+It is NOT a MongoDB server and proves nothing about one. mongomock keeps the
+documents and answers the plain queries; update pipelines, which mongomock
+cannot evaluate for the operators the adapter uses, go through
+:mod:`tests.mongodb.aggregation`. One lock around every call stands in for the
+server's single-document atomicity. What it checks: the adapter's Python side
+and the window logic its pipeline encodes, end to end.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from typing import Any
+
+import mongomock
+from pymongo import ReturnDocument
+
+from tests.mongodb.aggregation import run_pipeline
+
+__all__ = ["StandInClient"]
+
+
+class _Collection:
+    def __init__(self, inner: Any, lock: threading.RLock) -> None:
+        self._inner = inner
+        self._lock = lock
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._inner, name)
+        if not callable(attribute):
+            return attribute
+
+        def locked(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                return attribute(*args, **kwargs)
+
+        return locked
+
+    def find_one_and_update(
+        self,
+        filter: dict[str, Any],
+        update: Any,
+        projection: dict[str, Any] | None = None,
+        upsert: bool = False,
+        return_document: bool = ReturnDocument.BEFORE,
+        **kwargs: Any,
+    ) -> Any:
+        if not isinstance(update, list):
+            with self._lock:
+                return self._inner.find_one_and_update(
+                    filter,
+                    update,
+                    projection,
+                    upsert=upsert,
+                    return_document=return_document,
+                    **kwargs,
+                )
+        assert set(filter) == {"_id"}, "the stand-in only updates by _id"
+        with self._lock:
+            before = self._inner.find_one(filter)
+            if before is None and not upsert:
+                return None
+            start = before if before is not None else {"_id": filter["_id"]}
+            after = run_pipeline(copy.deepcopy(start), update)
+            self._inner.replace_one(filter, after, upsert=True)
+            shown = after if return_document == ReturnDocument.AFTER else before
+            if shown is None or projection is None:
+                return copy.deepcopy(shown)
+            keep = {k for k, v in projection.items() if v}
+            return {k: copy.deepcopy(v) for k, v in shown.items() if k in keep}
+
+
+class _Database:
+    def __init__(self, inner: Any, lock: threading.RLock) -> None:
+        self._inner = inner
+        self._lock = lock
+
+    def __getitem__(self, name: str) -> _Collection:
+        return _Collection(self._inner[name], self._lock)
+
+    def drop_collection(self, name: str) -> None:
+        self._inner.drop_collection(name)
+
+
+class StandInClient:
+    """mongomock storage, evaluated update pipelines, one lock: not a server."""
+
+    def __init__(self) -> None:
+        """Start with an empty in-process store."""
+        self._inner: Any = mongomock.MongoClient(tz_aware=True)
+        self._lock = threading.RLock()
+
+    def __getitem__(self, name: str) -> _Database:
+        return _Database(self._inner[name], self._lock)
+
+    def close(self) -> None:
+        """Close the mongomock client."""
+        self._inner.close()

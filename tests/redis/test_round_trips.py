@@ -1,0 +1,148 @@
+"""Round trips and server-side work, counted with MONITOR on the real server.
+
+MONITOR shows every command the server runs: one line per command a client
+sends, and one ``lua`` line per command a script runs. Other clients of a
+shared server show up too, so lines are kept only when they name this test's
+unique key prefix.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from redis import Redis
+
+from chatledger import Message
+from chatledger.tokens import estimate_tokens
+from chatledger.window import MessageWindow, TokenWindow, Window
+from chatledger_redis import RedisChatMemoryRepository
+
+
+@contextmanager
+def monitored(
+    redis_url: str, client: Redis, prefix: str
+) -> Iterator[list[dict[str, Any]]]:
+    """Collect the MONITOR lines that mention ``prefix`` while the block runs."""
+    lines: list[dict[str, Any]] = []
+    stop = f"STOP-{uuid.uuid4().hex}"
+    watcher = Redis.from_url(redis_url)
+    ready = threading.Event()
+
+    def listen() -> None:
+        with watcher.monitor() as monitor:  # type: ignore[no-untyped-call]
+            ready.set()
+            for line in monitor.listen():
+                if stop in line["command"]:
+                    return
+                if prefix in line["command"]:
+                    lines.append(line)
+
+    thread = threading.Thread(target=listen, daemon=True)
+    thread.start()
+    ready.wait(5)
+    time.sleep(0.2)  # MONITOR is registered once its reply arrived
+    try:
+        yield lines
+    finally:
+        client.echo(stop)
+        thread.join(10)
+        watcher.close()
+
+
+def _sent(lines: list[dict[str, Any]]) -> list[str]:
+    return [
+        line["command"].split()[0] for line in lines if line["client_type"] != "lua"
+    ]
+
+
+def _scripted(lines: list[dict[str, Any]]) -> list[str]:
+    return [line["command"] for line in lines if line["client_type"] == "lua"]
+
+
+def _history(repository: RedisChatMemoryRepository, cid: str, turns: int) -> None:
+    repository.save_all(
+        cid,
+        [
+            m
+            for t in range(turns)
+            for m in (Message.user(f"u{t}"), Message.assistant(f"a{t}"))
+        ],
+    )
+
+
+def test_each_operation_is_one_round_trip(
+    redis_url: str, client: Redis, repository: RedisChatMemoryRepository, prefix: str
+) -> None:
+    """Once the scripts are cached: append, save, read and delete send one command."""
+    window = MessageWindow(6)
+    repository.append_to_window("warm", [Message.user("load the script")], window)
+    repository.save_all("warm", [Message.user("load the script")])
+    with monitored(redis_url, client, prefix) as lines:
+        for turn in range(20):
+            repository.append_to_window(
+                "rt", [Message.user(f"u{turn}"), Message.assistant(f"a{turn}")], window
+            )
+    assert _sent(lines) == ["EVALSHA"] * 20
+    operations: list[tuple[str, Callable[[], object]]] = [
+        ("save_all", lambda: repository.save_all("rt", [Message.user("x")])),
+        ("find", lambda: repository.find_by_conversation_id("rt")),
+        ("delete", lambda: repository.delete_by_conversation_id("rt")),
+    ]
+    for name, operation in operations:
+        with monitored(redis_url, client, prefix) as lines:
+            operation()
+        assert len(_sent(lines)) == 1, name
+
+
+@pytest.mark.parametrize(
+    "window",
+    [MessageWindow(10_000), TokenWindow(10**9, estimate_tokens)],
+    ids=["messages", "tokens"],
+)
+def test_script_work_does_not_grow_with_the_history(
+    redis_url: str,
+    client: Redis,
+    repository: RedisChatMemoryRepository,
+    prefix: str,
+    window: Window,
+) -> None:
+    """Without eviction an append runs the same commands on 20 and 2000 messages."""
+    counts = []
+    for turns in (10, 1000):
+        cid = f"h{turns}"
+        _history(repository, cid, turns)
+        repository.append_to_window(cid, [Message.user("first")], window)
+        with monitored(redis_url, client, prefix) as lines:
+            repository.append_to_window(
+                cid, [Message.user("next"), Message.assistant("reply")], window
+            )
+        scripted = _scripted(lines)
+        assert not [c for c in scripted if c.startswith(("HGETALL", "LRANGE"))]
+        counts.append(len(scripted))
+    assert counts[0] == counts[1]
+
+
+def test_eviction_reads_only_the_oldest_markers(
+    redis_url: str, client: Redis, repository: RedisChatMemoryRepository, prefix: str
+) -> None:
+    """Evicting one turn reads one small slice of markers and never a message."""
+    _history(repository, "ev", 1000)
+    window = MessageWindow(2000)
+    with monitored(redis_url, client, prefix) as lines:
+        result = repository.append_to_window(
+            "ev", [Message.user("new"), Message.assistant("reply")], window
+        )
+    assert len(result.evicted_ids) == 2
+    reads = [
+        c
+        for c in _scripted(lines)
+        if c.startswith(("LRANGE", "HGET ", "HMGET", "HGETALL"))
+    ]
+    assert [r.split()[0] for r in reads] == ["HMGET", "LRANGE"]
+    assert reads[1].endswith(" 0 7")

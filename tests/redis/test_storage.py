@@ -1,0 +1,261 @@
+"""What the Redis adapter keeps on the server: markers, sequences, TTLs, listing."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from datetime import timedelta
+from importlib.metadata import entry_points
+
+import pytest
+from redis import Redis
+
+from chatledger import Message, MessageWindowChatMemory, Role, TokenWindowChatMemory
+from chatledger.testing import random_turns
+from chatledger.tokens import estimate_tokens
+from chatledger.window import MessageWindow, TokenWindow, apply_window
+from chatledger_redis import RedisChatMemoryRepository
+from chatledger_redis.keys import ConversationKeys
+from chatledger_redis.markers import system_marker, turn_marker
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def _keys(repository: RedisChatMemoryRepository, conversation_id: str) -> list[str]:
+    return ConversationKeys.of(repository.key_prefix, conversation_id).all()
+
+
+def _seqs(client: Redis, repository: RedisChatMemoryRepository, cid: str) -> list[int]:
+    msgs = ConversationKeys.of(repository.key_prefix, cid).msgs
+    return sorted(int(seq) for seq in client.hkeys(msgs))
+
+
+def test_markers_match_the_stored_messages(
+    client: Redis, repository: RedisChatMemoryRepository
+) -> None:
+    """The script writes the same markers Python derives from the messages."""
+    window = TokenWindow(80, estimate_tokens, "estimate_tokens")
+    memory = TokenWindowChatMemory(repository, 80)
+    for batch in random_turns(random.Random(7), 15):
+        memory.add("m", batch)
+    keys = ConversationKeys.of(repository.key_prefix, "m")
+    stored = {int(s): t for s, t in client.hgetall(keys.msgs).items()}
+    turns, system = [], []
+    for seq, message in zip(
+        sorted(stored), repository.find_by_conversation_id("m"), strict=True
+    ):
+        if message.role is Role.SYSTEM:
+            system.append(system_marker(message, window.measure(message), seq))
+        else:
+            turns.append(turn_marker(message, window.measure(message), seq))
+    assert [_text(m) for m in client.lrange(keys.turns, 0, -1)] == turns
+    assert [_text(m) for m in client.lrange(keys.system, 0, -1)] == system
+    meta = client.hgetall(keys.meta)
+    assert meta[b"ctr"] == b"tokens:estimate_tokens"
+    assert int(meta[b"tsize"]) == sum(int(t.split(":")[1]) for t in turns)
+    assert int(meta[b"ssize"]) == sum(int(s.split(":")[0]) for s in system)
+
+
+def test_sequence_numbers_are_gap_free(
+    client: Redis, repository: RedisChatMemoryRepository
+) -> None:
+    """Every stored message got the next number; eviction only drops the oldest."""
+    memory = MessageWindowChatMemory(repository, max_messages=5)
+    for turn in range(15):
+        memory.add("g", [Message.user(f"u{turn}"), Message.assistant(f"a{turn}")])
+        memory.add("g", Message.user(f"u{turn}"))  # new ids: stored, not retries
+    meta = ConversationKeys.of(repository.key_prefix, "g").meta
+    assert int(client.hget(meta, "next") or 0) == 45
+    kept = len(repository.find_by_conversation_id("g"))
+    assert _seqs(client, repository, "g") == list(range(45 - kept, 45))
+    repository.save_all("g", repository.find_by_conversation_id("g"))
+    assert _seqs(client, repository, "g") == list(range(kept))
+
+
+def test_a_counter_change_remeasures_the_history_once(
+    client: Redis, repository: RedisChatMemoryRepository
+) -> None:
+    """save_all and message windows store no token sizes; a token window adds them."""
+    rng = random.Random(3)
+    token_window = TokenWindow(60, estimate_tokens, "estimate_tokens")
+    message_window = MessageWindow(9)
+    expected: list[Message] = []
+    batches = random_turns(rng, 30)
+    repository.save_all("r", [m for batch in batches[:4] for m in batch])
+    expected = repository.find_by_conversation_id("r")
+    for number, batch in enumerate(batches[4:]):
+        window = token_window if number % 3 else message_window
+        repository.append_to_window("r", batch, window)
+        expected = apply_window(expected, batch, window).messages
+        found = repository.find_by_conversation_id("r")
+        assert [(m.role, m.content) for m in found] == [
+            (m.role, m.content) for m in expected
+        ]
+    assert [m.id for m in repository.find_by_conversation_id("r")] == [
+        m.id for m in expected
+    ]
+
+
+def test_every_key_of_a_conversation_shares_one_expiry(
+    client: Redis, prefix: str
+) -> None:
+    """One absolute deadline for all keys; a write without TTL persists them all."""
+    with_ttl = RedisChatMemoryRepository(client, key_prefix=prefix, ttl=60)
+    with_ttl.append_to_window(
+        "t",
+        [Message.system("S"), Message.user("U"), Message.assistant("A")],
+        MessageWindow(10),
+    )
+    # Measured with another counter, so the markers are rewritten under the TTL.
+    with_ttl.append_to_window(
+        "t", [Message.user("U2")], TokenWindow(500, estimate_tokens)
+    )
+    keys = _keys(with_ttl, "t")
+    version = str(client.info("server")["redis_version"])
+    if int(version.split(".")[0]) >= 7:
+        deadlines = {client.pexpiretime(key) for key in keys}
+        assert len(deadlines) == 1
+        assert deadlines.pop() > 0
+    else:  # PEXPIRETIME came in 7.0: compare the remaining times instead
+        remaining = [client.pttl(key) for key in keys]
+        assert min(remaining) > 0
+        assert max(remaining) - min(remaining) < 100
+    without = RedisChatMemoryRepository(client, key_prefix=prefix)
+    without.append_to_window("t", [Message.assistant("A2")], MessageWindow(10))
+    assert {client.pttl(key) for key in keys} == {-1}
+
+
+def test_an_evicted_conversation_leaves_no_key(
+    client: Redis, repository: RedisChatMemoryRepository, prefix: str
+) -> None:
+    """A window that drops everything (no user message) deletes every key."""
+    repository.append_to_window(
+        "e", [Message.assistant("a"), Message.assistant("b")], MessageWindow(1)
+    )
+    assert repository.find_conversation_ids() == []
+    assert list(client.scan_iter(match=f"{prefix}*")) == []
+
+
+def test_a_retried_append_touches_nothing(
+    client: Redis, repository: RedisChatMemoryRepository
+) -> None:
+    """Re-sending a stored batch changes no key, not even the write token."""
+    batch = [Message.user("U"), Message.assistant("A")]
+    repository.append_to_window("n", batch, MessageWindow(10))
+    meta = ConversationKeys.of(repository.key_prefix, "n").meta
+    before = client.hgetall(meta)
+    result = repository.append_to_window("n", batch, MessageWindow(10))
+    assert (result.appended, result.evicted_ids) == ([], [])
+    assert client.hgetall(meta) == before
+
+
+def test_listing_ignores_keys_it_did_not_write(
+    client: Redis, repository: RedisChatMemoryRepository, prefix: str
+) -> None:
+    """Foreign or look-alike keys under the prefix never show up as conversations."""
+    repository.save_all("real", [Message.user("x")])
+    client.set(f"{prefix}{{!!}}:meta", "x")
+    client.set(f"{prefix}{{YQ==}}:meta", "x")
+    client.set(f"{prefix}{{YQ}}:meta:extra", "x")
+    client.set(f"{prefix}x:{{YQ}}:meta", "x")
+    assert repository.find_conversation_ids() == ["real"]
+    other = RedisChatMemoryRepository(client, key_prefix=prefix + "x:")
+    assert other.find_conversation_ids() == ["a"]
+
+
+def test_decoded_responses_client_works(redis_url: str, prefix: str) -> None:
+    """A client with decode_responses=True reads and appends alike."""
+    with RedisChatMemoryRepository.from_url(
+        redis_url, key_prefix=prefix, decode_responses=True
+    ) as repository:
+        first = Message.user("é 😀")
+        repository.save_all("d", [first])
+        result = repository.append_to_window(
+            "d", [Message.user("next")], MessageWindow(1)
+        )
+        assert result.evicted_ids == [first.id]
+        assert [m.content for m in repository.find_by_conversation_id("d")] == ["next"]
+        assert repository.find_conversation_ids() == ["d"]
+
+
+def _client_names(client: Redis) -> set[str]:
+    return {c["name"] for c in client.client_list()}
+
+
+def test_close_closes_only_an_owned_client(client: Redis, redis_url: str) -> None:
+    """from_url's client is closed by close(); a client passed in stays open."""
+    name = f"chatledger-test-{uuid.uuid4().hex[:8]}"
+    owned = RedisChatMemoryRepository.from_url(redis_url, client_name=name)
+    owned.find_conversation_ids()
+    assert name in _client_names(client)
+    owned.close()
+    assert name not in _client_names(client)
+
+    given = Redis.from_url(redis_url, client_name=name)
+    RedisChatMemoryRepository(given).close()
+    given.ping()
+    assert name in _client_names(client)
+    given.close()
+
+
+def test_entry_points_resolve_redis_urls(redis_url: str, prefix: str) -> None:
+    """chatledger.connect finds the adapter for redis:// and rediss:// URLs."""
+    found = {ep.name: ep for ep in entry_points(group="chatledger.repositories")}
+    assert {"redis", "rediss"} <= set(found)
+    repository = found["redis"].load()(redis_url, key_prefix=prefix, ttl=timedelta(1))
+    assert isinstance(repository, RedisChatMemoryRepository)
+    assert repository.ttl == timedelta(days=1)
+    repository.close()
+
+
+@pytest.mark.parametrize("url", ["redis+cluster://127.0.0.1:1/0"])
+def test_cluster_urls_make_a_cluster_client(url: str) -> None:
+    """The +cluster scheme asks for RedisCluster (which needs a reachable node)."""
+    from redis.exceptions import RedisClusterException
+
+    with pytest.raises(RedisClusterException):
+        RedisChatMemoryRepository.from_url(url)
+
+
+class Crash(Exception):
+    """Raised by a fault point."""
+
+
+def _crash(point: str) -> None:
+    raise Crash(point)
+
+
+def test_a_fault_before_the_script_writes_nothing(
+    repository: RedisChatMemoryRepository,
+) -> None:
+    """Every point before commit precedes the one script: nothing is half-written."""
+    repository.save_all("f", [Message.user("kept")])
+    before = repository.find_by_conversation_id("f")
+    appends = ("after_lock", "after_insert", "after_evict", "before_commit")
+    saves = ("after_lock", "after_delete", "after_insert", "before_commit")
+    for point in appends:
+        repository.fault_points.on(point, _crash)
+        with pytest.raises(Crash):
+            repository.append_to_window("f", [Message.user("new")], MessageWindow(1))
+        repository.fault_points.clear()
+    for point in saves:
+        repository.fault_points.on(point, _crash)
+        with pytest.raises(Crash):
+            repository.save_all("f", [Message.user("replacement")])
+        repository.fault_points.clear()
+    assert repository.find_by_conversation_id("f") == before
+
+
+def test_a_lost_acknowledgement_is_safe_to_retry(
+    repository: RedisChatMemoryRepository,
+) -> None:
+    """A fault after commit left the append applied; the retry adds nothing."""
+    batch = [Message.user("U1"), Message.assistant("A1")]
+    repository.fault_points.on("after_commit", _crash)
+    with pytest.raises(Crash):
+        repository.append_to_window("ack", batch, MessageWindow(10))
+    repository.fault_points.clear()
+    assert repository.append_to_window("ack", batch, MessageWindow(10)).appended == []
+    assert repository.find_by_conversation_id("ack") == batch
