@@ -82,15 +82,12 @@ def open_target(name: str) -> Iterator[Target]:
         finally:
             _drop_redis(target)
         return
-    if name == "neo4j":
-        target = _neo4j_target(backend_url("neo4j"))
-        try:
-            yield target
-        finally:
-            _drop_neo4j(target)
-        return
-    backend_url(name)
-    pytest.skip(f"{name}: no reliability recipe for this adapter yet")
+    url = backend_url(name)
+    target = _OTHER[name](url)
+    try:
+        yield target
+    finally:
+        _drop_other(target)
 
 
 _DUCKDB_PROCESSES = (
@@ -144,16 +141,45 @@ def _neo4j_target(url: str) -> Target:
         "neo4j",
         "chatledger_neo4j:Neo4jChatMemoryRepository.from_url",
         (url,),
-        {"conversation_label": f"{tag}Conversation", "message_label": f"{tag}Message"},
+        {"conversation_label": f"{tag}Conv", "message_label": f"{tag}Msg"},
     )
 
 
-def _drop_neo4j(target: Target) -> None:
+def _mongodb_target(url: str) -> Target:
+    return Target(
+        "mongodb",
+        "chatledger_mongodb:MongoDBChatMemoryRepository.from_url",
+        (url,),
+        {"collection": unique_name()},
+    )
+
+
+def _cassandra_target(url: str) -> Target:
+    return Target(
+        "cassandra",
+        "chatledger_cassandra:CassandraChatMemoryRepository.from_url",
+        (url,),
+        {"table": unique_name(), "create_keyspace": True},
+    )
+
+
+_OTHER = {
+    "neo4j": _neo4j_target,
+    "mongodb": _mongodb_target,
+    "cassandra": _cassandra_target,
+}
+
+
+def _drop_other(target: Target) -> None:
+    """Remove the store with the adapter's own teardown."""
     repository = target.build()
     try:
-        for conversation in repository.find_conversation_ids():
-            repository.delete_by_conversation_id(conversation)
+        if target.name == "neo4j":
+            repository.drop()
+        elif target.name == "cassandra":
+            repository.drop_table()
+        else:
+            for conversation in repository.find_conversation_ids():
+                repository.delete_by_conversation_id(conversation)
     finally:
-        close = getattr(repository, "close", None)
-        if callable(close):
-            close()
+        repository.close()
