@@ -17,6 +17,7 @@ import pytest
 from chatledger import (
     InvalidConversationIdError,
     InvalidMessageError,
+    InvalidNameError,
     Message,
     MessageTooLargeError,
 )
@@ -227,3 +228,53 @@ class TestHostileInput:
             ), key
             assert found[key] == value, key
         assert str(found["negative zero"]) == "-0.0"
+
+
+#: The constructor option that names what reaches a query, per backend.
+NAME_OPTIONS = {
+    "sqlite": "table_name",
+    "duckdb": "table_name",
+    "postgresql": "table_name",
+    "mariadb": "table_name",
+    "redis": "key_prefix",
+    "mongodb": "collection",
+    "cassandra": "table",
+    "neo4j": "conversation_label",
+}
+HOSTILE_NAMES = [
+    "msg; DROP TABLE x",
+    'a"b',
+    "a`b",
+    "x'--",
+    "t\n",
+    "",
+    "a b",
+    "{tag}",
+    "ü",
+    "a\x00b",
+]
+#: Names only a SQL table name must refuse.
+HOSTILE_SQL_NAMES = ["schema.table", "a" * 64, "1abc", "a-b"]
+
+
+class TestHostileNames:
+    """Names that reach a query are refused at construction, before any I/O."""
+
+    @pytest.mark.parametrize("name", HOSTILE_NAMES + HOSTILE_SQL_NAMES, ids=repr)
+    def test_hostile_store_names_are_rejected(self, target: Target, name: str) -> None:
+        option = NAME_OPTIONS.get(target.name)
+        if option is None:
+            pytest.skip(f"{target.name}: no name reaches a query")
+        if name in HOSTILE_SQL_NAMES and option != "table_name":
+            pytest.skip(f"{name!r} is a valid {option} on {target.name}")
+        hostile = Target(
+            target.name, target.factory, target.args, {**target.kwargs, option: name}
+        )
+        with pytest.raises(InvalidNameError):
+            hostile.build()
+        # Nothing was created: a store under the real name is still empty.
+        repository = target.build()
+        try:
+            assert repository.find_conversation_ids() == []
+        finally:
+            repository.close()
