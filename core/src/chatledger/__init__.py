@@ -10,6 +10,7 @@ Example:
 
 from __future__ import annotations
 
+from chatledger.connect import connect, redact_url
 from chatledger.errors import (
     ChatLedgerError,
     InvalidConversationIdError,
@@ -61,4 +62,6 @@ __all__ = [
     "Window",
     "WindowChatMemory",
     "__version__",
+    "connect",
+    "redact_url",
 ]

@@ -1,11 +1,730 @@
-"""The ``chatledger`` command line."""
+"""The ``chatledger`` command line: a demo, and tools to inspect and move memory.
+
+Example:
+    chatledger demo                        # a SQLite file; needs chatledger-sql
+    chatledger ls sqlite:///chat.db --long
+    chatledger show sqlite:///chat.db c1
+    chatledger export sqlite:///chat.db --format openai > chats.jsonl
+    chatledger copy sqlite:///chat.db postgresql+psycopg://app@db/chat
+    chatledger conformance redis://127.0.0.1:6379/0 --namespace-option key_prefix
+
+Exit codes: 0 success, 1 runtime error, 2 usage error (a bad argument, an
+unknown URL scheme, a missing adapter). An error is one line on stderr; ``--debug``
+adds the traceback. Passwords in URLs are never printed.
+"""
 
 from __future__ import annotations
 
+import argparse
+import json
+import logging
+import os
 import sys
+import tempfile
+import traceback
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any, NoReturn
+from urllib.parse import unquote
+
+from chatledger import codec
+from chatledger.connect import (
+    connect,
+    install_hint,
+    redact_text,
+    redact_url,
+    url_scheme,
+)
+from chatledger.convert import UnsupportedContentError, to_anthropic, to_openai
+from chatledger.demo import describe, play
+from chatledger.errors import (
+    ChatLedgerError,
+    InvalidConversationIdError,
+    UnknownBackendError,
+)
+from chatledger.messages import Message
+from chatledger.repository import ChatMemoryRepository, SupportsWindowAppend
+
+__all__ = ["main"]
+
+PROG = "chatledger"
+DEMO_URL = "sqlite:///chatledger-demo.db"
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run the command line; returns the exit code."""
-    print("chatledger: the command line is not built yet", file=sys.stderr)
-    return 2
+class UsageError(ChatLedgerError, ValueError):
+    """A command was called with arguments that cannot work (exit code 2)."""
+
+
+class _Secrets:
+    """Every password seen on the command line, so no output ever shows one."""
+
+    def __init__(self) -> None:
+        self.values: set[str] = set()
+
+    def add_url(self, url: str) -> str:
+        _, separator, rest = url.partition("://")
+        if separator:
+            head = rest.split("?", 1)[0].split("#", 1)[0]
+            if "@" in head:
+                _, colon, password = head[: head.rfind("@")].partition(":")
+                if colon and password:
+                    self.values.update({password, unquote(password)})
+        return url
+
+    def scrub(self, text: str) -> str:
+        text = redact_text(text)
+        for value in sorted(self.values, key=len, reverse=True):
+            if len(value) >= 3:
+                text = text.replace(value, "***")
+        return text
+
+
+_SECRETS = _Secrets()
+
+
+def _out(text: str = "") -> None:
+    print(_SECRETS.scrub(text))
+
+
+def _err(text: str) -> None:
+    print(_SECRETS.scrub(text), file=sys.stderr)
+
+
+def _open(url: str, options: dict[str, Any]) -> ChatMemoryRepository:
+    return connect(url, **options)
+
+
+def _demo(args: argparse.Namespace) -> int:
+    repository = _open(args.url, args.options)
+    play(
+        repository,
+        redact_url(args.url),
+        max_messages=args.max_messages,
+        conversation_id=args.conversation,
+        write=_out,
+    )
+    return 0
+
+
+# --- ls, show, rm ----------------------------------------------------------
+
+
+def _ls(args: argparse.Namespace) -> int:
+    repository = _open(args.url, args.options)
+    for cid in sorted(repository.find_conversation_ids()):
+        if not args.long:
+            _out(cid)
+            continue
+        messages = repository.find_by_conversation_id(cid)
+        first = messages[0].created_at if messages else None
+        last = messages[-1].created_at if messages else None
+        _out(
+            f"{cid}\t{len(messages)}\t"
+            f"{first.isoformat(timespec='seconds') if first else '-'}\t"
+            f"{last.isoformat(timespec='seconds') if last else '-'}"
+        )
+    return 0
+
+
+def _read(repository: ChatMemoryRepository, url: str, cid: str) -> list[Message]:
+    messages = repository.find_by_conversation_id(cid)
+    if not messages:
+        raise ChatLedgerError(f"no conversation {cid!r} in {redact_url(url)}")
+    return messages
+
+
+def _show(args: argparse.Namespace) -> int:
+    repository = _open(args.url, args.options)
+    messages = _read(repository, args.url, args.id)
+    for number, message in enumerate(messages, start=1):
+        stamp = (
+            message.created_at.isoformat(timespec="milliseconds")
+            if message.created_at
+            else "-"
+        )
+        lines = describe(message)
+        _out(f"{number:>4}  {stamp}  {lines[0]}")
+        for line in lines[1:]:
+            _out(f"{'':>4}  {'':<{len(stamp)}}  {line}")
+    return 0
+
+
+def _rm(args: argparse.Namespace) -> int:
+    repository = _open(args.url, args.options)
+    known = set(repository.find_conversation_ids())
+    missing = [cid for cid in args.ids if cid not in known]
+    if missing and not args.force:
+        raise ChatLedgerError(
+            f"no conversation {missing[0]!r} in {redact_url(args.url)} "
+            "(nothing removed; --force ignores missing ids)"
+        )
+    for cid in args.ids:
+        repository.delete_by_conversation_id(cid)
+        if cid in known:
+            _out(f"removed {cid}")
+    return 0
+
+
+# --- export, import --------------------------------------------------------
+
+
+def _export_lines(
+    fmt: str, conversations: Iterable[tuple[str, list[Message]]]
+) -> Iterator[str]:
+    for cid, messages in conversations:
+        try:
+            if fmt == "jsonl":
+                for message in messages:
+                    yield _json({"conversation_id": cid, **codec.to_dict(message)})
+            elif fmt == "openai":
+                yield _json({"conversation_id": cid, "messages": to_openai(messages)})
+            else:
+                yield _json({"conversation_id": cid, **to_anthropic(messages)})
+        except UnsupportedContentError as exc:
+            raise ChatLedgerError(f"conversation {cid!r}: {exc}") from exc
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+@contextmanager
+def _output(path: str | None) -> Iterator[IO[str]]:
+    if path is None or path == "-":
+        yield sys.stdout
+        return
+    with open(path, "w", encoding="utf-8", newline="\n") as handle:
+        yield handle
+
+
+def _export(args: argparse.Namespace) -> int:
+    repository = _open(args.url, args.options)
+    conversations: Iterable[tuple[str, list[Message]]]
+    if args.ids:
+        # Named conversations are all checked before the first line is written.
+        conversations = [(c, _read(repository, args.url, c)) for c in args.ids]
+    else:
+        conversations = (
+            (c, repository.find_by_conversation_id(c))
+            for c in sorted(repository.find_conversation_ids())
+        )
+    with _output(args.output) as handle:
+        for line in _export_lines(args.format, conversations):
+            handle.write(line + "\n")
+    return 0
+
+
+def _parse_jsonl(handle: IO[str], name: str) -> dict[str, list[Message]]:
+    conversations: dict[str, list[Message]] = {}
+    for number, line in enumerate(handle, start=1):
+        if not line.strip():
+            continue
+        where = f"{name}:{number}"
+        try:
+            data = json.loads(line)
+        except ValueError as exc:
+            raise ChatLedgerError(f"{where}: not JSON ({exc})") from exc
+        if not isinstance(data, dict) or not isinstance(
+            data.get("conversation_id"), str
+        ):
+            raise ChatLedgerError(
+                f"{where}: expected a JSON object with a conversation_id "
+                f"(as written by {PROG} export --format jsonl)"
+            )
+        cid = data.pop("conversation_id")
+        try:
+            message = codec.from_dict(data)
+        except ChatLedgerError as exc:
+            raise ChatLedgerError(f"{where}: {exc}") from exc
+        conversations.setdefault(cid, []).append(message)
+    return conversations
+
+
+def _import(args: argparse.Namespace) -> int:
+    if args.file == "-":
+        conversations = _parse_jsonl(sys.stdin, "<stdin>")
+    else:
+        with open(args.file, encoding="utf-8") as handle:
+            conversations = _parse_jsonl(handle, args.file)
+    repository = _open(args.url, args.options)
+    total = 0
+    for cid, messages in conversations.items():
+        repository.save_all(cid, messages)
+        total += len(messages)
+    _out(
+        f"imported {total} messages in {len(conversations)} conversations "
+        f"into {redact_url(args.url)}"
+    )
+    return 0
+
+
+# --- copy ------------------------------------------------------------------
+
+
+class _Progress:
+    """A one-line progress bar on stderr, drawn only when stderr is a terminal."""
+
+    def __init__(self, total: int, enabled: bool) -> None:
+        self.total = total
+        self.enabled = enabled and total > 0
+
+    def update(self, done: int) -> None:
+        if not self.enabled:
+            return
+        width = 30
+        filled = width * done // self.total
+        sys.stderr.write(
+            f"\rcopying [{'#' * filled}{'.' * (width - filled)}] {done}/{self.total}"
+        )
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+def _copy(args: argparse.Namespace) -> int:
+    source = _open(args.source, args.options)
+    target = _open(args.target, args.target_options)
+    ids = sorted(source.find_conversation_ids())
+    progress = _Progress(len(ids), sys.stderr.isatty() and not args.no_progress)
+    copied = messages_copied = 0
+    try:
+        for done, cid in enumerate(ids, start=1):
+            messages = source.find_by_conversation_id(cid)
+            if messages:
+                # save_all keeps ids and created_at, and replaces: a re-run
+                # gives the same target, never duplicates.
+                target.save_all(cid, messages)
+                copied += 1
+                messages_copied += len(messages)
+            progress.update(done)
+    finally:
+        progress.close()
+    _out(
+        f"copied {copied} conversations ({messages_copied} messages) from "
+        f"{redact_url(args.source)} to {redact_url(args.target)}"
+    )
+    return 0
+
+
+# --- conformance -----------------------------------------------------------
+
+_CONFORMANCE_MODULE = '''\
+"""Generated by `chatledger conformance`: the suite against one live URL."""
+
+import json
+import os
+
+import pytest
+
+from chatledger import connect
+from chatledger.testing import ChatMemoryRepositoryTests
+
+URL = os.environ["CHATLEDGER_CONFORMANCE_URL"]
+OPTIONS = json.loads(os.environ["CHATLEDGER_CONFORMANCE_OPTIONS"])
+
+
+def _clear(repository):
+    for conversation_id in repository.find_conversation_ids():
+        repository.delete_by_conversation_id(conversation_id)
+
+
+class TestConformance(ChatMemoryRepositoryTests):
+    supports_atomic_append = os.environ["CHATLEDGER_CONFORMANCE_ATOMIC"] == "1"
+
+    @pytest.fixture
+    def repository(self):
+        repository = connect(URL, **OPTIONS)
+        _clear(repository)
+        yield repository
+        _clear(repository)
+        close = getattr(repository, "close", None)
+        if callable(close):
+            close()
+'''
+
+
+class _Tally:
+    """A pytest plugin that counts outcomes, for the one-line summary."""
+
+    def __init__(self) -> None:
+        self.counts: dict[str, int] = {}
+        self.failed: list[str] = []
+
+    def pytest_runtest_logreport(self, report: Any) -> None:
+        outcome: str | None = None
+        if hasattr(report, "wasxfail"):
+            outcome = "xfailed" if report.skipped else "xpassed"
+        elif report.when == "call" or (report.when == "setup" and not report.passed):
+            outcome = (
+                "error" if report.failed and report.when != "call" else report.outcome
+            )
+        if outcome is not None:
+            self.counts[outcome] = self.counts.get(outcome, 0) + 1
+            if outcome in ("failed", "error"):
+                self.failed.append(report.nodeid.rpartition("::")[2])
+
+
+def _conformance(args: argparse.Namespace) -> int:
+    try:
+        import pytest
+    except ImportError:
+        raise ChatLedgerError(
+            "the conformance suite needs pytest: pip install 'chatledger[testing]'"
+        ) from None
+    options = dict(args.options)
+    if args.namespace_option:
+        # Short and plain, so it passes every adapter's name allowlist.
+        options[args.namespace_option] = f"clconf_{uuid.uuid4().hex[:12]}"
+    probe = _open(args.url, options)
+    if not args.namespace_option:
+        present = probe.find_conversation_ids()
+        if present:
+            raise UsageError(
+                f"{redact_url(args.url)} holds {len(present)} conversations; the "
+                "suite writes and deletes conversations, so it needs an empty store: "
+                "use an empty database, or --namespace-option NAME to give the run "
+                "its own table, key prefix or collection"
+            )
+    atomic = isinstance(probe, SupportsWindowAppend)
+    try:
+        code, tally = _run_suite(pytest.main, args, options, atomic)
+    finally:
+        if args.namespace_option:
+            _drop_namespace(probe)
+        _close(probe)
+    counts = ", ".join(f"{n} {k}" for k, n in sorted(tally.counts.items()))
+    capability = "atomic window append" if atomic else "no atomic window append"
+    _out(
+        f"conformance of {redact_url(args.url)} ({capability}; TTL tests need the "
+        f"adapter's own subclass): {counts or 'no test ran'}"
+    )
+    if tally.failed:
+        _out("failed: " + ", ".join(tally.failed))
+    return 0 if code == 0 else 1
+
+
+def _close(repository: object) -> None:
+    close = getattr(repository, "close", None)
+    if callable(close):
+        close()
+
+
+def _drop_namespace(repository: object) -> None:
+    """Remove the run's table, label set or key space, if the adapter can."""
+    for name in ("drop_schema", "drop_table", "drop"):
+        drop = getattr(repository, name, None)
+        if callable(drop):
+            drop()
+            return
+
+
+def _run_suite(
+    run: Callable[..., Any],
+    args: argparse.Namespace,
+    options: dict[str, Any],
+    atomic: bool,
+) -> tuple[int, _Tally]:
+    environment = {
+        "CHATLEDGER_CONFORMANCE_URL": args.url,
+        "CHATLEDGER_CONFORMANCE_OPTIONS": json.dumps(options),
+        "CHATLEDGER_CONFORMANCE_ATOMIC": "1" if atomic else "0",
+    }
+    saved = {key: os.environ.get(key) for key in environment}
+    tally = _Tally()
+    with tempfile.TemporaryDirectory(prefix="chatledger-conformance-") as folder:
+        module = Path(folder) / "test_conformance.py"
+        module.write_text(_CONFORMANCE_MODULE, encoding="utf-8")
+        (Path(folder) / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+        os.environ.update(environment)
+        try:
+            code = run(
+                [
+                    str(module),
+                    "-c",
+                    str(Path(folder) / "pytest.ini"),
+                    "--rootdir",
+                    folder,
+                    "-p",
+                    "no:cacheprovider",
+                    "-q" if not args.verbose else "-v",
+                    "--tb=short" if args.verbose else "--tb=line",
+                    *args.pytest_args,
+                ],
+                plugins=[tally],
+            )
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+    return int(code), tally
+
+
+# --- parser and main -------------------------------------------------------
+
+
+def _option(text: str) -> tuple[str, Any]:
+    key, equals, value = text.partition("=")
+    if not equals or not key.isidentifier():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, not {text!r}")
+    try:
+        parsed: Any = json.loads(value)
+    except ValueError:
+        parsed = value
+    return key, parsed
+
+
+def _url(text: str) -> str:
+    return _SECRETS.add_url(text)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        _err(f"{self.prog}: error: {message}")
+        raise SystemExit(2)
+
+
+def _add_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "-o",
+        "--option",
+        dest="option_pairs",
+        metavar="KEY=VALUE",
+        type=_option,
+        action="append",
+        default=[],
+        help="an option for the adapter's from_url (VALUE is read as JSON when "
+        "it parses, else as text); repeatable",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Return the argument parser of the ``chatledger`` command."""
+    from chatledger import __version__
+
+    parser = _Parser(
+        prog=PROG,
+        description="Conversation memory for LLM applications: demo, inspect, "
+        "export, import and copy stored conversations.",
+        epilog="URLs: memory://, sqlite:///file.db, duckdb:///file.duckdb, "
+        "postgresql+psycopg://user@host/db, mysql+pymysql://..., redis://host:6379/0, "
+        "mongodb://..., cassandra://host/keyspace, neo4j://... "
+        "Passwords in URLs are never printed.",
+    )
+    parser.add_argument(
+        "--version", action="version", version=f"%(prog)s {__version__}"
+    )
+    parser.add_argument(
+        "--debug", action="store_true", help="show the traceback of an error"
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    demo = commands.add_parser(
+        "demo", help="play a scripted conversation through a window memory"
+    )
+    demo.add_argument("--url", default=DEMO_URL, type=_url, help=f"default {DEMO_URL}")
+    demo.add_argument(
+        "--max-messages",
+        type=int,
+        default=8,
+        metavar="N",
+        help="window size (default 8)",
+    )
+    demo.add_argument(
+        "--conversation",
+        metavar="ID",
+        help="continue this conversation (default: a new id per run)",
+    )
+    _add_options(demo)
+    demo.set_defaults(run=_demo)
+
+    ls = commands.add_parser("ls", help="list conversation ids")
+    ls.add_argument("url", type=_url)
+    ls.add_argument(
+        "-l",
+        "--long",
+        action="store_true",
+        help="also message count, first and last created_at (tab separated)",
+    )
+    _add_options(ls)
+    ls.set_defaults(run=_ls)
+
+    show = commands.add_parser("show", help="print one conversation")
+    show.add_argument("url", type=_url)
+    show.add_argument("id")
+    _add_options(show)
+    show.set_defaults(run=_show)
+
+    export = commands.add_parser(
+        "export", help="write conversations as JSON lines (all, or the ids given)"
+    )
+    export.add_argument("url", type=_url)
+    export.add_argument("ids", nargs="*", metavar="ID")
+    export.add_argument(
+        "--format",
+        choices=("jsonl", "openai", "anthropic"),
+        default="jsonl",
+        help="jsonl: one message per line in chatledger's codec, with its "
+        "conversation_id (what import reads); openai / anthropic: one "
+        "conversation per line in that API's request shape",
+    )
+    export.add_argument("--output", metavar="FILE", help="write here, not to stdout")
+    _add_options(export)
+    export.set_defaults(run=_export)
+
+    imp = commands.add_parser(
+        "import",
+        help="read a jsonl export; each conversation in it replaces the stored one",
+    )
+    imp.add_argument("url", type=_url)
+    imp.add_argument("file", help="a file written by export --format jsonl, or -")
+    _add_options(imp)
+    imp.set_defaults(run=_import)
+
+    copy = commands.add_parser(
+        "copy",
+        help="copy every conversation, ids and created_at kept (re-running is safe)",
+    )
+    copy.add_argument("source", type=_url, metavar="SRC_URL")
+    copy.add_argument("target", type=_url, metavar="DST_URL")
+    copy.add_argument(
+        "--no-progress", action="store_true", help="no progress bar, even on a TTY"
+    )
+    _add_options(copy)
+    copy.add_argument(
+        "--target-option",
+        dest="target_pairs",
+        metavar="KEY=VALUE",
+        type=_option,
+        action="append",
+        default=[],
+        help="an option for the target's from_url (-o options go to the source)",
+    )
+    copy.set_defaults(run=_copy)
+
+    rm = commands.add_parser("rm", help="delete conversations")
+    rm.add_argument("url", type=_url)
+    rm.add_argument("ids", nargs="+", metavar="ID")
+    rm.add_argument(
+        "-f", "--force", action="store_true", help="ignore ids that do not exist"
+    )
+    _add_options(rm)
+    rm.set_defaults(run=_rm)
+
+    conformance = commands.add_parser(
+        "conformance",
+        help="run the conformance suite against a live backend "
+        "(needs chatledger[testing]; writes and deletes test conversations)",
+        epilog="Arguments after -- go to pytest, e.g. -- -k window -x",
+    )
+    conformance.add_argument("url", type=_url)
+    conformance.add_argument(
+        "--namespace-option",
+        metavar="NAME",
+        help="the adapter option (table name, key prefix, collection) that gets "
+        "a fresh value for this run; without it the store must be empty",
+    )
+    conformance.add_argument("-v", "--verbose", action="store_true")
+    _add_options(conformance)
+    conformance.set_defaults(run=_conformance)
+    return parser
+
+
+class _ScrubbingHandler(logging.Handler):
+    """Shows driver log records on stderr with --debug, passwords scrubbed."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        _err(self.format(record))
+
+
+def _configure_logging(debug: bool) -> None:
+    # Without a handler of its own, Python prints a library's warnings on
+    # stderr (logging.lastResort): an error would then span several lines.
+    root = logging.getLogger()
+    if debug:
+        handler: logging.Handler = _ScrubbingHandler()
+        handler.setFormatter(logging.Formatter("%(name)s: %(levelname)s: %(message)s"))
+        root.setLevel(logging.DEBUG)
+    else:
+        handler = logging.NullHandler()
+    root.addHandler(handler)
+
+
+def _driver_hint(args: argparse.Namespace) -> str:
+    """Name the install line when an adapter's database driver is missing."""
+    hints = []
+    for name in ("url", "source", "target"):
+        url = getattr(args, name, None)
+        if isinstance(url, str) and "://" in url:
+            hint = install_hint(url_scheme(url))
+            if hint and "[" in hint and hint not in hints:
+                hints.append(hint)
+    return f"; the database driver is missing: {' / '.join(hints)}" if hints else ""
+
+
+_USAGE_ERRORS = (UsageError, UnknownBackendError, InvalidConversationIdError)
+
+
+def _run(args: argparse.Namespace) -> int:
+    args.options = dict(args.option_pairs)
+    args.target_options = dict(getattr(args, "target_pairs", []))
+    if getattr(args, "max_messages", 1) < 1:
+        raise UsageError("--max-messages must be at least 1")
+    run: Callable[[argparse.Namespace], int] = args.run
+    return run(args)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line on ``argv`` (default ``sys.argv[1:]``).
+
+    Returns:
+        0 on success, 1 on a runtime error, 2 on a usage error.
+    """
+    parser = build_parser()
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    extra: list[str] = []
+    if "--" in arguments:
+        cut = arguments.index("--")
+        arguments, extra = arguments[:cut], arguments[cut + 1 :]
+    try:
+        args = parser.parse_args(arguments)
+        if extra and args.command != "conformance":
+            parser.error(f"only conformance takes arguments after --: {extra}")
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else 2
+    args.pytest_args = extra
+    _configure_logging(args.debug)
+    try:
+        return _run(args)
+    except KeyboardInterrupt:
+        _err(f"{PROG}: interrupted")
+        return 130
+    except BrokenPipeError:
+        # The reader went away (| head): not an error; silence the final flush.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
+    except Exception as exc:
+        if args.debug:
+            _err(traceback.format_exc().rstrip())
+        message = str(exc) or type(exc).__name__
+        if not isinstance(exc, ChatLedgerError | OSError):
+            # A driver's error seldom says which store it came from.
+            urls = [
+                redact_url(getattr(args, name))
+                for name in ("url", "source", "target")
+                if isinstance(getattr(args, name, None), str)
+            ]
+            where = f" ({', '.join(urls)})" if urls else ""
+            message = f"{type(exc).__name__}: {message}{where}"
+            if isinstance(exc, ImportError):
+                message += _driver_hint(args)
+        _err(f"{PROG}: error: {' '.join(message.split())}")
+        return 2 if isinstance(exc, _USAGE_ERRORS) else 1

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Sequence
+from typing import Self
 
 from chatledger.messages import Message
 from chatledger.repository import AppendResult
@@ -37,6 +38,27 @@ class InMemoryChatMemoryRepository:
 
     def __repr__(self) -> str:
         return f"InMemoryChatMemoryRepository(conversations={len(self._conversations)})"
+
+    @classmethod
+    def from_url(cls, url: str = "memory://", **options: object) -> Self:
+        """Create an empty repository for a ``memory://`` URL.
+
+        Every call gives a new, empty repository: nothing is shared between two
+        ``connect("memory://")`` calls, nor kept after the process ends.
+
+        Raises:
+            ValueError: if ``url`` is not a ``memory:`` URL.
+            TypeError: if any option is given (there is none).
+        """
+        scheme, _, _ = url.partition(":")
+        if scheme.lower() != "memory":
+            raise ValueError("InMemoryChatMemoryRepository takes a memory:// URL")
+        if options:
+            raise TypeError(
+                "InMemoryChatMemoryRepository takes no options, got "
+                + ", ".join(sorted(options))
+            )
+        return cls()
 
     def find_conversation_ids(self) -> list[str]:
         """Return the id of every stored conversation."""

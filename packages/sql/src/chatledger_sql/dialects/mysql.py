@@ -1,0 +1,123 @@
+"""MySQL and MariaDB: ``utf8mb4``, ``LONGTEXT``, ``DATETIME(6)`` and an upsert lock.
+
+Example:
+    repository = SqlChatMemoryRepository(engine)          # detected
+    repository = SqlChatMemoryRepository(engine, dialect=MySQLDialect())
+
+A conversation is locked with ``INSERT ... ON DUPLICATE KEY UPDATE`` (which
+creates the row or takes its exclusive lock without the gap-lock deadlocks of
+a locking read on a missing row), then read with ``SELECT ... FOR UPDATE``.
+Ids use a binary collation, so ``"a"`` and ``"A"`` stay two ids.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import bindparam, exc
+from sqlalchemy.dialects.mysql import DATETIME, LONGTEXT, VARCHAR
+from sqlalchemy.dialects.mysql import insert as mysql_insert
+from sqlalchemy.types import TypeEngine
+
+from chatledger_sql.dialects.base import ConversationState, SqlDialect
+from chatledger_sql.types import UtcDateTime
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
+    from chatledger_sql.statements import Statements
+
+__all__ = ["MariaDBDialect", "MySQLDialect"]
+
+# ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT is not retried (it signals a stuck writer)
+_RETRYABLE = {1213}
+# ER_TABLE_EXISTS_ERROR, ER_DUP_KEYNAME
+_EXISTS = {1050, 1061}
+
+
+def _errno(error: exc.DBAPIError) -> int | None:
+    args = getattr(error.orig, "args", ())
+    return args[0] if args and isinstance(args[0], int) else None
+
+
+class MySQLDialect(SqlDialect):
+    """MySQL 8.0 and later."""
+
+    name = "mysql"
+    #: Binary collation, known to MySQL 5.7+ and MariaDB alike. It pads with
+    #: spaces, so message ids that differ only by trailing spaces collide;
+    #: conversation ids cannot end with a space.
+    id_collation = "utf8mb4_bin"
+
+    def id_type(self) -> TypeEngine[Any]:
+        """``VARCHAR(255)`` utf8mb4 with a binary, no-pad collation."""
+        return VARCHAR(255, charset="utf8mb4", collation=self.id_collation)
+
+    def role_type(self) -> TypeEngine[Any]:
+        """``VARCHAR(16)`` (ASCII values)."""
+        return VARCHAR(16, charset="utf8mb4", collation=self.id_collation)
+
+    def text_type(self) -> TypeEngine[Any]:
+        """``LONGTEXT`` utf8mb4 (up to 4 GB; ``max_allowed_packet`` caps a write)."""
+        return LONGTEXT(charset="utf8mb4", collation="utf8mb4_bin")
+
+    def timestamp_type(self) -> TypeEngine[Any]:
+        """``DATETIME(6)`` holding UTC."""
+        return UtcDateTime(DATETIME(fsp=6))
+
+    def table_options(self) -> dict[str, Any]:
+        """InnoDB, utf8mb4."""
+        return {"mysql_engine": "InnoDB", "mysql_charset": "utf8mb4"}
+
+    def is_already_exists(self, error: exc.DBAPIError) -> bool:
+        """Table or index already exists."""
+        return _errno(error) in _EXISTS or super().is_already_exists(error)
+
+    def is_retryable(self, error: exc.DBAPIError) -> bool:
+        """Deadlock (InnoDB rolled the transaction back)."""
+        return _errno(error) in _RETRYABLE or super().is_retryable(error)
+
+    def upsert_conversation(self, statements: Statements) -> Any:
+        """Create the row or take its exclusive lock."""
+        c = statements.tables.conversations.c
+        statement = mysql_insert(statements.tables.conversations).values(
+            conversation_id=bindparam("cid"),
+            next_seq=0,
+            version=0,
+            system_count=0,
+            other_count=0,
+            weight_counter=None,
+            system_weight=0,
+            other_weight=0,
+            updated_at=bindparam("now"),
+            expires_at=None,
+        )
+        return statement.on_duplicate_key_update(version=c.version + 1)
+
+    def lock_conversation(
+        self,
+        connection: Connection,
+        statements: Statements,
+        conversation_id: str,
+        now: datetime,
+        *,
+        create: bool,
+        probe_ids: list[str] | None = None,
+    ) -> ConversationState | None:
+        """Upsert (the lock), then read the row with ``FOR UPDATE``."""
+        if create:
+            connection.execute(
+                statements.upsert_conversation, {"cid": conversation_id, "now": now}
+            )
+        return super().lock_conversation(
+            connection, statements, conversation_id, now, create=False
+        )
+
+
+class MariaDBDialect(MySQLDialect):
+    """MariaDB 10.5 and later (detected even behind a ``mysql://`` URL)."""
+
+    name = "mariadb"
+    #: MariaDB's binary, no-pad collation.
+    id_collation = "utf8mb4_nopad_bin"

@@ -1,0 +1,574 @@
+"""Chat memory in a SQL database, through SQLAlchemy Core.
+
+Example:
+    from chatledger import Message, MessageWindowChatMemory
+    from chatledger_sql import SqlChatMemoryRepository
+
+    repository = SqlChatMemoryRepository.from_url(
+        "postgresql+psycopg://postgres@localhost/app"
+    )
+    memory = MessageWindowChatMemory(repository, max_messages=20)
+    memory.add("c1", Message.user("Hello"))
+
+One repository serves every supported database; the dialect (detected from the
+engine, or given) decides column types, guarded DDL and how a conversation is
+locked. Every write is one transaction that locks the row of its conversation
+only, so writers of one conversation queue while others go on.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+import threading
+import time
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
+from typing import Any, TypeVar
+
+from sqlalchemy import Connection, Engine, create_engine, event, exc
+
+from chatledger import codec
+from chatledger.errors import InvalidMessageError
+from chatledger.faults import FaultPoints
+from chatledger.messages import Message, Role
+from chatledger.repository import AppendResult
+from chatledger.validation import (
+    stamp_messages,
+    utc_now,
+    validate_conversation_id,
+    validate_messages,
+)
+from chatledger.window import Window, count_evictions, merge_system
+from chatledger_sql.dialects import DialectSpec, resolve_dialect
+from chatledger_sql.dialects.base import (
+    ConversationState,
+    RetryTransaction,
+    SqlDialect,
+)
+from chatledger_sql.schema import Tables, build_tables, check_name
+from chatledger_sql.statements import Statements
+
+__all__ = ["SqlChatMemoryRepository"]
+
+T = TypeVar("T")
+
+#: The longest message id, in UTF-8 bytes, that fits the id column.
+MAX_MESSAGE_ID_BYTES = 255
+#: How often a write runs again after a deadlock, conflict or race.
+MAX_ATTEMPTS = 12
+
+_SYSTEM = Role.SYSTEM
+_engine_locks: weakref.WeakKeyDictionary[Engine, threading.Lock] = (
+    weakref.WeakKeyDictionary()
+)
+_engine_locks_guard = threading.Lock()
+
+
+def _engine_lock(engine: Engine) -> threading.Lock:
+    with _engine_locks_guard:
+        lock = _engine_locks.get(engine)
+        if lock is None:
+            lock = _engine_locks[engine] = threading.Lock()
+        return lock
+
+
+def _encode(
+    conversation_id: str, seq: int, message: Message, weight: int | None
+) -> dict[str, Any]:
+    data = codec.to_dict(message)
+    del data["id"], data["role"]
+    created_at = message.created_at
+    data.pop("created_at", None)
+    content = data["content"]
+    column: str | None = None
+    # Text goes in its own column unless a database could not keep it there:
+    # PostgreSQL text rejects NUL, Oracle stores '' as NULL. JSON escapes both.
+    if isinstance(content, str) and content and "\x00" not in content:
+        column = content
+        del data["content"]
+    return {
+        "conversation_id": conversation_id,
+        "seq": seq,
+        "message_id": message.id,
+        "role": message.role.value,
+        "content": column,
+        "payload": json.dumps(data, ensure_ascii=False, separators=(",", ":")),
+        "weight": weight,
+        "created_at": created_at,
+    }
+
+
+def _decode(row: Any) -> Message:
+    data = json.loads(row.payload)
+    data["id"] = row.message_id
+    data["role"] = row.role
+    if "content" not in data:
+        data["content"] = row.content
+    data["created_at"] = row.created_at.isoformat()
+    return codec.from_dict(data)
+
+
+def _check_ids(batch: list[Message]) -> None:
+    for index, message in enumerate(batch):
+        if len(message.id.encode("utf-8")) > MAX_MESSAGE_ID_BYTES:
+            raise InvalidMessageError(
+                f"messages[{index}] has an id longer than {MAX_MESSAGE_ID_BYTES} "
+                "bytes in UTF-8, the most the id column holds"
+            )
+
+
+class SqlChatMemoryRepository:
+    """A chat memory repository in one SQL table (plus one row per conversation).
+
+    Implements :class:`chatledger.ChatMemoryRepository` and
+    :class:`chatledger.SupportsWindowAppend`.
+
+    Args:
+        engine: A SQLAlchemy 2 engine. The repository never disposes it.
+        dialect: A :class:`~chatledger_sql.dialects.SqlDialect` (instance,
+            class, or registered product name) to use instead of the detected
+            one; a mismatch with the detected product warns.
+        table_name: The messages table; the conversations table is named
+            ``<table_name>_conversation``.
+        schema: The database schema (namespace) holding both tables; it must
+            exist. ``None`` uses the connection's default.
+        create_schema: Create the tables if they are missing (idempotent and
+            safe to run from several processes at once).
+
+    Attributes:
+        dialect: The dialect in use.
+        engine: The engine.
+        tables: The SQLAlchemy ``Table`` objects.
+        fault_points: Test-only hooks called at the named steps of a write.
+
+    Raises:
+        InvalidNameError: ``table_name`` or ``schema`` is not an allowed name.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        *,
+        dialect: DialectSpec | None = None,
+        table_name: str = "chat_memory",
+        schema: str | None = None,
+        create_schema: bool = True,
+    ) -> None:
+        """Detect the dialect and create the tables unless told not to."""
+        check_name(table_name, "table name")
+        if schema is not None:
+            check_name(schema, "schema name")
+        if not isinstance(engine, Engine):
+            raise TypeError(
+                f"engine must be a sqlalchemy Engine, not {type(engine).__name__}"
+            )
+        self.engine = engine
+        self.dialect: SqlDialect = resolve_dialect(engine, dialect)
+        self.tables: Tables = build_tables(self.dialect, table_name, schema)
+        self.fault_points = FaultPoints()
+        self._sql = Statements(self.tables, self.dialect)
+        self._owns_engine = False
+        self._closed = False
+        self._writer_lock: threading.Lock | None = (
+            _engine_lock(engine) if self.dialect.serialize_in_process() else None
+        )
+        if create_schema:
+            self.create_schema()
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        *,
+        engine_options: dict[str, Any] | None = None,
+        **options: Any,
+    ) -> SqlChatMemoryRepository:
+        """Make an engine for ``url`` and a repository that owns it.
+
+        Args:
+            url: A SQLAlchemy URL, e.g. ``sqlite:///chat.db`` or
+                ``postgresql+psycopg://user@host/db``.
+            engine_options: Keyword arguments for ``sqlalchemy.create_engine``.
+            **options: Keyword arguments of the constructor.
+
+        :meth:`close` disposes the engine made here.
+        """
+        settings: dict[str, Any] = {"pool_pre_ping": True}
+        settings.update(engine_options or {})
+        engine = create_engine(url, **settings)
+        if engine.dialect.name == "sqlite":
+            event.listen(engine, "connect", _sqlite_on_connect)
+        try:
+            repository = cls(engine, **options)
+        except BaseException:
+            engine.dispose()
+            raise
+        repository._owns_engine = True
+        return repository
+
+    def __repr__(self) -> str:
+        return (
+            f"SqlChatMemoryRepository({self.engine.url!r}, dialect={self.dialect!r}, "
+            f"table_name={self.tables.messages.name!r})"
+        )
+
+    def __enter__(self) -> SqlChatMemoryRepository:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Dispose the engine if :meth:`from_url` made it; calling twice is fine."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._owns_engine:
+            self.engine.dispose()
+
+    # -- schema ----------------------------------------------------------------
+
+    def create_schema(self) -> None:
+        """Create the tables if missing; idempotent, safe against a racing creator."""
+        tables = [self.tables.conversations, self.tables.messages]
+        with self.engine.connect() as connection:
+            self.dialect.prepare_database(connection)
+            connection.commit()
+        for statement in self.dialect.create_statements(tables):
+            for attempt in range(3):
+                try:
+                    with self._serialized(), self.engine.begin() as connection:
+                        connection.execute(statement)
+                    break
+                except exc.DBAPIError as error:
+                    # Another creator won between the guard and the CREATE (or,
+                    # on DuckDB, at commit): the guarded statement is now a no-op.
+                    racing = self.dialect.is_already_exists(
+                        error
+                    ) or self.dialect.is_retryable(error)
+                    if attempt == 2 or not racing:
+                        raise
+                    time.sleep(0.05 * (attempt + 1))
+
+    def drop_schema(self) -> None:
+        """Drop both tables and every conversation in them."""
+        self.tables.metadata.drop_all(self.engine, checkfirst=True)
+
+    # -- reads -----------------------------------------------------------------
+
+    def find_conversation_ids(self) -> list[str]:
+        """Return the id of every stored conversation, in no particular order."""
+        with self.engine.connect() as connection:
+            return list(connection.execute(self._sql.list_ids).scalars())
+
+    def find_by_conversation_id(self, conversation_id: str) -> list[Message]:
+        """Return one conversation, oldest first: one query ordered by ``seq``."""
+        validate_conversation_id(conversation_id)
+        with self.engine.connect() as connection:
+            rows = connection.execute(self._sql.read, {"cid": conversation_id})
+            return [_decode(row) for row in rows]
+
+    # -- writes ----------------------------------------------------------------
+
+    def save_all(self, conversation_id: str, messages: Sequence[Message]) -> None:
+        """Replace a conversation in one transaction; ``[]`` deletes it."""
+        validate_conversation_id(conversation_id)
+        batch = validate_messages(messages)
+        _check_ids(batch)
+        if not batch:
+            self.delete_by_conversation_id(conversation_id)
+            return
+
+        def work(connection: Connection) -> None:
+            now = utc_now()
+            state = self.dialect.lock_conversation(
+                connection, self._sql, conversation_id, now, create=True, probe_ids=[]
+            )
+            assert state is not None
+            self.fault_points.reach("after_lock")
+            connection.execute(self._sql.delete_messages, {"cid": conversation_id})
+            self.fault_points.reach("after_delete")
+            stamped = stamp_messages(batch, now)
+            base = state.next_seq
+            rows = [
+                _encode(conversation_id, base + index, message, None)
+                for index, message in enumerate(stamped)
+            ]
+            connection.execute(self._sql.insert_messages, rows)
+            self.fault_points.reach("after_insert")
+            system = sum(1 for m in stamped if m.role is _SYSTEM)
+            self._update_conversation(
+                connection,
+                conversation_id,
+                now,
+                next_seq=base + len(stamped),
+                system_count=system,
+                other_count=len(stamped) - system,
+                weights=None,
+            )
+
+        self._write(work)
+
+    def delete_by_conversation_id(self, conversation_id: str) -> None:
+        """Remove a conversation; an unknown id does nothing."""
+        validate_conversation_id(conversation_id)
+
+        def work(connection: Connection) -> None:
+            self.dialect.lock_conversation(
+                connection, self._sql, conversation_id, utc_now(), create=False
+            )
+            self.fault_points.reach("after_lock")
+            parameters = {"cid": conversation_id}
+            connection.execute(self._sql.delete_messages, parameters)
+            self.fault_points.reach("after_delete")
+            connection.execute(self._sql.delete_conversation, parameters)
+
+        self._write(work)
+
+    def append_to_window(
+        self, conversation_id: str, messages: Sequence[Message], window: Window
+    ) -> AppendResult:
+        """Append and evict in one transaction that locks this conversation only.
+
+        Reads only the system messages (when the batch has one) and the oldest
+        rows it may evict; the counts and size totals live in the conversation
+        row. See :class:`chatledger.SupportsWindowAppend` for the contract.
+        """
+        validate_conversation_id(conversation_id)
+        batch = validate_messages(messages)
+        _check_ids(batch)
+        if not batch:
+            return AppendResult()
+        return self._write(lambda c: self._append(c, conversation_id, batch, window))
+
+    # -- internals -------------------------------------------------------------
+
+    def _write(self, work: Callable[[Connection], T]) -> T:
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                with self._serialized(), self.engine.connect() as connection:
+                    self.dialect.begin_write(connection)
+                    result = work(connection)
+                    self.fault_points.reach("before_commit")
+                    connection.commit()
+            except RetryTransaction:
+                if attempt >= MAX_ATTEMPTS:
+                    raise
+            except exc.DBAPIError as error:
+                retry = isinstance(error, exc.IntegrityError) or (
+                    self.dialect.is_retryable(error)
+                )
+                if not retry or attempt >= MAX_ATTEMPTS:
+                    raise
+            else:
+                self.fault_points.reach("after_commit")
+                return result
+            time.sleep(random.uniform(0, 0.005 * 2 ** min(attempt, 6)))
+
+    @contextlib.contextmanager
+    def _serialized(self) -> Iterator[None]:
+        if self._writer_lock is None:
+            yield
+        else:
+            with self._writer_lock:
+                yield
+
+    def _update_conversation(
+        self,
+        connection: Connection,
+        conversation_id: str,
+        now: datetime,
+        *,
+        next_seq: int,
+        system_count: int,
+        other_count: int,
+        weights: tuple[str, int, int] | None,
+    ) -> None:
+        counter, system_weight, other_weight = weights or (None, None, None)
+        connection.execute(
+            self._sql.update_conversation,
+            {
+                "cid": conversation_id,
+                "now": now,
+                "p_next_seq": next_seq,
+                "p_system_count": system_count,
+                "p_other_count": other_count,
+                "p_weight_counter": counter,
+                "p_system_weight": system_weight,
+                "p_other_weight": other_weight,
+                "p_expires_at": None,
+            },
+        )
+
+    def _reweigh(
+        self,
+        connection: Connection,
+        conversation_id: str,
+        window: Window,
+        state: ConversationState,
+    ) -> ConversationState:
+        """Measure every stored message once, when the stored weights are stale."""
+        system_weight = other_weight = 0
+        updates = []
+        for row in connection.execute(self._sql.all_rows, {"cid": conversation_id}):
+            weight = window.measure(_decode(row))
+            updates.append(
+                {"cid": conversation_id, "p_seq": row.seq, "p_weight": weight}
+            )
+            if row.role == _SYSTEM.value:
+                system_weight += weight
+            else:
+                other_weight += weight
+        if updates:
+            connection.execute(self._sql.set_weight, updates)
+        return ConversationState(
+            state.next_seq,
+            state.system_count,
+            state.other_count,
+            window.counter_id,
+            system_weight,
+            other_weight,
+            state.known,
+        )
+
+    def _oldest(
+        self, connection: Connection, conversation_id: str, chunk: int
+    ) -> Iterator[Any]:
+        """Stream the oldest non-system rows, ``chunk`` at a time."""
+        after = -1
+        while True:
+            rows = connection.execute(
+                self._sql.oldest.limit(chunk),
+                {"cid": conversation_id, "after": after},
+            ).all()
+            yield from rows
+            if len(rows) < chunk:
+                return
+            after = rows[-1].seq
+            chunk *= 2
+
+    def _append(
+        self,
+        connection: Connection,
+        conversation_id: str,
+        batch: list[Message],
+        window: Window,
+    ) -> AppendResult:
+        now = utc_now()
+        ids = [m.id for m in batch]
+        state = self.dialect.lock_conversation(
+            connection, self._sql, conversation_id, now, create=True, probe_ids=ids
+        )
+        assert state is not None
+        self.fault_points.reach("after_lock")
+        known: set[str] = set()
+        if state.known is None or state.known > 0:
+            known = set(
+                connection.execute(
+                    self._sql.known_ids, {"cid": conversation_id, "ids": ids}
+                ).scalars()
+            )
+        fresh = [m for m in batch if m.id not in known]
+        if not fresh:
+            return AppendResult()
+
+        stored_system: list[Message] = []
+        if any(m.role is _SYSTEM for m in fresh):
+            found = connection.execute(self._sql.system_rows, {"cid": conversation_id})
+            stored_system = [_decode(row) for row in found]
+        merge = merge_system(stored_system, fresh)
+        new = stamp_messages(merge.new, now)
+
+        counter = window.counter_id
+        sizes = [window.measure(m) for m in new]
+        if counter is None:
+            system_size = 0 if merge.replace_stored else state.system_count
+            other_total = state.other_count
+        else:
+            if state.weight_counter != counter:
+                state = self._reweigh(connection, conversation_id, window, state)
+            system_size = 0 if merge.replace_stored else (state.system_weight or 0)
+            other_total = state.other_weight or 0
+        new_others = [
+            (m, s) for m, s in zip(new, sizes, strict=True) if m.role is not _SYSTEM
+        ]
+        system_size += sum(
+            s for m, s in zip(new, sizes, strict=True) if m.role is _SYSTEM
+        )
+        other_total += sum(s for _, s in new_others)
+
+        consumed: list[Any] = []
+        cut = 0
+        if system_size + other_total > window.limit:
+            excess = system_size + other_total - window.limit
+            chunk = excess + 8 if counter is None else 32
+
+            def entries() -> Iterator[tuple[Role, int]]:
+                for row in self._oldest(connection, conversation_id, chunk):
+                    consumed.append(row)
+                    yield Role(row.role), 1 if counter is None else int(row.weight)
+                for message, size in new_others:
+                    yield message.role, size
+
+            cut = count_evictions(window.limit, system_size, other_total, entries())
+        evicted_rows = consumed[:cut]
+        evicted_new = [m for m, _ in new_others[: max(0, cut - len(consumed))]]
+        evicted_new_ids = {m.id for m in evicted_new}
+
+        evicted_ids = [m.id for m in stored_system] if merge.replace_stored else []
+        if merge.replace_stored:
+            connection.execute(self._sql.delete_system, {"cid": conversation_id})
+        base = state.next_seq
+        rows = [
+            _encode(conversation_id, base + i, m, None if counter is None else size)
+            for i, (m, size) in enumerate(zip(new, sizes, strict=True))
+            if m.id not in evicted_new_ids
+        ]
+        if rows:
+            connection.execute(self._sql.insert_messages, rows)
+        self.fault_points.reach("after_insert")
+        if evicted_rows:
+            connection.execute(
+                self._sql.delete_oldest,
+                {"cid": conversation_id, "upto": evicted_rows[-1].seq},
+            )
+        self.fault_points.reach("after_evict")
+        evicted_ids += [row.message_id for row in evicted_rows]
+        evicted_ids += [m.id for m in evicted_new]
+
+        kept_system = sum(1 for m in new if m.role is _SYSTEM)
+        weights = None
+        if counter is not None:
+            evicted_weight = sum(int(row.weight) for row in evicted_rows)
+            evicted_weight += sum(s for m, s in new_others if m.id in evicted_new_ids)
+            weights = (counter, system_size, other_total - evicted_weight)
+        self._update_conversation(
+            connection,
+            conversation_id,
+            now,
+            next_seq=base + len(new),
+            system_count=(0 if merge.replace_stored else state.system_count)
+            + kept_system,
+            other_count=state.other_count
+            - len(evicted_rows)
+            + len(new_others)
+            - len(evicted_new),
+            weights=weights,
+        )
+        return AppendResult(new, evicted_ids)
+
+
+def _sqlite_on_connect(dbapi_connection: Any, connection_record: Any) -> None:
+    # Engines made by from_url: WAL (readers never wait on the writer) and a
+    # generous busy timeout for every pooled connection.
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("PRAGMA busy_timeout = 30000")
+        cursor.execute("PRAGMA journal_mode=WAL")
+    finally:
+        cursor.close()

@@ -1,0 +1,137 @@
+"""The two tables of a SQL chat memory, built for one dialect.
+
+Example:
+    from chatledger_sql.dialects import PostgresDialect
+    from chatledger_sql.schema import build_tables
+
+    tables = build_tables(PostgresDialect(), "chat_memory", schema=None)
+    tables.messages.c.seq, tables.conversations.c.next_seq
+
+``messages`` holds one row per message, keyed by ``(conversation_id, seq)``.
+``conversations`` holds one row per conversation: the next sequence number,
+a version, the message counts and size totals the window needs, and an
+optional expiry. Writers of one conversation lock its row, so they queue behind
+each other while writers of other conversations go on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from sqlalchemy import (
+    BigInteger,
+    CheckConstraint,
+    Column,
+    Integer,
+    MetaData,
+    PrimaryKeyConstraint,
+    Table,
+    UniqueConstraint,
+)
+
+from chatledger.errors import InvalidNameError
+from chatledger.messages import Role
+
+if TYPE_CHECKING:
+    from chatledger_sql.dialects.base import SqlDialect
+
+__all__ = ["MAX_NAME_LENGTH", "NAME_PATTERN", "Tables", "build_tables", "check_name"]
+
+#: Table and schema names must match this, whole.
+NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
+#: The longest identifier every supported database accepts (PostgreSQL: 63).
+MAX_NAME_LENGTH = 63
+
+ROLES = tuple(role.value for role in Role)
+
+
+def check_name(value: object, what: str) -> str:
+    """Return ``value`` if it is an allowed table or schema name, else raise.
+
+    Raises:
+        InvalidNameError: for anything but ``[A-Za-z_][A-Za-z0-9_]{0,62}``.
+    """
+    if not isinstance(value, str) or NAME_PATTERN.fullmatch(value) is None:
+        raise InvalidNameError(
+            f"{what} {value!r} is not allowed: use 1 to 63 ASCII letters, digits "
+            "and underscores, not starting with a digit"
+        )
+    return value
+
+
+def derived_name(base: str, suffix: str) -> str:
+    """``base + suffix``, shortened with a hash when it would exceed 63 characters."""
+    name = base + suffix
+    if len(name) <= MAX_NAME_LENGTH:
+        return name
+    digest = hashlib.sha256(base.encode("ascii")).hexdigest()[:8]
+    return base[: MAX_NAME_LENGTH - len(suffix) - 9] + "_" + digest + suffix
+
+
+@dataclass(frozen=True)
+class Tables:
+    """The tables of one repository.
+
+    Attributes:
+        metadata: The ``MetaData`` that holds both tables.
+        messages: One row per message.
+        conversations: One row per conversation.
+    """
+
+    metadata: MetaData
+    messages: Table
+    conversations: Table
+
+
+def build_tables(dialect: SqlDialect, table_name: str, schema: str | None) -> Tables:
+    """Build the table definitions of ``dialect`` for ``table_name``.
+
+    The names are validated again here, so no unchecked name reaches SQL.
+    SQLAlchemy quotes them for the database in use.
+    """
+    check_name(table_name, "table name")
+    if schema is not None:
+        check_name(schema, "schema name")
+    metadata = MetaData(schema=schema)
+    options = dialect.table_options()
+    role = Column("role", dialect.role_type(), nullable=False)
+    messages = Table(
+        table_name,
+        metadata,
+        Column("conversation_id", dialect.id_type(), nullable=False),
+        Column("seq", BigInteger(), nullable=False, autoincrement=False),
+        Column("message_id", dialect.id_type(), nullable=False),
+        role,
+        # Text of the message; None when the text lives in the payload (None,
+        # empty, or holding NUL, which PostgreSQL text and Oracle '' cannot keep).
+        Column("content", dialect.text_type(), nullable=True),
+        Column("payload", dialect.text_type(), nullable=False),
+        Column("weight", Integer(), nullable=True),
+        Column("created_at", dialect.timestamp_type(), nullable=False),
+        PrimaryKeyConstraint("conversation_id", "seq"),
+        UniqueConstraint("conversation_id", "message_id"),
+        CheckConstraint(role.in_(ROLES), name=derived_name(table_name, "_role_ck")),
+        **options,
+    )
+    conversations = Table(
+        derived_name(table_name, "_conversation"),
+        metadata,
+        Column("conversation_id", dialect.id_type(), nullable=False),
+        Column("next_seq", BigInteger(), nullable=False),
+        Column("version", BigInteger(), nullable=False),
+        Column("system_count", Integer(), nullable=False),
+        Column("other_count", Integer(), nullable=False),
+        # Name of the measure the two weight totals (and messages.weight) hold;
+        # None when they are not maintained.
+        Column("weight_counter", dialect.id_type(), nullable=True),
+        Column("system_weight", BigInteger(), nullable=True),
+        Column("other_weight", BigInteger(), nullable=True),
+        Column("updated_at", dialect.timestamp_type(), nullable=False),
+        Column("expires_at", dialect.timestamp_type(), nullable=True),
+        PrimaryKeyConstraint("conversation_id"),
+        **options,
+    )
+    return Tables(metadata, messages, conversations)

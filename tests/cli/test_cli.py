@@ -1,0 +1,378 @@
+"""The ``chatledger`` command, run as the installed console script."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import pty
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from chatledger import Message, ToolCall, ToolResponse, codec
+from chatledger.convert import to_openai
+from chatledger.testing import every_kind
+from tests.cli.conftest import HAVE_SQL, NO_SQL, Cli, file_url
+
+SECRET = "hunter2-secret"
+
+
+def _stamped(messages: list[Message], start: datetime) -> list[Message]:
+    return [
+        m.stamped(start + timedelta(milliseconds=i)) for i, m in enumerate(messages)
+    ]
+
+
+def _sample() -> dict[str, list[Message]]:
+    start = datetime(2026, 1, 2, 3, 4, 5, 123456, tzinfo=UTC)
+    return {
+        "alpha/1 ünïcode": _stamped(every_kind(), start),
+        "beta": _stamped(
+            [
+                Message.user("What is 2+2?"),
+                Message.assistant(
+                    tool_calls=[ToolCall("c1", "calc", '{"expr": "2+2"}')]
+                ),
+                Message.tool(
+                    [ToolResponse("c1", "calc", "4"), ToolResponse("c2", "calc", "5")]
+                ),
+                Message.assistant("4"),
+            ],
+            start + timedelta(hours=1),
+        ),
+    }
+
+
+def _jsonl(conversations: dict[str, list[Message]]) -> str:
+    return "".join(
+        json.dumps(
+            {"conversation_id": cid, **codec.to_dict(m)},
+            ensure_ascii=False,
+            separators=(",", ":"),
+        )
+        + "\n"
+        for cid in sorted(conversations)
+        for m in conversations[cid]
+    )
+
+
+def _one_line_error(run_err: str) -> str:
+    lines = run_err.strip().splitlines()
+    assert lines, "expected an error on stderr"
+    assert "Traceback" not in run_err
+    return lines[-1]
+
+
+class TestUsage:
+    def test_help_and_version(self, cli: Cli) -> None:
+        shown = cli("--help")
+        assert shown.code == 0
+        for command in ("demo", "ls", "show", "export", "import", "copy", "rm"):
+            assert command in shown.out
+        version = cli("--version")
+        assert version.code == 0
+        assert version.out.startswith("chatledger ")
+
+    def test_missing_argument_is_a_usage_error(self, cli: Cli) -> None:
+        done = cli("ls")
+        assert done.code == 2
+        assert "usage:" in done.err
+        assert "Traceback" not in done.err
+
+    def test_unknown_scheme_is_one_line_without_password(self, cli: Cli) -> None:
+        done = cli("ls", f"nosuchdb://admin:{SECRET}@db.example:1/x")
+        assert done.code == 2
+        line = _one_line_error(done.err)
+        assert len(done.err.strip().splitlines()) == 1
+        assert "unknown URL scheme 'nosuchdb'" in line
+        assert "nosuchdb://admin:***@db.example:1/x" in line
+        assert SECRET not in done.err + done.out
+
+    def test_missing_adapter_names_pip_install(self, cli: Cli) -> None:
+        candidates = {
+            "chatledger_cassandra": ("cassandra", "pip install chatledger-cassandra"),
+            "chatledger_mongodb": ("mongodb+srv", "pip install chatledger-mongodb"),
+            "chatledger_redis": ("rediss", "pip install chatledger-redis"),
+            "chatledger_neo4j": ("neo4j+s", "pip install chatledger-neo4j"),
+            "chatledger_sql": ("postgresql+psycopg", "pip install 'chatledger-sql"),
+        }
+        missing = [
+            v for k, v in candidates.items() if importlib.util.find_spec(k) is None
+        ]
+        if not missing:
+            pytest.skip("every adapter is installed here (tests/unit covers it)")
+        scheme, hint = missing[0]
+        done = cli("show", f"{scheme}://app:{SECRET}@db.example/chat", "c1")
+        assert done.code == 2
+        line = _one_line_error(done.err)
+        assert hint in line
+        assert f"{scheme}://app:***@db.example/chat" in line
+        assert SECRET not in done.err + done.out
+
+    @pytest.mark.skipif(not HAVE_SQL, reason=NO_SQL)
+    @pytest.mark.skipif(
+        importlib.util.find_spec("oracledb") is not None,
+        reason="the Oracle driver is installed here",
+    )
+    def test_missing_driver_names_the_extra(self, cli: Cli) -> None:
+        done = cli("ls", f"oracle+oracledb://app:{SECRET}@db.example:1521/?x=1")
+        assert done.code == 1
+        line = _one_line_error(done.err)
+        assert "No module named 'oracledb'" in line
+        assert line.endswith(
+            "the database driver is missing: pip install 'chatledger-sql[oracle]'"
+        )
+        assert SECRET not in done.err + done.out
+
+    def test_debug_shows_the_traceback_still_redacted(self, cli: Cli) -> None:
+        done = cli("--debug", "ls", f"nosuchdb://admin:{SECRET}@h/x")
+        assert done.code == 2
+        assert "Traceback" in done.err
+        assert "UnknownBackendError" in done.err
+        assert SECRET not in done.err + done.out
+
+    def test_driver_error_is_one_line_naming_the_store(
+        self, cli: Cli, tmp_path: Path
+    ) -> None:
+        (tmp_path / "broken.json").write_text("{not json", encoding="utf-8")
+        url = file_url("testfile", tmp_path / "broken")
+        done = cli("ls", url)
+        assert done.code == 1
+        assert len(done.err.strip().splitlines()) == 1
+        line = _one_line_error(done.err)
+        assert line.startswith("chatledger: error: JSONDecodeError: ")
+        assert line.endswith(f"({url})")
+
+    def test_python_dash_m_runs_the_same_command(self, tmp_path: Path) -> None:
+        done = subprocess.run(
+            [sys.executable, "-m", "chatledger", "--version"],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=60,
+            check=False,
+        )
+        assert done.returncode == 0
+        assert done.stdout.startswith("chatledger ")
+
+    def test_bad_window_size_is_a_usage_error(self, cli: Cli) -> None:
+        done = cli("demo", "--url", "memory://", "--max-messages", "0")
+        assert done.code == 2
+        assert "--max-messages" in _one_line_error(done.err)
+
+
+class TestDemo:
+    def test_demo_in_memory_shows_window_and_evictions(self, cli: Cli) -> None:
+        done = cli("demo", "--url", "memory://", "--max-messages", "6")
+        assert done.code == 0, done.err
+        assert done.err == ""
+        assert "the model is sent" in done.out
+        assert "-> get_weather(" in done.out
+        assert "<- get_weather #call_rome" in done.out
+        assert "evicted" in done.out
+        # The window always starts on a user turn after the system prompt.
+        for block in done.out.split("the model is sent")[1:]:
+            lines = block.splitlines()[1:3]
+            assert lines[0].strip().startswith("system")
+            assert lines[1].strip().startswith("user")
+
+    def test_demo_persists_between_runs(
+        self, cli: Cli, store_kind: str, tmp_path: Path
+    ) -> None:
+        url = file_url(store_kind, tmp_path / "demo")
+        first = cli("demo", "--url", url)
+        assert first.code == 0, first.err
+        assert "conversations in" in first.out
+        second = cli("demo", "--url", url)
+        assert second.code == 0, second.err
+        listed = cli("ls", url)
+        ids = listed.out.split()
+        assert len(ids) == 2
+        assert all(i.startswith("demo-") for i in ids)
+        assert f"({len(ids)}):" in second.out
+        shown = cli("show", url, ids[0])
+        assert shown.code == 0
+        assert "You are a concise travel assistant." in shown.out
+
+    @pytest.mark.skipif(not HAVE_SQL, reason=NO_SQL)
+    def test_demo_default_url_is_a_sqlite_file(self, cli: Cli, tmp_path: Path) -> None:
+        done = cli("demo")
+        assert done.code == 0, done.err
+        assert (tmp_path / "chatledger-demo.db").exists()
+
+
+class TestDataCommands:
+    def test_import_export_round_trip_is_exact(
+        self, cli: Cli, store_kind: str, tmp_path: Path
+    ) -> None:
+        url = file_url(store_kind, tmp_path / "store")
+        conversations = _sample()
+        source = tmp_path / "in.jsonl"
+        source.write_text(_jsonl(conversations), encoding="utf-8")
+        imported = cli("import", url, str(source))
+        assert imported.code == 0, imported.err
+        total = sum(map(len, conversations.values()))
+        assert f"imported {total} messages in 2 conversations" in imported.out
+        exported = cli("export", url)
+        assert exported.code == 0, exported.err
+        assert exported.out == source.read_text(encoding="utf-8")
+        # Importing again replaces, it does not duplicate.
+        assert cli("import", url, str(source)).code == 0
+        assert cli("export", url).out == exported.out
+        assert sorted(cli("ls", url).out.splitlines()) == sorted(conversations)
+
+    def test_export_openai_and_named_ids(
+        self, cli: Cli, store_kind: str, tmp_path: Path
+    ) -> None:
+        url = file_url(store_kind, tmp_path / "store")
+        conversations = _sample()
+        assert cli("import", url, "-", stdin=_jsonl(conversations)).code == 0
+        done = cli("export", url, "beta", "--format", "openai")
+        assert done.code == 0, done.err
+        [line] = done.out.splitlines()
+        assert json.loads(line) == {
+            "conversation_id": "beta",
+            "messages": to_openai(conversations["beta"]),
+        }
+        roles = [m["role"] for m in json.loads(line)["messages"]]
+        assert roles == ["user", "assistant", "tool", "tool", "assistant"]
+        anthropic = cli(
+            "export", url, "beta", "--format", "anthropic", "--output", "a.jsonl"
+        )
+        assert anthropic.code == 0, anthropic.err
+        written = json.loads((tmp_path / "a.jsonl").read_text(encoding="utf-8"))
+        assert [m["role"] for m in written["messages"]] == [
+            "user",
+            "assistant",
+            "user",
+            "assistant",
+        ]
+
+    def test_show_ls_long_and_rm(
+        self, cli: Cli, store_kind: str, tmp_path: Path
+    ) -> None:
+        url = file_url(store_kind, tmp_path / "store")
+        assert cli("import", url, "-", stdin=_jsonl(_sample())).code == 0
+        shown = cli("show", url, "beta")
+        assert shown.code == 0
+        assert "-> calc(" in shown.out
+        assert "2026-01-02T04:04:05.123+00:00" in shown.out
+        long = cli("ls", url, "--long").out.splitlines()
+        assert "beta\t4\t2026-01-02T04:04:05+00:00\t2026-01-02T04:04:05+00:00" in long
+        missing = cli("show", url, "nobody")
+        assert missing.code == 1
+        assert "no conversation 'nobody'" in _one_line_error(missing.err)
+        refused = cli("rm", url, "beta", "nobody")
+        assert refused.code == 1
+        assert "nothing removed" in refused.err
+        assert "beta" in cli("ls", url).out.splitlines()
+        removed = cli("rm", "--force", url, "beta", "nobody")
+        assert removed.code == 0
+        assert removed.out == "removed beta\n"
+        assert cli("ls", url).out.splitlines() == ["alpha/1 ünïcode"]
+
+    def test_import_rejects_a_bad_file_and_writes_nothing(
+        self, cli: Cli, store_kind: str, tmp_path: Path
+    ) -> None:
+        url = file_url(store_kind, tmp_path / "store")
+        good = _jsonl(_sample())
+        done = cli("import", url, "-", stdin=good + "\n{not json}\n")
+        assert done.code == 1
+        bad_line = len(good.splitlines()) + 2
+        assert f"<stdin>:{bad_line}: not JSON" in _one_line_error(done.err)
+        assert cli("ls", url).out == ""
+        missing = cli("import", url, str(tmp_path / "absent.jsonl"))
+        assert missing.code == 1
+        assert "absent.jsonl" in _one_line_error(missing.err)
+
+    def test_copy_is_exact_and_idempotent(
+        self, cli: Cli, store_kind: str, tmp_path: Path
+    ) -> None:
+        source = file_url(store_kind, tmp_path / "source")
+        target = file_url("testfile", tmp_path / "target")
+        conversations = _sample()
+        total = sum(map(len, conversations.values()))
+        assert cli("import", source, "-", stdin=_jsonl(conversations)).code == 0
+        for _ in range(2):
+            copied = cli("copy", source, target)
+            assert copied.code == 0, copied.err
+            assert f"copied 2 conversations ({total} messages)" in copied.out
+            assert copied.err == ""  # no progress bar when stderr is not a TTY
+            assert cli("export", target).out == cli("export", source).out
+
+    def test_copy_draws_progress_on_a_terminal(
+        self, chatledger_script: str, plugin_folder: Path, tmp_path: Path, cli: Cli
+    ) -> None:
+        source = file_url("testfile", tmp_path / "source")
+        assert cli("import", source, "-", stdin=_jsonl(_sample())).code == 0
+        controller, terminal = pty.openpty()
+        env = dict(os.environ, PYTHONPATH=str(plugin_folder))
+        try:
+            done = subprocess.run(
+                [chatledger_script, "copy", source, "memory://"],
+                stdout=subprocess.PIPE,
+                stderr=terminal,
+                env=env,
+                timeout=120,
+                check=False,
+            )
+            os.close(terminal)
+            drawn = b""
+            while True:
+                try:
+                    chunk = os.read(controller, 4096)
+                except OSError:
+                    break
+                if not chunk:
+                    break
+                drawn += chunk
+        finally:
+            os.close(controller)
+        assert done.returncode == 0
+        assert b"copying [" in drawn
+        assert b"2/2" in drawn
+
+
+class TestConformanceCommand:
+    def test_memory_backend_passes(self, cli: Cli) -> None:
+        done = cli("conformance", "memory://")
+        assert done.code == 0, done.out + done.err
+        summary = done.out.strip().splitlines()[-1]
+        assert "conformance of memory:// (atomic window append" in summary
+        assert " passed" in summary
+        assert "failed" not in summary
+
+    def test_file_backend_passes_and_leaves_it_empty(
+        self, cli: Cli, tmp_path: Path
+    ) -> None:
+        url = file_url("testfile", tmp_path / "conf")
+        done = cli("conformance", url, "--", "-k", "round_trip or order or delete")
+        assert done.code == 0, done.out + done.err
+        assert "(no atomic window append;" in done.out
+        assert cli("ls", url).out == ""
+
+    def test_namespace_keeps_the_run_apart_and_is_dropped(
+        self, cli: Cli, tmp_path: Path
+    ) -> None:
+        url = file_url("testfile", tmp_path / "busy")
+        assert cli("import", url, "-", stdin=_jsonl(_sample())).code == 0
+        before = (tmp_path / "busy.json").read_bytes()
+        done = cli(
+            "conformance", url, "--namespace-option", "namespace", "--", "-k", "order"
+        )
+        assert done.code == 0, done.out + done.err
+        assert " passed" in done.out
+        assert (tmp_path / "busy.json").read_bytes() == before
+        assert sorted(p.name for p in tmp_path.glob("busy*")) == ["busy.json"]
+
+    def test_refuses_a_store_that_holds_data(self, cli: Cli, tmp_path: Path) -> None:
+        url = file_url("testfile", tmp_path / "busy")
+        assert cli("import", url, "-", stdin=_jsonl(_sample())).code == 0
+        done = cli("conformance", url)
+        assert done.code == 2
+        assert "holds 2 conversations" in _one_line_error(done.err)
+        assert len(cli("ls", url).out.splitlines()) == 2

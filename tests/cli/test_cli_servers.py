@@ -1,0 +1,83 @@
+"""The command against live servers: copy between backends, exact round trips."""
+
+from __future__ import annotations
+
+import importlib.util
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from chatledger import connect
+from tests.backends import backend_url
+from tests.cli.conftest import HAVE_SQL, NO_SQL, Cli, file_url
+from tests.cli.test_cli import _jsonl, _sample
+
+HAVE_REDIS = importlib.util.find_spec("chatledger_redis") is not None
+
+
+@pytest.fixture
+def redis_store(cli: Cli) -> Iterator[tuple[str, str]]:
+    """A Redis URL and a key-prefix option unique to this test; emptied after."""
+    if not HAVE_REDIS:
+        pytest.skip(
+            "chatledger-redis is not installed (pip install -e ./packages/redis)"
+        )
+    url = backend_url("redis")
+    option = f"key_prefix=cli_{uuid.uuid4().hex[:10]}:"
+    yield url, option
+    for cid in cli("ls", url, "-o", option).out.splitlines():
+        cli("rm", url, cid, "-o", option)
+
+
+class TestRedisCli:
+    def test_import_export_copy_round_trip(
+        self, cli: Cli, redis_store: tuple[str, str], tmp_path: Path
+    ) -> None:
+        url, option = redis_store
+        text = _jsonl(_sample())
+        assert cli("import", url, "-", "-o", option, stdin=text).code == 0
+        exported = cli("export", url, "-o", option)
+        assert exported.code == 0, exported.err
+        assert exported.out == text
+        target = file_url("testfile", tmp_path / "copy")
+        for _ in range(2):
+            copied = cli("copy", url, target, "-o", option)
+            assert copied.code == 0, copied.err
+            assert cli("export", target).out == text
+
+    def test_conformance_in_a_namespace(
+        self, cli: Cli, redis_store: tuple[str, str]
+    ) -> None:
+        url, _ = redis_store
+        done = cli("conformance", url, "--namespace-option", "key_prefix")
+        assert done.code == 0, done.out + done.err
+        summary = done.out.strip().splitlines()[-1]
+        assert "(atomic window append;" in summary
+        assert "failed" not in summary
+        assert "error" not in summary
+
+
+@pytest.mark.skipif(not HAVE_SQL, reason=NO_SQL)
+class TestPostgresqlCli:
+    def test_copy_sqlite_to_postgresql_exports_identically(
+        self, cli: Cli, tmp_path: Path
+    ) -> None:
+        source = file_url("sqlite", tmp_path / "a")
+        target = backend_url("postgresql")
+        table = f"cli_{uuid.uuid4().hex[:12]}"
+        option = f"table_name={table}"
+        text = _jsonl(_sample())
+        assert cli("import", source, "-", stdin=text).code == 0
+        try:
+            for _ in range(2):
+                copied = cli("copy", source, target, "--target-option", option)
+                assert copied.code == 0, copied.err
+                assert "copied 2 conversations" in copied.out
+            assert cli("export", target, "-o", option).out == cli("export", source).out
+            assert cli("export", source).out == text
+        finally:
+            repository = connect(target, table_name=table)
+            repository.drop_schema()  # type: ignore[attr-defined]
+            repository.close()  # type: ignore[attr-defined]

@@ -1,0 +1,132 @@
+"""The SQL that SQL Server and Oracle get, compiled by SQLAlchemy's own dialects.
+
+No SQL Server or Oracle server runs here; their conformance runs are in
+``tests/conformance/test_sql.py`` and need ``CHATLEDGER_TEST_MSSQL_URL`` or
+``CHATLEDGER_TEST_ORACLE_URL``. These tests pin what matters in the SQL text.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from sqlalchemy.dialects import mssql, oracle, postgresql
+from sqlalchemy.engine import Dialect
+
+from chatledger_sql.dialects import OracleDialect, PostgresDialect, SQLServerDialect
+from chatledger_sql.dialects.base import SqlDialect
+from chatledger_sql.schema import build_tables
+from chatledger_sql.statements import Statements
+
+
+def ddl(dialect: SqlDialect, engine_dialect: Dialect, schema: str | None) -> list[str]:
+    tables = build_tables(dialect, "Chat_Memory", schema)
+    statements = dialect.create_statements([tables.conversations, tables.messages])
+    return [str(s.compile(dialect=engine_dialect)) for s in statements]
+
+
+def compiled(dialect: SqlDialect, engine_dialect: Dialect) -> dict[str, str]:
+    statements = Statements(build_tables(dialect, "chat_memory", "app"), dialect)
+    out = {}
+    for name, statement in statements.all().items():
+        if name == "oldest":
+            statement = statement.limit(5)
+        out[name] = " ".join(str(statement.compile(dialect=engine_dialect)).split())
+    return out
+
+
+class TestSQLServerCompiled:
+    engine_dialect = mssql.dialect()  # type: ignore[no-untyped-call]
+
+    def test_ddl_is_guarded_by_object_id(self) -> None:
+        conversations, messages = ddl(SQLServerDialect(), self.engine_dialect, "app")
+        assert conversations.startswith(
+            "IF OBJECT_ID(N'app.[Chat_Memory_conversation]', N'U') IS NULL"
+        )
+        assert messages.startswith("IF OBJECT_ID(N'app.[Chat_Memory]', N'U') IS NULL")
+        assert "CREATE TABLE app.[Chat_Memory] (" in messages
+
+    def test_types_hold_big_text_exact_ids_and_microseconds(self) -> None:
+        _, messages = ddl(SQLServerDialect(), self.engine_dialect, None)
+        assert "content NVARCHAR(max) NULL" in messages
+        assert "payload NVARCHAR(max) NOT NULL" in messages
+        assert "NTEXT" not in messages
+        assert (
+            "conversation_id NVARCHAR(255) COLLATE Latin1_General_100_BIN2 NOT NULL"
+            in messages
+        )
+        assert "created_at DATETIME2(6) NOT NULL" in messages
+        assert "seq BIGINT NOT NULL" in messages
+        # The sequence comes from the conversation row, never an IDENTITY.
+        assert "IDENTITY" not in messages
+        assert "PRIMARY KEY (conversation_id, seq)" in messages
+        assert "UNIQUE (conversation_id, message_id)" in messages
+        assert "CHECK (role IN (N'system', N'user', N'assistant', N'tool'))" in messages
+
+    def test_conversation_lock_takes_update_and_range_locks(self) -> None:
+        lock = compiled(SQLServerDialect(), self.engine_dialect)["lock_select"]
+        assert "FROM app.chat_memory_conversation WITH (UPDLOCK, HOLDLOCK)" in lock
+
+    def test_every_statement_binds_its_values(self) -> None:
+        statements = compiled(SQLServerDialect(), self.engine_dialect)
+        assert "conversation_id = :cid" in statements["read"]
+        assert statements["read"].endswith("ORDER BY app.chat_memory.seq")
+        assert statements["oldest"].startswith("SELECT TOP __[POSTCOMPILE_param_1]")
+        assert "seq <= :upto" in statements["delete_oldest"]
+        assert "'" not in " ".join(statements.values())
+
+
+class TestOracleCompiled:
+    engine_dialect = oracle.dialect()  # type: ignore[no-untyped-call]
+
+    def test_ddl_ignores_only_name_already_used(self) -> None:
+        for block in ddl(OracleDialect(), self.engine_dialect, "app"):
+            assert block.startswith("BEGIN\n  EXECUTE IMMEDIATE '")
+            assert "IF SQLCODE != -955 THEN RAISE; END IF;" in block
+            assert block.rstrip().endswith("END;")
+
+    def test_quotes_inside_the_block_are_doubled(self) -> None:
+        _, messages = ddl(OracleDialect(), self.engine_dialect, None)
+        assert "CHECK (role IN (''system'', ''user'', ''assistant'', ''tool''))" in (
+            messages
+        )
+        assert 'CREATE TABLE "Chat_Memory" (' in messages
+
+    def test_types_hold_big_text_and_microseconds(self) -> None:
+        _, messages = ddl(OracleDialect(), self.engine_dialect, None)
+        assert "content CLOB," in messages
+        assert "payload CLOB NOT NULL" in messages
+        assert "conversation_id VARCHAR2(255 CHAR) NOT NULL" in messages
+        assert "seq NUMBER(19) NOT NULL" in messages
+        assert "created_at TIMESTAMP NOT NULL" in messages  # 6 fractional digits
+        assert "IDENTITY" not in messages
+        assert "SEQUENCE" not in messages.upper().replace("SEQ NUMBER", "")
+
+    def test_conversation_lock_is_for_update(self) -> None:
+        statements = compiled(OracleDialect(), self.engine_dialect)
+        assert statements["lock_select"].endswith("FOR UPDATE")
+        assert "FETCH FIRST __[POSTCOMPILE_param_1] ROWS ONLY" in statements["oldest"]
+
+
+def test_postgres_lock_is_one_upsert_returning_state_and_known_ids() -> None:
+    statements = compiled(PostgresDialect(), postgresql.dialect())  # type: ignore[no-untyped-call]
+    upsert = statements["upsert_conversation"]
+    assert "ON CONFLICT (conversation_id) DO UPDATE SET version =" in upsert
+    assert "RETURNING app.chat_memory_conversation.next_seq" in upsert
+    assert "(SELECT count(*) AS count_1 FROM app.chat_memory" in upsert
+    _, messages = ddl(PostgresDialect(), postgresql.dialect(), None)  # type: ignore[no-untyped-call]
+    assert "CREATE TABLE IF NOT EXISTS" in messages
+    assert "created_at TIMESTAMP WITH TIME ZONE NOT NULL" in messages  # microseconds
+    assert "payload TEXT NOT NULL" in messages
+    assert "JSON" not in messages.upper().replace("PAYLOAD", "")
+
+
+@pytest.mark.parametrize(
+    ("dialect", "engine_dialect"),
+    [(SQLServerDialect(), mssql.dialect()), (OracleDialect(), oracle.dialect())],  # type: ignore[no-untyped-call]
+    ids=["mssql", "oracle"],
+)
+def test_every_statement_compiles(dialect: SqlDialect, engine_dialect: Any) -> None:
+    statements = compiled(dialect, engine_dialect)
+    assert len(statements) >= 15
+    assert all(text.strip() for text in statements.values())

@@ -1,0 +1,76 @@
+"""Hostile table and schema names are refused before any I/O; odd legal ones work."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import Engine, create_engine, inspect
+
+from chatledger import InvalidNameError, Message
+from chatledger_sql import SqlChatMemoryRepository
+from chatledger_sql.schema import derived_name
+from tests.sql.conftest import unique_table
+
+HOSTILE = [
+    "",
+    "1table",
+    "chat memory",
+    "chat-memory",
+    "chat_memory; DROP TABLE users",
+    'chat"memory',
+    "chat`memory",
+    "chat]memory",
+    "chat'memory",
+    "schema.table",
+    "ta\x00ble",
+    "tablé",
+    "x" * 64,
+    "chat_memory\n",
+    None,
+    42,
+]
+
+
+@pytest.mark.parametrize("name", HOSTILE, ids=repr)
+def test_hostile_table_names_are_refused_before_io(name: object) -> None:
+    """A bad table name raises InvalidNameError without touching the engine."""
+    engine = create_engine("postgresql+psycopg://nobody@127.0.0.1:1/none")
+    with pytest.raises(InvalidNameError):
+        SqlChatMemoryRepository(engine, table_name=name)  # type: ignore[arg-type]
+    if name is not None:  # schema=None means the connection's default schema
+        with pytest.raises(InvalidNameError):
+            SqlChatMemoryRepository(engine, schema=name)  # type: ignore[arg-type]
+    assert engine.pool.checkedout() == 0  # type: ignore[attr-defined]
+
+
+def test_reserved_words_and_mixed_case_are_quoted(any_engine: Engine) -> None:
+    """Legal names that are SQL keywords or mixed case work, quoted by SQLAlchemy."""
+    names = [f"Order_{unique_table()}"]
+    if any_engine.dialect.name == "sqlite":  # a private file: fixed names are safe
+        names += ["select", "order"]
+    for table_name in names:
+        repository = SqlChatMemoryRepository(any_engine, table_name=table_name)
+        try:
+            repository.save_all("c", [Message.user("hi")])
+            assert [m.content for m in repository.find_by_conversation_id("c")] == [
+                "hi"
+            ]
+            assert inspect(any_engine).has_table(table_name)
+        finally:
+            repository.drop_schema()
+
+
+def test_longest_name_derives_a_short_conversation_table(tmp_path: Path) -> None:
+    """A 63-character table name still gives a conversation table within 63."""
+    long_name = "t" * 63
+    derived = derived_name(long_name, "_conversation")
+    assert len(derived) <= 63
+    assert derived.endswith("_conversation")
+    engine = create_engine(f"sqlite:///{tmp_path / 'x.db'}")
+    try:
+        repository = SqlChatMemoryRepository(engine, table_name=long_name)
+        repository.save_all("c", [Message.user("hi")])
+        assert inspect(engine).has_table(derived)
+    finally:
+        engine.dispose()

@@ -1,0 +1,137 @@
+"""What a write costs and that it is all-or-nothing, on real databases."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, create_engine, event
+
+from chatledger import Message, MessageWindowChatMemory
+from chatledger.faults import FAULT_POINTS
+from chatledger_sql import SqlChatMemoryRepository
+from tests.backends import backend_url
+from tests.sql.conftest import unique_table
+
+
+class Counter:
+    """Counts statements (one per round trip) and the rows SELECTs return."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.statements: list[str] = []
+        self.rows_read = 0
+        event.listen(engine, "before_cursor_execute", self._before)
+        event.listen(engine, "after_cursor_execute", self._after)
+
+    def _before(self, conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        self.statements.append(statement.split(None, 1)[0].upper())
+
+    def _after(self, conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if statement.lstrip().upper().startswith("SELECT") and cursor.rowcount > 0:
+            self.rows_read += cursor.rowcount
+
+    def reset(self) -> None:
+        self.statements.clear()
+        self.rows_read = 0
+
+
+@pytest.fixture
+def postgres() -> Iterator[tuple[SqlChatMemoryRepository, Counter]]:
+    engine = create_engine(backend_url("postgresql"))
+    repository = SqlChatMemoryRepository(engine, table_name=unique_table())
+    yield repository, Counter(engine)
+    repository.drop_schema()
+    engine.dispose()
+
+
+@pytest.mark.parametrize("window", [10, 1000])
+def test_postgres_append_round_trips_are_few_and_flat(
+    postgres: tuple[SqlChatMemoryRepository, Counter], window: int
+) -> None:
+    """An append is 3 statements, 5 when it evicts, whatever the window size."""
+    repository, counter = postgres
+    memory = MessageWindowChatMemory(repository, max_messages=window)
+    memory.add("c", [Message.system("S")])
+    for turn in range(window // 2 + 2):  # fill the window, then overflow it
+        memory.add("c", [Message.user(f"u{turn}"), Message.assistant(f"a{turn}")])
+    counter.reset()
+    memory.add("c", [Message.user("next"), Message.assistant("answer")])
+    assert counter.statements == ["INSERT", "SELECT", "INSERT", "DELETE", "UPDATE"]
+    # Only the rows it may evict are read: never the history.
+    assert counter.rows_read <= 1 + 2 + 8
+
+    memory.clear("c")
+    memory.add("c", [Message.user("first")])
+    counter.reset()
+    memory.add("c", [Message.assistant("no eviction")])
+    assert counter.statements == ["INSERT", "INSERT", "UPDATE"]
+    assert counter.rows_read == 0
+
+
+def test_postgres_retried_append_is_a_noop(
+    postgres: tuple[SqlChatMemoryRepository, Counter],
+) -> None:
+    """Re-sending an append whose ids are stored writes nothing."""
+    repository, counter = postgres
+    memory = MessageWindowChatMemory(repository, max_messages=10)
+    batch = [Message.user("u"), Message.assistant("a")]
+    memory.add("c", batch)
+    counter.reset()
+    result = memory.add("c", batch)
+    assert result.appended == []
+    assert counter.statements == ["INSERT", "SELECT"]  # lock, then look up the ids
+    assert len(memory.get("c")) == 2
+
+
+@pytest.mark.parametrize("point", [p for p in FAULT_POINTS if p != "after_commit"])
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql", "mariadb"])
+def test_a_failed_write_changes_nothing(
+    backend: str, point: str, tmp_path: Any
+) -> None:
+    """A failure at any step before commit leaves the conversation as it was."""
+    url = (
+        f"sqlite:///{tmp_path / 'chat.db'}"
+        if backend == "sqlite"
+        else backend_url(backend)
+    )
+    repository = SqlChatMemoryRepository.from_url(url, table_name=unique_table())
+    try:
+        memory = MessageWindowChatMemory(repository, max_messages=2)
+        memory.add("c", [Message.system("S"), Message.user("U1")])
+        before = memory.get("c")
+
+        def fail(reached: str) -> None:
+            raise RuntimeError(reached)
+
+        repository.fault_points.on(point, fail)
+
+        def write() -> object:
+            if point == "after_delete":
+                repository.save_all("c", [Message.user("replacement")])
+                return None
+            return memory.add("c", [Message.system("S2"), Message.user("U2")])
+
+        with pytest.raises(RuntimeError, match=point):
+            write()
+        repository.fault_points.clear()
+        assert memory.get("c") == before
+        assert [m.id for m in memory.get("c")] == [m.id for m in before]
+        memory.add("c", [Message.user("U3")])
+        assert [m.content for m in memory.get("c")] == ["S", "U3"]
+    finally:
+        repository.drop_schema()
+        repository.close()
+
+
+def test_close_disposes_only_an_owned_engine(tmp_path: Any) -> None:
+    """``close`` disposes an engine ``from_url`` made, twice is fine, others stay."""
+    owned = SqlChatMemoryRepository.from_url(f"sqlite:///{tmp_path / 'a.db'}")
+    owned.save_all("c", [Message.user("x")])
+    owned.close()
+    owned.close()
+    engine = create_engine(f"sqlite:///{tmp_path / 'b.db'}")
+    with SqlChatMemoryRepository(engine) as borrowed:
+        borrowed.save_all("c", [Message.user("x")])
+    assert SqlChatMemoryRepository(engine).find_conversation_ids() == ["c"]
+    engine.dispose()
