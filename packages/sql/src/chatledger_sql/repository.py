@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, Engine, create_engine, event, exc
 
 from chatledger import codec
-from chatledger.errors import InvalidMessageError
+from chatledger.errors import InvalidMessageError, MessageTooLargeError
 from chatledger.faults import FaultPoints
 from chatledger.messages import Message, Role
 from chatledger.repository import AppendResult
@@ -59,6 +59,12 @@ T = TypeVar("T")
 MAX_MESSAGE_ID_BYTES = 255
 #: How often a write runs again after a deadlock, conflict or race.
 MAX_ATTEMPTS = 12
+#: Room left in a statement for the SQL text and the other columns of a row.
+STATEMENT_OVERHEAD_BYTES = 4096
+
+#: Characters a client escapes with one extra byte when it inlines a string.
+_ESCAPED = str.maketrans("", "", "\x00\n\r\\'\"\x1a")
+_UNKNOWN: Any = object()
 
 _SYSTEM = Role.SYSTEM
 _engine_locks: weakref.WeakKeyDictionary[Engine, threading.Lock] = (
@@ -109,6 +115,28 @@ def _decode(row: Any) -> Message:
         data["content"] = row.content
     data["created_at"] = row.created_at.isoformat()
     return codec.from_dict(data)
+
+
+def _literal_bytes(text: str | None) -> int:
+    """The size of ``text`` inlined as an escaped string literal, in bytes."""
+    if not text:
+        return 0
+    return len(text.encode("utf-8")) + len(text) - len(text.translate(_ESCAPED))
+
+
+def _check_sizes(batch: list[Message], limit: int) -> None:
+    for index, message in enumerate(batch):
+        row = _encode("", 0, message, None)
+        size = (
+            _literal_bytes(row["payload"])
+            + _literal_bytes(row["content"])
+            + STATEMENT_OVERHEAD_BYTES
+        )
+        if size > limit:
+            raise MessageTooLargeError(
+                f"messages[{index}] needs a statement of about {size} bytes; the "
+                f"server takes at most {limit} (MySQL/MariaDB max_allowed_packet)"
+            )
 
 
 def _check_ids(batch: list[Message]) -> None:
@@ -172,6 +200,7 @@ class SqlChatMemoryRepository:
         self._sql = Statements(self.tables, self.dialect)
         self._owns_engine = False
         self._closed = False
+        self._statement_limit: int | None = _UNKNOWN
         self._writer_lock: threading.Lock | None = (
             _engine_lock(engine) if self.dialect.serialize_in_process() else None
         )
@@ -281,6 +310,7 @@ class SqlChatMemoryRepository:
         if not batch:
             self.delete_by_conversation_id(conversation_id)
             return
+        self._check_sizes(batch)
 
         def work(connection: Connection) -> None:
             now = utc_now()
@@ -342,9 +372,18 @@ class SqlChatMemoryRepository:
         _check_ids(batch)
         if not batch:
             return AppendResult()
+        self._check_sizes(batch)
         return self._write(lambda c: self._append(c, conversation_id, batch, window))
 
     # -- internals -------------------------------------------------------------
+
+    def _check_sizes(self, batch: list[Message]) -> None:
+        """Refuse, before writing, a message whose row the server would refuse."""
+        if self._statement_limit is _UNKNOWN:
+            with self.engine.connect() as connection:
+                self._statement_limit = self.dialect.max_statement_bytes(connection)
+        if self._statement_limit is not None:
+            _check_sizes(batch, self._statement_limit)
 
     def _write(self, work: Callable[[Connection], T]) -> T:
         attempt = 0
