@@ -155,9 +155,9 @@ def _reader(
             return
         complete = time.monotonic_ns()
         reads.append(Read(conversation, invoke, complete, seen.ids, seen.roles))
-        # Rest at least twice as long as the read took, so that readers of a
-        # long history never take most of the CPU from the writers.
-        stop.wait(max(pause, 2 * (complete - invoke) / 1e9))
+        # Rest about twice as long as the read took (up to a quarter second),
+        # so that readers of a long history never starve the writers.
+        stop.wait(min(max(pause, 2 * (complete - invoke) / 1e9), 0.25))
 
 
 def _with_readers(
