@@ -32,6 +32,7 @@ The checker then proves, per conversation:
 
 from __future__ import annotations
 
+import bisect
 import itertools
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -357,7 +358,13 @@ def _check_reads(
         for a in owner.values()
         if a.outcome == "ok" and "system" not in a.roles
     }
-    acknowledged = sorted(unique.values(), key=lambda a: a.complete)
+    final_place = {message_id: p for p, message_id in enumerate(final.ids)}
+    first_other = next((p for p, role in enumerate(final.roles) if role != "system"), 0)
+    # reach[k]: the furthest final position of the first k+1 acknowledged
+    # appends, in order of completion.
+    done = sorted((a.complete, final_place.get(a.ids[-1], -1)) for a in unique.values())
+    completions = [complete for complete, _ in done]
+    reach = list(itertools.accumulate((p for _, p in done), max))
     for number, read in enumerate(reads):
         label = f"read {number}"
         seen = Counter(read.ids)
@@ -393,17 +400,24 @@ def _check_reads(
                     anomalies.append(
                         f"{where} {label} saw the batch {append.ids[0]} in part"
                     )
-        # Stale reads: every append acknowledged before the read began is in it,
-        # unless it was evicted.
-        for append in acknowledged:
-            if append.complete >= read.invoke:
-                break
-            last = append.ids[-1]
-            if last not in inside and last not in evicted_by:
+        # Stale reads: every append acknowledged before the read began and
+        # still in the final state is in the read, which therefore reaches at
+        # least as far into the final state.
+        needed = bisect.bisect_left(completions, read.invoke)
+        if needed and reach[needed - 1] >= 0:
+            last = final_place.get(read.ids[-1], -1) if read.ids else -1
+            if last < reach[needed - 1]:
                 anomalies.append(
-                    f"{where} {label} misses {last}, acknowledged before it began"
+                    f"{where} {label} misses "
+                    f"{final.ids[reach[needed - 1]]}, acknowledged before it began"
                 )
-                break
+        # A read that starts inside the final state starts where it starts:
+        # whatever the final state holds before that was hidden, then came back.
+        if read.ids and final_place.get(read.ids[0], 0) > first_other:
+            anomalies.append(
+                f"{where} {label} starts at {read.ids[0]}, after messages the final "
+                "state still holds"
+            )
         if window_limit is None:
             if read.ids != final.ids[: len(read.ids)]:
                 anomalies.append(f"{where} {label} is not a prefix of the final state")

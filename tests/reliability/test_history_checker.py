@@ -247,3 +247,10 @@ def test_an_unknown_outcome_may_or_may_not_be_applied(outcome: str) -> None:
     for ids in (final["c"].ids, final["c"].ids[:-1]):
         verdict = check(appends, [], _final(ids))
         assert verdict.valid, verdict.explain()
+
+
+def test_a_read_hiding_a_message_the_final_state_holds_is_caught() -> None:
+    appends, final = _evicting_history()
+    hiding = _read(30, 31, ("a/1/0", "a/1/1"))
+    verdict = check(appends, [hiding], final, window_limit=3)
+    assert "after messages the final state still holds" in _anomalies(verdict)
