@@ -28,8 +28,9 @@ the window has one meaning everywhere. The rules are Spring AI's
 
 Sizes are counted by a :class:`Window`: one per message for
 :class:`MessageWindow`, tokens for :class:`TokenWindow`. The limit counts
-system messages too; if they alone exceed it, every non-system message goes
-but the system messages stay.
+system messages too; if they alone exceed it, the system messages all stay and
+only the newest turn is kept with them (rule 3), or nothing else when the
+history holds no user message.
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ from sqlalchemy import Connection, Engine, Select, create_engine, event, exc
 
 from chatledger import codec
 from chatledger.closing import ClosingContext
-from chatledger.errors import InvalidMessageError
+from chatledger.errors import InvalidMessageError, MessageTooLargeError
 from chatledger.faults import FaultPoints
 from chatledger.messages import Message, Role
 from chatledger.repository import AppendResult
@@ -68,6 +68,13 @@ MAX_ATTEMPTS = 12
 #: The most conversations :meth:`SqlChatMemoryRepository.purge_expired`
 #: removes in one transaction (Oracle caps an ``IN`` list at 1000).
 MAX_PURGE_BATCH = 1000
+
+#: Room left in a statement for the SQL text and the other columns of a row.
+STATEMENT_OVERHEAD_BYTES = 4096
+
+#: Characters a client escapes with one extra byte when it inlines a string.
+_ESCAPED = str.maketrans("", "", "\x00\n\r\\'\"\x1a")
+_UNKNOWN: Any = object()
 
 _SYSTEM = Role.SYSTEM
 _engine_locks: weakref.WeakKeyDictionary[Engine, threading.Lock] = (
@@ -118,6 +125,28 @@ def _decode(row: Any) -> Message:
         data["content"] = row.content
     data["created_at"] = row.created_at.isoformat()
     return codec.from_dict(data)
+
+
+def _literal_bytes(text: str | None) -> int:
+    """The size of ``text`` inlined as an escaped string literal, in bytes."""
+    if not text:
+        return 0
+    return len(text.encode("utf-8")) + len(text) - len(text.translate(_ESCAPED))
+
+
+def _check_sizes(batch: list[Message], limit: int) -> None:
+    for index, message in enumerate(batch):
+        row = _encode("", 0, message, None)
+        size = (
+            _literal_bytes(row["payload"])
+            + _literal_bytes(row["content"])
+            + STATEMENT_OVERHEAD_BYTES
+        )
+        if size > limit:
+            raise MessageTooLargeError(
+                f"messages[{index}] needs a statement of about {size} bytes; the "
+                f"server takes at most {limit} (MySQL/MariaDB max_allowed_packet)"
+            )
 
 
 def _check_ids(batch: list[Message]) -> None:
@@ -204,6 +233,7 @@ class SqlChatMemoryRepository(ClosingContext):
         self._limited: dict[int, Select[Any]] = {}
         self._owns_engine = False
         self._closed = False
+        self._statement_limit: int | None = _UNKNOWN
         self._writer_lock: threading.Lock | None = (
             _engine_lock(engine) if self.dialect.serialize_in_process() else None
         )
@@ -324,6 +354,7 @@ class SqlChatMemoryRepository(ClosingContext):
         if not batch:
             self.delete_by_conversation_id(conversation_id)
             return
+        self._check_sizes(batch)
 
         def work(connection: Connection) -> None:
             now = utc_now()
@@ -387,6 +418,7 @@ class SqlChatMemoryRepository(ClosingContext):
         _check_ids(batch)
         if not batch:
             return AppendResult()
+        self._check_sizes(batch)
         return self._write(lambda c: self._append(c, conversation_id, batch, window))
 
     def purge_expired(self, *, batch_size: int = 500) -> int:
@@ -438,6 +470,14 @@ class SqlChatMemoryRepository(ClosingContext):
                 raise
         with self.engine.connect() as connection:
             return work(connection)
+
+    def _check_sizes(self, batch: list[Message]) -> None:
+        """Refuse, before writing, a message whose row the server would refuse."""
+        if self._statement_limit is _UNKNOWN:
+            with self.engine.connect() as connection:
+                self._statement_limit = self.dialect.max_statement_bytes(connection)
+        if self._statement_limit is not None:
+            _check_sizes(batch, self._statement_limit)
 
     def _write(self, work: Callable[[Connection], T]) -> T:
         """Run a write transaction, again after a deadlock, race or lost connection.

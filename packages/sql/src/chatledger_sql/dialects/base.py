@@ -208,6 +208,14 @@ class SqlDialect:
         """True when writers in one process must queue on a lock (DuckDB)."""
         return False
 
+    def max_statement_bytes(self, connection: Connection) -> int | None:
+        """The largest statement the server takes, or ``None`` if no message nears it.
+
+        Asked once per repository, before its first write; a message whose
+        row would not fit is refused with ``MessageTooLargeError`` up front.
+        """
+        return None
+
     def is_retryable(self, error: exc.DBAPIError) -> bool:
         """True for a deadlock or serialization failure worth running again."""
         text = str(error.orig).lower()

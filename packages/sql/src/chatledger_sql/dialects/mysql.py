@@ -74,6 +74,11 @@ class MySQLDialect(SqlDialect):
         """Table or index already exists."""
         return _errno(error) in _EXISTS or super().is_already_exists(error)
 
+    def max_statement_bytes(self, connection: Connection) -> int | None:
+        """``max_allowed_packet``: past it the server drops the connection mid-write."""
+        value = connection.exec_driver_sql("SELECT @@max_allowed_packet").scalar()
+        return None if value is None else int(value)
+
     def is_retryable(self, error: exc.DBAPIError) -> bool:
         """Deadlock (InnoDB rolled the transaction back)."""
         return _errno(error) in _RETRYABLE or super().is_retryable(error)

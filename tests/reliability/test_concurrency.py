@@ -1,0 +1,120 @@
+"""Concurrent writers and readers on every backend, verified by the history checker.
+
+Sizes (every backend, every CI run): 16 threads x 200 appends on one
+conversation; 4 processes x 100 appends on one conversation; 100 conversations
+x 4 writers x 10 appends; and a small-window run that checks eviction.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from chatledger.window import MessageWindow
+from tests.reliability.conftest import record_summary
+from tests.reliability.history import Verdict, check
+from tests.reliability.workload import Run, Target, run_processes, run_threads
+
+
+def _close(repository: Any) -> None:
+    close = getattr(repository, "close", None)
+    if callable(close):
+        close()
+
+
+def _verify(target: Target, what: str, run: Run, window_limit: int | None) -> Verdict:
+    started = time.perf_counter()
+    verdict = check(run.appends, run.reads, run.final, window_limit)
+    checked = time.perf_counter() - started
+    record_summary(
+        f"{target.name:<10} {what:<28} {verdict.acknowledged:>5} appends ok "
+        f"({verdict.messages} msgs), {verdict.reads:>4} reads, "
+        f"{verdict.evicted:>5} evicted, lost {len(verdict.lost)}, "
+        f"duplicated {len(verdict.duplicated)}, anomalies {len(verdict.anomalies)}; "
+        f"run {run.seconds:.1f}s, check {checked:.1f}s"
+    )
+    assert run.errors == [], run.errors[:10]
+    assert verdict.valid, verdict.explain()
+    return verdict
+
+
+class TestConcurrentHistory:
+    """The history checker's invariants hold on every backend."""
+
+    def test_sixteen_threads_on_one_conversation(self, target: Target) -> None:
+        """16 threads x 200 appends on one conversation lose and duplicate nothing."""
+        repository = target.build()
+        try:
+            run = run_threads(
+                repository,
+                ["one"],
+                writers_per_conversation=16,
+                appends_per_writer=200,
+                window=MessageWindow(100_000),
+            )
+        finally:
+            _close(repository)
+        verdict = _verify(target, "16 threads x 200", run, None)
+        assert verdict.acknowledged == 3200
+
+    def test_four_processes_on_one_conversation(self, target: Target) -> None:
+        """4 processes x 100 appends on one conversation lose and duplicate nothing."""
+        if target.no_processes:
+            pytest.skip(f"{target.name}: {target.no_processes}")
+        repository = target.build()
+        try:
+            run = run_processes(
+                target,
+                repository,
+                "shared",
+                processes=4,
+                appends_per_writer=100,
+                window_limit=100_000,
+            )
+        finally:
+            _close(repository)
+        verdict = _verify(target, "4 processes x 100", run, None)
+        assert verdict.acknowledged == 400
+
+    def test_hundred_conversations_four_writers_each(self, target: Target) -> None:
+        """100 conversations x 4 writers: no cross-talk, nothing lost."""
+        repository = target.build()
+        conversations = [f"conv-{n}" for n in range(100)]
+        try:
+            run = run_threads(
+                repository,
+                conversations,
+                writers_per_conversation=4,
+                appends_per_writer=10,
+                window=MessageWindow(100_000),
+                threads=16,
+            )
+        finally:
+            _close(repository)
+        verdict = _verify(target, "100 convs x 4 writers x 10", run, None)
+        assert verdict.acknowledged == 4000
+
+    def test_small_window_evicts_consistently(self, target: Target) -> None:
+        """With a 12-message window, 8 threads x 60 appends evict whole turns only.
+
+        Every acknowledged turn is either in the final window or was reported
+        evicted by exactly one append; evicted turns never reappear; every read
+        and the final state start on a user message and fit the window.
+        """
+        repository = target.build()
+        try:
+            run = run_threads(
+                repository,
+                ["small"],
+                writers_per_conversation=8,
+                appends_per_writer=60,
+                window=MessageWindow(12),
+                read_pause=0.002,
+            )
+        finally:
+            _close(repository)
+        verdict = _verify(target, "small window 8 x 60", run, 12)
+        assert verdict.evicted > 0
+        assert len(run.final["small"].ids) <= 12

@@ -1,0 +1,94 @@
+"""A longer stress run (marked slow; run with ``--run-slow``).
+
+    python -m pytest tests/reliability/test_stress.py --run-slow -q -rA
+
+Per backend: 32 threads x 500 appends on one conversation, 8 processes x 250
+appends on one conversation, and 300 conversations x 8 writers x 20 appends
+with a 40-message window, all verified by the history checker (in memory and
+on DuckDB: 32 x 150 and 60 conversations, see ``SCALED_DOWN``).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from chatledger.window import MessageWindow
+from tests.reliability.test_concurrency import _close, _verify
+from tests.reliability.workload import Target, run_processes, run_threads
+
+pytestmark = pytest.mark.slow
+
+
+#: Backends that run fewer appends, and why: the in-memory repository
+#: re-applies the window to the whole history on every append (O(history)),
+#: and DuckDB serialises writers in the process at ~30 ms per append on a long
+#: history; at full size each takes about ten minutes.
+SCALED_DOWN = {"memory", "duckdb"}
+
+
+def _pooled(target: Target, connections: int) -> Target:
+    """Give a SQL server target a pool as large as the threads that use it."""
+    if target.name not in ("postgresql", "mariadb"):
+        return target
+    options = {"pool_size": connections, "max_overflow": 0, "pool_timeout": 120}
+    return Target(
+        target.name,
+        target.factory,
+        target.args,
+        {**target.kwargs, "engine_options": options},
+        target.no_processes,
+    )
+
+
+def test_stress_many_threads_one_conversation(target: Target) -> None:
+    appends = 150 if target.name in SCALED_DOWN else 500
+    repository = _pooled(target, 34).build()
+    try:
+        run = run_threads(
+            repository,
+            ["stress"],
+            writers_per_conversation=32,
+            appends_per_writer=appends,
+            window=MessageWindow(1_000_000),
+        )
+    finally:
+        _close(repository)
+    verdict = _verify(target, f"stress 32 threads x {appends}", run, None)
+    assert verdict.acknowledged == 32 * appends
+
+
+def test_stress_many_processes_one_conversation(target: Target) -> None:
+    if target.no_processes:
+        pytest.skip(f"{target.name}: {target.no_processes}")
+    repository = target.build()
+    try:
+        run = run_processes(
+            target,
+            repository,
+            "stress",
+            processes=8,
+            appends_per_writer=250,
+            window_limit=1_000_000,
+        )
+    finally:
+        _close(repository)
+    assert _verify(target, "stress 8 processes x 250", run, None).acknowledged == 2000
+
+
+def test_stress_many_conversations_small_window(target: Target) -> None:
+    conversations = 60 if target.name in SCALED_DOWN else 300
+    repository = _pooled(target, 26).build()
+    try:
+        run = run_threads(
+            repository,
+            [f"c{n}" for n in range(conversations)],
+            writers_per_conversation=8,
+            appends_per_writer=20,
+            window=MessageWindow(40),
+            threads=24,
+            read_pause=0.001,
+        )
+    finally:
+        _close(repository)
+    verdict = _verify(target, f"stress {conversations} convs x 8 x 20 w40", run, 40)
+    assert verdict.acknowledged == conversations * 160
