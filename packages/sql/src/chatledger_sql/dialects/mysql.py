@@ -15,7 +15,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import exc, func
+from sqlalchemy import exc
 from sqlalchemy.dialects.mysql import DATETIME, LONGTEXT, VARCHAR
 from sqlalchemy.dialects.mysql import insert as mysql_insert
 from sqlalchemy.types import TypeEngine
@@ -104,18 +104,11 @@ class MySQLDialect(SqlDialect):
     ) -> ConversationState | None:
         """Upsert (the lock), then read the row with ``FOR UPDATE``.
 
-        On MariaDB the upsert returns the row and the probes: one statement.
+        InnoDB has no cheaper safe form: an upsert that also reads the
+        conversation's message rows (as PostgreSQL's does) takes shared locks
+        on them under REPEATABLE READ, and sixteen writers on one conversation
+        then deadlock each other until their retries run out.
         """
-        if create and statements.lock_probing is not None and self.native(connection):
-            return super().lock_conversation(
-                connection,
-                statements,
-                conversation_id,
-                now,
-                create=True,
-                probe_ids=probe_ids,
-                peek=peek,
-            )
         if create:
             connection.execute(
                 statements.upsert_conversation, {"cid": conversation_id, "now": now}
@@ -131,21 +124,3 @@ class MariaDBDialect(MySQLDialect):
     name = "mariadb"
     #: MariaDB's binary, no-pad collation.
     id_collation = "utf8mb4_nopad_bin"
-
-    def native(self, connection: Connection) -> bool:
-        """MariaDB itself (``INSERT ... RETURNING`` needs 10.5)."""
-        return bool(getattr(connection.dialect, "is_mariadb", False))
-
-    def json_rows(self, *columns: Any) -> Any:
-        """``JSON_ARRAYAGG(JSON_ARRAY(...))``."""
-        return func.json_arrayagg(func.json_array(*columns))
-
-    def probing_lock(self, statements: Statements) -> Any:
-        """Upsert (the lock) returning the state, known ids and oldest rows.
-
-        The probes run after the row lock is held, so they read the commits
-        of the writer the lock waited for.
-        """
-        return self.upsert_conversation(statements).returning(
-            *statements.state_columns, *self.lock_probes(statements)
-        )
