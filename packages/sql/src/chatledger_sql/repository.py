@@ -29,7 +29,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, Select, create_engine, event, exc
@@ -121,10 +121,38 @@ def _decode(row: Any) -> Message:
     data = json.loads(row.payload)
     data["id"] = row.message_id
     data["role"] = row.role
-    if "content" not in data:
-        data["content"] = row.content
-    data["created_at"] = row.created_at.isoformat()
+    data.setdefault("content", row.content)
+    data["created_at"] = row.created_at
     return codec.from_dict(data)
+
+
+def _moment(value: Any) -> Any:
+    """A driver's raw ``created_at`` as ``UtcDateTime`` reads it, but cheaper.
+
+    SQLite gives the text SQLAlchemy stored (``2026-01-02 03:04:05.000006``,
+    always with microseconds); the wall-clock columns a naive ``datetime`` in
+    UTC; PostgreSQL an aware one, which the codec converts to UTC.
+    """
+    if type(value) is str:
+        value = datetime.fromisoformat(value)
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value
+
+
+def _decode_raw(
+    message_id: str, role: str, content: str | None, payload: str, created: Any
+) -> Message:
+    data = _loads(payload)
+    data["id"] = message_id
+    data["role"] = role
+    data.setdefault("content", content)
+    data["created_at"] = _moment(created)
+    return _from_dict(data)
+
+
+_loads = json.loads
+_from_dict = codec.from_dict
 
 
 def _literal_bytes(text: str | None) -> int:
@@ -340,7 +368,7 @@ class SqlChatMemoryRepository(ClosingContext):
             if options:
                 connection.execution_options(**options)
             rows = connection.execute(self._sql.read, parameters)
-            return [_decode(row) for row in rows]
+            return [_decode_raw(*row) for row in rows]
 
         return self._read(work)
 
