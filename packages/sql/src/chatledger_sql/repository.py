@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import json.scanner
 import random
 import threading
 import time
@@ -134,16 +135,23 @@ def _moment(value: Any) -> Any:
     UTC; PostgreSQL an aware one, which the codec converts to UTC.
     """
     if type(value) is str:
-        value = datetime.fromisoformat(value)
+        # Parsing with the offset is several times cheaper than replace().
+        return datetime.fromisoformat(value + "+00:00")
     if value.tzinfo is None:
-        return value.replace(tzinfo=UTC)
+        # Exact, integer arithmetic, and several times cheaper than replace().
+        return _UTC_EPOCH + (value - _NAIVE_EPOCH)
     return value
 
 
 def _decode_raw(
     message_id: str, role: str, content: str | None, payload: str, created: Any
 ) -> Message:
-    data = _loads(payload)
+    try:
+        data, end = _scan(payload, 0)
+    except (StopIteration, ValueError):
+        end = -1
+    if end != len(payload) or type(data) is not dict:
+        data = json.loads(payload)
     data["id"] = message_id
     data["role"] = role
     data.setdefault("content", content)
@@ -151,8 +159,13 @@ def _decode_raw(
     return _from_dict(data)
 
 
-_loads = json.loads
+# The JSON scanner, called directly: json.loads wraps it in two regular
+# expression matches and three calls. Anything it does not take whole goes
+# to json.loads, which gives the usual result or error.
+_scan = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
 _from_dict = codec.from_dict
+_NAIVE_EPOCH = datetime(1970, 1, 1)
+_UTC_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
 def _literal_bytes(text: str | None) -> int:
@@ -367,7 +380,7 @@ class SqlChatMemoryRepository(ClosingContext):
             options = self.dialect.read_options(connection)
             if options:
                 connection.execution_options(**options)
-            rows = connection.execute(self._sql.read, parameters)
+            rows = connection.execute(self._sql.read, parameters).all()
             return [_decode_raw(*row) for row in rows]
 
         return self._read(work)
