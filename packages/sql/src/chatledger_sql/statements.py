@@ -25,10 +25,8 @@ from sqlalchemy import (
     insert,
     or_,
     select,
-    type_coerce,
     update,
 )
-from sqlalchemy.types import NullType
 
 from chatledger.messages import Role
 
@@ -74,16 +72,17 @@ class Statements:
         #: One ordered query over the primary key: the whole conversation,
         #: nothing when its row says it has expired (an uncorrelated probe of
         #: the conversation's primary key, evaluated once).
-        #: ``created_at`` comes back as the driver gives it (see
-        #: ``repository._moment``): the column type's own conversion parses
-        #: SQLite's text with a regular expression, then converts again.
+        #: ``created_at`` comes back raw, as the dialect's ``raw_timestamp``
+        #: selects it, for ``repository._moment``: the column type's own
+        #: conversion parses SQLite's text with a regular expression, then
+        #: converts again.
         self.read: Select[Any] = (
             select(
                 m.message_id,
                 m.role,
                 m.content,
                 m.payload,
-                type_coerce(m.created_at, NullType()).label("created_at"),
+                dialect.raw_timestamp(m.created_at).label("created_at"),
             )
             .where(
                 m.conversation_id == cid,
