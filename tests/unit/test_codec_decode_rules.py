@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from types import MappingProxyType
 from typing import Any
 
@@ -188,6 +188,25 @@ def test_created_at_is_utc() -> None:
     assert created is not None
     assert created.tzinfo is UTC
     assert created.utcoffset() == timedelta(0)
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["plain", "mapping"])
+def test_from_dict_takes_an_aware_datetime_as_created_at(fast: bool) -> None:
+    moment = datetime(2026, 1, 2, 5, 4, 5, 6, tzinfo=timezone(timedelta(hours=2)))
+    data = {**BASE, "created_at": moment}
+    created = codec.from_dict(data if fast else MappingProxyType(data)).created_at
+    assert created == moment
+    assert created is not None
+    assert created.tzinfo is UTC
+    utc = datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=UTC)
+    assert codec.from_dict({**BASE, "created_at": utc}).created_at is utc
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["plain", "mapping"])
+def test_from_dict_refuses_a_naive_datetime_as_created_at(fast: bool) -> None:
+    data = {**BASE, "created_at": datetime(2026, 1, 2, 3, 4, 5)}
+    with pytest.raises(InvalidMessageError, match="timezone-aware"):
+        codec.from_dict(data if fast else MappingProxyType(data))
 
 
 @pytest.mark.parametrize("message", every_kind(), ids=lambda m: m.role.value)

@@ -8,7 +8,8 @@ Example:
 
 ``to_dict`` gives a dict of plain JSON values; an adapter that keeps some fields
 in columns of their own (``role``, ``content``, ``id``, ``created_at``) pops them
-from the dict before storing the rest, and puts them back before ``from_dict``.
+from the dict before storing the rest, and puts them back before ``from_dict``
+(``created_at`` as the ISO text or as a timezone-aware ``datetime``).
 Round trips are exact: bytes media (base64), integers beyond 2**53, floats,
 ``None`` versus ``""`` content, and any unicode including NUL (JSON escapes it,
 so the stored text never holds a raw NUL).
@@ -191,12 +192,15 @@ def _decode_plain(data: dict[str, Any], clean: bool) -> Message:
     created = data.get("created_at")
     moment = None
     if created is not None:
-        if type(created) is not str:
+        if type(created) is datetime:
+            moment = created
+        elif type(created) is not str:
             raise _Rejected
-        try:
-            moment = datetime.fromisoformat(created)
-        except ValueError:
-            raise _Rejected from None
+        else:
+            try:
+                moment = datetime.fromisoformat(created)
+            except ValueError:
+                raise _Rejected from None
         if moment.tzinfo is not UTC:
             if moment.utcoffset() is None:
                 raise _Rejected
@@ -261,7 +265,9 @@ def _decode_checked(data: Mapping[str, Any]) -> Message:
             else (),
             metadata=data.get("metadata", {}),
             id=data["id"],
-            created_at=None if created is None else datetime.fromisoformat(created),
+            created_at=created
+            if created is None or isinstance(created, datetime)
+            else datetime.fromisoformat(created),
         )
     except (KeyError, TypeError, ValueError) as exc:
         if isinstance(exc, InvalidMessageError):

@@ -72,8 +72,18 @@ class Statements:
         #: One ordered query over the primary key: the whole conversation,
         #: nothing when its row says it has expired (an uncorrelated probe of
         #: the conversation's primary key, evaluated once).
+        #: ``created_at`` comes back raw, as the dialect's ``raw_timestamp``
+        #: selects it, for ``repository._moment``: the column type's own
+        #: conversion parses SQLite's text with a regular expression, then
+        #: converts again.
         self.read: Select[Any] = (
-            select(*message_columns)
+            select(
+                m.message_id,
+                m.role,
+                m.content,
+                m.payload,
+                dialect.raw_timestamp(m.created_at).label("created_at"),
+            )
             .where(
                 m.conversation_id == cid,
                 ~exists().where(c.conversation_id == cid, expired),

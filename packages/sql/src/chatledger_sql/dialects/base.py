@@ -28,9 +28,10 @@ from sqlalchemy import (
     exc,
     func,
     select,
+    type_coerce,
 )
 from sqlalchemy.schema import CreateTable, ExecutableDDLElement
-from sqlalchemy.types import TypeEngine
+from sqlalchemy.types import NullType, TypeEngine
 
 from chatledger_sql.types import UtcDateTime
 
@@ -168,6 +169,14 @@ class SqlDialect:
     def timestamp_type(self) -> TypeEngine[Any]:
         """A UTC instant with microseconds."""
         return UtcDateTime()
+
+    def raw_timestamp(self, column: Any) -> Any:
+        """``column`` (a timestamp) as the read gets it, without result processing.
+
+        The driver's value goes to ``repository._moment``: ISO text in UTC, a
+        naive ``datetime`` in UTC, or an aware ``datetime``.
+        """
+        return type_coerce(column, NullType())
 
     def sequence_type(self) -> TypeEngine[Any]:
         """Sequence numbers and versions."""

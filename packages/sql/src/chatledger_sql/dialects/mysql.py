@@ -15,10 +15,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import exc
-from sqlalchemy.dialects.mysql import DATETIME, LONGTEXT, VARCHAR
+from sqlalchemy import cast, exc, type_coerce
+from sqlalchemy.dialects.mysql import CHAR, DATETIME, LONGTEXT, VARCHAR
 from sqlalchemy.dialects.mysql import insert as mysql_insert
-from sqlalchemy.types import TypeEngine
+from sqlalchemy.types import NullType, TypeEngine
 
 from chatledger_sql.dialects.base import ConversationState, SqlDialect
 from chatledger_sql.types import UtcDateTime
@@ -65,6 +65,10 @@ class MySQLDialect(SqlDialect):
     def timestamp_type(self) -> TypeEngine[Any]:
         """``DATETIME(6)`` holding UTC."""
         return UtcDateTime(DATETIME(fsp=6))
+
+    def raw_timestamp(self, column: Any) -> Any:
+        """``DATETIME(6)`` as text: PyMySQL parses a datetime in pure Python."""
+        return type_coerce(cast(column, CHAR(26)), NullType())
 
     def table_options(self) -> dict[str, Any]:
         """InnoDB, utf8mb4."""
