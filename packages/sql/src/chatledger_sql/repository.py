@@ -338,10 +338,14 @@ class SqlChatMemoryRepository(ClosingContext):
             self.dialect.prepare_database(connection)
             connection.commit()
         for statement in self.dialect.create_statements(tables):
-            for attempt in range(3):
+            for attempt in range(1, MAX_ATTEMPTS + 1):
                 try:
-                    with self._serialized(), self.engine.begin() as connection:
+                    # The write path's begin: on SQLite a deferred DDL
+                    # transaction cannot upgrade its lock past a racing creator.
+                    with self._serialized(), self.engine.connect() as connection:
+                        self.dialect.begin_write(connection)
                         connection.execute(statement)
+                        connection.commit()
                     break
                 except exc.DBAPIError as error:
                     # Another creator won between the guard and the CREATE (or,
@@ -349,9 +353,9 @@ class SqlChatMemoryRepository(ClosingContext):
                     racing = self.dialect.is_already_exists(
                         error
                     ) or self.dialect.is_retryable(error)
-                    if attempt == 2 or not racing:
+                    if attempt == MAX_ATTEMPTS or not racing:
                         raise
-                    time.sleep(0.05 * (attempt + 1))
+                    time.sleep(0.05 * attempt)
 
     def drop_schema(self) -> None:
         """Drop both tables and every conversation in them."""

@@ -44,8 +44,16 @@ class SQLiteDialect(SqlDialect):
         return f"SQLiteDialect(busy_timeout_ms={self.busy_timeout_ms})"
 
     def prepare_database(self, connection: Connection) -> None:
-        """Turn on WAL (kept in the database file; a no-op in memory)."""
-        connection.exec_driver_sql("PRAGMA journal_mode=WAL")
+        """Turn on WAL (kept in the database file; a no-op in memory).
+
+        Switching needs the database to itself, so racing creators wait for
+        it under the busy timeout, and a file already in WAL is left alone.
+        """
+        dbapi: Any = connection.connection.dbapi_connection
+        dbapi.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
+        mode = dbapi.execute("PRAGMA journal_mode").fetchone()[0]
+        if str(mode).lower() not in ("wal", "memory"):
+            connection.exec_driver_sql("PRAGMA journal_mode=WAL")
 
     def begin_write(self, connection: Connection) -> None:
         """Set the busy timeout and take the write lock now.
