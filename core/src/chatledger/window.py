@@ -25,6 +25,11 @@ the window has one meaning everywhere. The rules are Spring AI's
    Spring AI drops everything in that case, including the turn in progress.
    A history with no user message at all cannot be cut on a turn and is
    dropped entirely when it overflows, as in Spring AI.
+4. No orphan tool response. The window never starts, after its system
+   messages, on a tool message: a tool response whose call is not in the
+   window (because the call was evicted, or never stored) is evicted too,
+   even when the window has room for it. Model APIs reject a tool response
+   that follows no tool call.
 
 Sizes are counted by a :class:`Window`: one per message for
 :class:`MessageWindow`, tokens for :class:`TokenWindow`. The limit counts
@@ -198,7 +203,14 @@ def count_evictions(
     """
     excess = system_size + total_size - limit
     if excess <= 0:
-        return 0
+        # Rule 4 alone: only leading tool messages go. Rules 2 and 3 never
+        # leave a tool message first after a cut, so they need no such step.
+        leading = 0
+        for role, _ in entries:
+            if role is not Role.TOOL:
+                break
+            leading += 1
+        return leading
     dropped = 0
     last_user: int | None = None
     count = 0

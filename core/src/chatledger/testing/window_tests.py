@@ -162,6 +162,45 @@ class WindowMemoryTests:
             assert _contents(memory.get("random")) == _contents(expected)
         assert [m.id for m in memory.get("random")] == [m.id for m in expected]
 
+    def test_a_tool_response_never_opens_the_window(self, repository: Any) -> None:
+        """A tool response whose call is not in the window is evicted (rule 4)."""
+        memory = MessageWindowChatMemory(repository, max_messages=1)
+        call = ToolCall(id="c", name="f", arguments="{}")
+        memory.add("orphan", [Message.assistant("thinking")])
+        memory.add("orphan", [Message.assistant(None, tool_calls=[call])])
+        assert memory.get("orphan") == []  # no user turn to keep: all dropped
+        memory.add("orphan", [Message.tool(ToolResponse(id="c", name="f", data="r"))])
+        assert memory.get("orphan") == []
+        assert "orphan" not in repository.find_conversation_ids()
+
+    def test_a_stored_leading_tool_response_goes_on_the_next_add(
+        self, repository: Any
+    ) -> None:
+        """A window saved with a tool response first is repaired by the next add."""
+        response = Message.tool(ToolResponse(id="c", name="f", data="r"))
+        kept = [Message.user("U1"), Message.assistant("A1")]
+        repository.save_all("lead", [Message.system("S"), response, *kept])
+        memory = MessageWindowChatMemory(repository, max_messages=20)
+        memory.add("lead", [Message.user("U2")])
+        assert _contents(memory.get("lead")) == [
+            (Role.SYSTEM, "S"),
+            (Role.USER, "U1"),
+            (Role.ASSISTANT, "A1"),
+            (Role.USER, "U2"),
+        ]
+        if self.supports_atomic_append:
+            result = repository.append_to_window(
+                "alone", [response, Message.user("U")], MessageWindow(20)
+            )
+            assert result.evicted_ids == [response.id]
+            assert [m.id for m in result.appended] == [
+                response.id,
+                result.appended[1].id,
+            ]
+            assert _contents(repository.find_by_conversation_id("alone")) == [
+                (Role.USER, "U")
+            ]
+
     def test_token_window_keeps_the_budget(self, repository: Any) -> None:
         """A token window evicts whole old turns to stay within its budget."""
         window = TokenWindow(60, estimate_tokens, "estimate_tokens")

@@ -123,8 +123,26 @@ def _size_of(variable: str, counter_id: str | None) -> Any:
     }
 
 
+def _leading_tool_count() -> dict[str, Any]:
+    """How many elements of ``_ns`` are tool responses before any other role."""
+    walk = {
+        "$reduce": {
+            "input": "$_ns",
+            "initialValue": {"n": 0, "open": True},
+            "in": {
+                "$cond": [
+                    {"$and": ["$$value.open", _is_role("$$this", Role.TOOL)]},
+                    {"n": {"$add": ["$$value.n", 1]}, "open": True},
+                    {"n": "$$value.n", "open": False},
+                ]
+            },
+        }
+    }
+    return {"$let": {"vars": {"w": walk}, "in": "$$w.n"}}
+
+
 def _cut_expression(limit: int) -> dict[str, Any]:
-    """:func:`chatledger.window.count_evictions` over ``_ns`` as one ``$reduce``."""
+    """:func:`chatledger.window.count_evictions` over ``_ns`` as ``$reduce`` walks."""
     walk = {
         "$reduce": {
             "input": "$_ns",
@@ -179,7 +197,7 @@ def _cut_expression(limit: int) -> dict[str, Any]:
             "in": {
                 "$cond": [
                     {"$lte": ["$$excess", 0]},
-                    0,
+                    _leading_tool_count(),
                     {
                         "$let": {
                             "vars": {"w": walk},

@@ -172,11 +172,14 @@ for _, m in ipairs(fresh) do
 end
 
 -- (d) count_evictions, streaming the oldest markers only while it must;
--- tsize and ssize are the counts of the markers when no counter is named
+-- tsize and ssize are the counts of the markers when no counter is named.
+-- Without an overflow only leading tool responses go (rule 4), so the
+-- head marker alone is read.
 local excess = ssize + tsize - limit
-if excess > 0 then
+do
   local dropped, last_user, count, index, cut = 0, -1, 0, 0, -1
   local read, start, step = {}, 0, 8
+  if excess <= 0 then step = 1 end
   while cut < 0 do
     local part = redis.call('LRANGE', turns, start, start + step - 1)
     if #part == 0 then break end
@@ -185,7 +188,9 @@ if excess > 0 then
       if weighed then size = tonumber(size) else size = 1 end
       read[index + 1] = {seq, id, size}
       count = index + 1
-      if dropped >= excess then
+      if excess <= 0 then
+        if role ~= 't' then cut = index break end
+      elseif dropped >= excess then
         if role == 'u' then cut = index break end
       else
         if role == 'u' then last_user = index end

@@ -742,19 +742,20 @@ class SqlChatMemoryRepository(ClosingContext):
         other_total += sum(s for _, s in new_others)
 
         consumed: list[Any] = []
-        cut = 0
-        if system_size + other_total > window.limit:
-            excess = system_size + other_total - window.limit
-            chunk = excess + 8 if counter is None else 32
+        excess = system_size + other_total - window.limit
+        # Without an overflow only the head's role is asked for (is it a
+        # tool response?), usually from the rows the lock already returned.
+        chunk = 1 if excess <= 0 else excess + 8 if counter is None else 32
 
-            def entries() -> Iterator[tuple[Role, int]]:
+        def entries() -> Iterator[tuple[Role, int]]:
+            if state.other_count > 0:
                 for row in self._oldest(connection, conversation_id, chunk, state):
                     consumed.append(row)
                     yield Role(row.role), 1 if counter is None else int(row.weight)
-                for message, size in new_others:
-                    yield message.role, size
+            for message, size in new_others:
+                yield message.role, size
 
-            cut = count_evictions(window.limit, system_size, other_total, entries())
+        cut = count_evictions(window.limit, system_size, other_total, entries())
         evicted_rows = consumed[:cut]
         evicted_new = [m for m, _ in new_others[: max(0, cut - len(consumed))]]
         evicted_new_ids = {m.id for m in evicted_new}
