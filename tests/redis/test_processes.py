@@ -13,12 +13,15 @@ from chatledger_redis.keys import ConversationKeys
 
 PROCESSES = 4
 APPENDS = 25
+#: Bounds for a hung worker, not timings: spawning four interpreters on a
+#: loaded machine can take tens of seconds.
+WAIT_SECONDS = 300
 
 
 def _write(url: str, prefix: str, writer: int, start: Barrier) -> None:
     repository = RedisChatMemoryRepository.from_url(url, key_prefix=prefix)
     memory = MessageWindowChatMemory(repository, max_messages=10_000)
-    start.wait(30)
+    start.wait(WAIT_SECONDS)
     for counter in range(APPENDS):
         message = Message.user(f"{writer}:{counter}")
         memory.add("race", message)
@@ -38,7 +41,7 @@ def test_processes_lose_and_duplicate_nothing(
     for worker in workers:
         worker.start()
     for worker in workers:
-        worker.join(120)
+        worker.join(WAIT_SECONDS)
     assert [worker.exitcode for worker in workers] == [0] * PROCESSES
 
     repository = RedisChatMemoryRepository(client, key_prefix=prefix)

@@ -9,7 +9,6 @@ unique key prefix.
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -22,6 +21,10 @@ from chatledger import Message
 from chatledger.tokens import estimate_tokens
 from chatledger.window import MessageWindow, TokenWindow, Window
 from chatledger_redis import RedisChatMemoryRepository
+
+#: How long to wait for the MONITOR thread: a bound for a stuck server, not a
+#: timing the test relies on.
+WAIT_SECONDS = 60
 
 
 @contextmanager
@@ -45,14 +48,16 @@ def monitored(
 
     thread = threading.Thread(target=listen, daemon=True)
     thread.start()
-    ready.wait(5)
-    time.sleep(0.2)  # MONITOR is registered once its reply arrived
+    # Set once the server answered MONITOR: every later command is seen.
+    assert ready.wait(WAIT_SECONDS), "MONITOR did not start"
     try:
         yield lines
     finally:
         client.echo(stop)
-        thread.join(10)
+        # Every line before the marker is in ``lines`` once the thread is done.
+        thread.join(WAIT_SECONDS)
         watcher.close()
+    assert not thread.is_alive(), "MONITOR never showed the end marker"
 
 
 def _sent(lines: list[dict[str, Any]]) -> list[str]:

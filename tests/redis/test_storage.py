@@ -187,8 +187,9 @@ def _client_names(client: Redis) -> set[str]:
 
 def _gone_from_client_list(client: Redis, name: str) -> bool:
     # The server drops a closed connection from CLIENT LIST a moment after the
-    # socket closes, so wait for it a little rather than race it.
-    deadline = time.monotonic() + 5
+    # socket closes, so wait for it (generously: a loaded server is slow to
+    # notice) rather than race it.
+    deadline = time.monotonic() + 60
     while name in _client_names(client):
         if time.monotonic() > deadline:
             return False

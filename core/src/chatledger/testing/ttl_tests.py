@@ -1,4 +1,12 @@
-"""Conformance tests of time-to-live, for repositories that support it."""
+"""Conformance tests of time-to-live, for repositories that support it.
+
+A TTL test is about time, and a loaded machine can stall any step for seconds.
+Each test therefore measures when its writes and reads happened and judges the
+repository only on a run whose timeline proves something: a read is counted as
+"before expiry" only if it finished before the earliest moment the conversation
+may expire, and as "after expiry" only if it started after the latest one. A
+run that a stall made inconclusive is repeated with a TTL four times as long.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +21,21 @@ from chatledger.memory import MessageWindowChatMemory
 from chatledger.messages import Message
 
 __all__ = ["TTLTests"]
+
+#: TTLs (seconds) of successive attempts: the first is the one a quiet machine
+#: uses; the longer ones only run when a stall left an attempt inconclusive.
+_EXPIRY_TTLS = (1.5, 6.0, 24.0)
+#: The sliding test writes again at half the TTL and reads just after it.
+_SLIDING_TTLS = (4.0, 16.0, 64.0)
+#: A backend may count a TTL in whole seconds of its own clock (Cassandra), so
+#: a conversation may expire up to this much before ``write + ttl``.
+_CLOCK_RESOLUTION = 1.0
+
+
+def _sleep_until(moment: float) -> None:
+    """Sleep until ``time.monotonic()`` reaches ``moment``."""
+    while (left := moment - time.monotonic()) > 0:
+        time.sleep(left)
 
 
 class TTLTests:
@@ -38,21 +61,44 @@ class TTLTests:
 
     def test_conversation_expires_whole(self, request: pytest.FixtureRequest) -> None:
         """After the TTL the conversation reads empty and leaves the listing."""
-        repository = self._ttl_repository(request, timedelta(seconds=1))
-        memory = MessageWindowChatMemory(repository, max_messages=10)
-        memory.add("ttl", [Message.user("U1"), Message.assistant("A1")])
-        assert len(memory.get("ttl")) == 2
-        time.sleep(1 + self.ttl_grace_seconds)
-        assert memory.get("ttl") == []
-        assert "ttl" not in repository.find_conversation_ids()
+        for attempt, ttl in enumerate(_EXPIRY_TTLS):
+            repository = self._ttl_repository(request, timedelta(seconds=ttl))
+            memory = MessageWindowChatMemory(repository, max_messages=10)
+            cid = f"ttl-{attempt}"
+            started = time.monotonic()
+            memory.add(cid, [Message.user("U1"), Message.assistant("A1")])
+            written = time.monotonic()
+            seen = memory.get(cid)
+            if time.monotonic() >= started + ttl - _CLOCK_RESOLUTION:
+                continue  # the read may have come after the expiry: try longer
+            assert len(seen) == 2
+            _sleep_until(written + ttl + self.ttl_grace_seconds)
+            assert memory.get(cid) == []
+            assert cid not in repository.find_conversation_ids()
+            return
+        pytest.fail(f"every attempt stalled past its TTL {_EXPIRY_TTLS}")
 
     def test_ttl_slides_on_every_write(self, request: pytest.FixtureRequest) -> None:
         """Each write refreshes the TTL of the whole conversation, old messages too."""
-        repository = self._ttl_repository(request, timedelta(seconds=3))
-        memory = MessageWindowChatMemory(repository, max_messages=10)
-        memory.add("slide", [Message.user("U1"), Message.assistant("A1")])
-        time.sleep(2)
-        memory.add("slide", [Message.user("U2")])
-        time.sleep(2)
-        assert [m.content for m in memory.get("slide")] == ["U1", "A1", "U2"]
-        assert "slide" in repository.find_conversation_ids()
+        for attempt, ttl in enumerate(_SLIDING_TTLS):
+            repository = self._ttl_repository(request, timedelta(seconds=ttl))
+            memory = MessageWindowChatMemory(repository, max_messages=10)
+            cid = f"slide-{attempt}"
+            first_started = time.monotonic()
+            memory.add(cid, [Message.user("U1"), Message.assistant("A1")])
+            first_written = time.monotonic()
+            _sleep_until(first_started + ttl / 2)
+            second_started = time.monotonic()
+            memory.add(cid, [Message.user("U2")])
+            if time.monotonic() >= first_started + ttl - _CLOCK_RESOLUTION:
+                continue  # the first write may have expired before the second
+            # Read only once the first write's TTL has surely run out.
+            _sleep_until(first_written + ttl + 0.1)
+            seen = [m.content for m in memory.get(cid)]
+            listed = repository.find_conversation_ids()
+            if time.monotonic() >= second_started + ttl - _CLOCK_RESOLUTION:
+                continue  # the read may have come after the second write expired
+            assert seen == ["U1", "A1", "U2"]
+            assert cid in listed
+            return
+        pytest.fail(f"every attempt stalled past its TTL {_SLIDING_TTLS}")
