@@ -263,7 +263,8 @@ def _process_writer(
     try:
         repository = target.build()
         memory = WindowChatMemory(repository, MessageWindow(window_limit))
-        barrier.wait()
+        # Bounded: a sibling that died before the barrier must not hang us.
+        barrier.wait(timeout=300)
         for counter in range(appends):
             record, error = _append(memory, conversation, writer, counter, run_tag)
             records.append(record)
@@ -315,12 +316,19 @@ def run_processes(
     def body() -> None:
         for worker in workers:
             worker.start()
-        for _ in workers:
-            records, problems = results.get(timeout=300)
-            run.appends.extend(records)
-            run.errors.extend(problems)
-        for worker in workers:
-            worker.join(timeout=60)
+        try:
+            for _ in workers:
+                records, problems = results.get(timeout=600)
+                run.appends.extend(records)
+                run.errors.extend(problems)
+            for worker in workers:
+                worker.join(timeout=60)
+        finally:
+            # A writer that never reported must not outlive the test.
+            for worker in workers:
+                if worker.is_alive():
+                    worker.terminate()
+                    worker.join(timeout=10)
 
     _with_readers(repository, [conversation], readers, read_pause, run, body)
     return run
