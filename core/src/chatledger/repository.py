@@ -102,7 +102,9 @@ class SupportsWindowAppend(Protocol):
           ``None``;
        e. refresh the conversation's TTL, if it has one.
     3. Cost grows with what changed (new, evicted and system messages), not with
-       the history: nothing else is read or rewritten.
+       the history: nothing else is read or rewritten. Without an overflow,
+       ``count_evictions`` asks only for the head entry (a tool response there
+       is evicted).
 
     The result equals what :func:`chatledger.window.apply_window` gives on the
     same history; the conformance suite checks it.

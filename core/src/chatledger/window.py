@@ -9,7 +9,7 @@ Example:
 
 Nothing here does I/O. Every memory and every adapter uses these functions, so
 the window has one meaning everywhere. The rules are Spring AI's
-``MessageWindowChatMemory`` rules, kept exactly, with three fixes:
+``MessageWindowChatMemory`` rules, kept exactly, with four fixes:
 
 1. System messages. A new system message that is not equal to a stored one
    replaces every stored system message; a system message equal to a stored one
