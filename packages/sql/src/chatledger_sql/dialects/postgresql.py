@@ -5,21 +5,29 @@ Example:
 
 The upsert creates the conversation row or takes its row lock, returns its
 state, and counts which of the new message ids are already stored, all in one
-round trip. Unknown products fall back to this dialect, so it sticks to SQL
-that PostgreSQL-compatible databases share.
+round trip. With psycopg 3 a window append is two round trips in all: ``BEGIN``
+travels with that upsert and the one write statement with ``COMMIT`` (see
+:mod:`chatledger_sql.dialects.pipeline`). Unknown products fall back to this
+dialect, so it sticks to SQL that PostgreSQL-compatible databases share.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import TextClause, bindparam, exc, func, text
-from sqlalchemy.dialects.postgresql import TIMESTAMP
+from sqlalchemy import TextClause, any_, bindparam, cast, exc, func, text
+from sqlalchemy.dialects.postgresql import ARRAY, TIMESTAMP
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.postgresql.base import PGDialect
 from sqlalchemy.types import TypeEngine
 
-from chatledger_sql.dialects.base import SqlDialect
+from sqlalchemy.types import Text
+
+from chatledger_sql.dialects.base import ConversationState, SqlDialect
+from chatledger_sql.dialects.pipeline import PipelinedWrite
 from chatledger_sql.types import UtcDateTime
 
 if TYPE_CHECKING:
@@ -36,6 +44,10 @@ _EXISTS = {"42P07", "42710", "23505"}
 
 
 _PG = PGDialect()  # type: ignore[no-untyped-call]
+
+#: The pipelined write each connection is in, by ``id`` of the connection,
+#: for as long as :meth:`PostgresDialect.writing` holds it.
+_WRITES: dict[int, PipelinedWrite] = {}
 
 
 def _sqlstate(error: exc.DBAPIError) -> str | None:
@@ -87,10 +99,99 @@ class PostgresDialect(SqlDialect):
         )
 
     def probing_lock(self, statements: Statements) -> Any:
-        """Create-or-lock the row, return its state and probes in one round trip."""
+        """Create-or-lock the row, return its state and probes in one round trip.
+
+        The ids are one array parameter, so the statement's text, and the plan
+        psycopg prepares for it, serve every batch size.
+        """
+        m = statements.tables.messages.c
+        ids = any_(cast(bindparam("ids"), ARRAY(Text())))
         return self._upsert(statements).returning(
-            *statements.state_columns, *self.lock_probes(statements)
+            *statements.state_columns,
+            *self.lock_probes(statements, ids_match=m.message_id == ids),
         )
+
+    @contextlib.contextmanager
+    def writing(self, connection: Connection) -> Iterator[None]:
+        """On psycopg 3: a :class:`PipelinedWrite` (two round trips per append)."""
+        write = PipelinedWrite.start(connection) if self.native(connection) else None
+        if write is None:
+            with super().writing(connection):
+                yield
+            return
+        key = id(connection)
+        _WRITES[key] = write
+        try:
+            yield
+        except BaseException:
+            write.abort()
+            raise
+        finally:
+            del _WRITES[key]
+        write.finish()
+
+    def commit_write(self, connection: Connection) -> None:
+        """``COMMIT``, with the pending write statement when there is one."""
+        write = _WRITES.get(id(connection))
+        if write is not None and write.began:
+            write.commit()
+        else:
+            connection.commit()
+
+    def lock_conversation(
+        self,
+        connection: Connection,
+        statements: Statements,
+        conversation_id: str,
+        now: datetime,
+        *,
+        create: bool,
+        probe_ids: list[str] | None = None,
+        peek: int = 0,
+    ) -> ConversationState | None:
+        """In a pipelined write: ``BEGIN`` and the probing upsert in one round trip."""
+        write = _WRITES.get(id(connection)) if create else None
+        if write is not None and statements.lock_probing is not None:
+            sql, constants, _ = self._driver_sql(connection, statements)
+            parameters = dict(constants)
+            parameters["cid"] = conversation_id
+            parameters["now"] = now
+            parameters["ids"] = probe_ids or []
+            parameters["peek"] = peek
+            found = write.lock(sql, parameters)
+            if found is not None:
+                return ConversationState.from_mapping(found)
+        return super().lock_conversation(
+            connection,
+            statements,
+            conversation_id,
+            now,
+            create=create,
+            probe_ids=probe_ids,
+            peek=peek,
+        )
+
+    def _driver_sql(
+        self, connection: Connection, statements: Statements
+    ) -> tuple[str, dict[str, Any], str]:
+        """The lock and append statements as psycopg takes them, compiled once.
+
+        The lock's constants (the values of a new row, the ``version``
+        increment) are bound parameters SQLAlchemy fills in; they come along.
+        """
+        key = ("psycopg", connection.dialect)
+        found: tuple[str, dict[str, Any], str] | None = statements.driver_sql.get(key)
+        if found is None:
+            lock = statements.lock_probing.compile(dialect=connection.dialect)
+            constants = {
+                name: value
+                for name, value in lock.params.items()
+                if name not in ("cid", "now", "ids", "peek")
+            }
+            append = statements.append_all.compile(dialect=connection.dialect)
+            found = (str(lock), constants, str(append))
+            statements.driver_sql[key] = found
+        return found
 
     def _upsert(self, statements: Statements) -> Any:
         c = statements.tables.conversations.c
@@ -146,7 +247,11 @@ class PostgresDialect(SqlDialect):
         upto: int,
         update: dict[str, Any],
     ) -> bool:
-        """One round trip: the CTE statement of :meth:`append_statement`."""
+        """One statement: the CTE of :meth:`append_statement`.
+
+        In a pipelined write it is sent now and its answer read with the
+        ``COMMIT``'s; otherwise it is a round trip of its own.
+        """
         if not self.native(connection):
             return False
         parameters = dict(update)
@@ -159,5 +264,9 @@ class PostgresDialect(SqlDialect):
         parameters["created"] = [r["created_at"] for r in rows]
         parameters["drop_system"] = drop_system
         parameters["upto"] = upto
-        connection.execute(statements.append_all, parameters)
+        write = _WRITES.get(id(connection))
+        if write is not None and write.began:
+            write.send(self._driver_sql(connection, statements)[2], parameters)
+        else:
+            connection.execute(statements.append_all, parameters)
         return True
