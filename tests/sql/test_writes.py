@@ -13,6 +13,7 @@ from chatledger.faults import FAULT_POINTS
 from chatledger_sql import SqlChatMemoryRepository
 from tests.backends import backend_url
 from tests.sql.conftest import unique_table
+from tests.sql.wire import PgWire
 
 
 class Counter:
@@ -37,54 +38,59 @@ class Counter:
 
 
 @pytest.fixture
-def postgres() -> Iterator[tuple[SqlChatMemoryRepository, Counter]]:
+def postgres() -> Iterator[tuple[SqlChatMemoryRepository, PgWire]]:
     engine = create_engine(backend_url("postgresql"))
+    wire = PgWire(engine)
     repository = SqlChatMemoryRepository(engine, table_name=unique_table())
-    yield repository, Counter(engine)
+    yield repository, wire
     repository.drop_schema()
     engine.dispose()
+    wire.close()
 
 
 @pytest.mark.parametrize("window", [10, 1000])
 def test_postgres_append_round_trips_are_few_and_flat(
-    postgres: tuple[SqlChatMemoryRepository, Counter], window: int
+    postgres: tuple[SqlChatMemoryRepository, PgWire], window: int
 ) -> None:
-    """An append is 2 statements, evicting or not, whatever the window size.
+    """An append is 2 round trips, evicting or not, whatever the window size.
 
-    The upsert locks the row and reads its state, the known ids and the
-    oldest rows; one statement with CTEs inserts, evicts and updates the row.
+    ``BEGIN`` travels with the upsert that locks the row and reads its state,
+    the known ids and the oldest rows; one statement with CTEs, which
+    inserts, evicts and updates the row, travels with ``COMMIT``.
     """
-    repository, counter = postgres
+    repository, wire = postgres
     memory = MessageWindowChatMemory(repository, max_messages=window)
     memory.add("c", [Message.system("S")])
     for turn in range(window // 2 + 2):  # fill the window, then overflow it
         memory.add("c", [Message.user(f"u{turn}"), Message.assistant(f"a{turn}")])
-    counter.reset()
+    wire.reset()
     memory.add("c", [Message.user("next"), Message.assistant("answer")])
-    assert counter.statements == ["INSERT", "WITH"]
-    # No SELECT: the few oldest rows come back with the lock, never the history.
-    assert counter.rows_read == 0
+    assert wire.round_trips() == [["BEGIN", "INSERT"], ["WITH", "COMMIT"]]
+    # One row, the lock's: the few oldest rows come with it, never the history.
+    assert wire.rows_returned() == 1
 
     memory.clear("c")
     memory.add("c", [Message.user("first")])
-    counter.reset()
+    wire.reset()
     memory.add("c", [Message.assistant("no eviction")])
-    assert counter.statements == ["INSERT", "WITH"]
-    assert counter.rows_read == 0
+    assert wire.round_trips() == [["BEGIN", "INSERT"], ["WITH", "COMMIT"]]
+    assert wire.rows_returned() == 1
+    assert [m.content for m in memory.get("c")] == ["first", "no eviction"]
 
 
 def test_postgres_retried_append_is_a_noop(
-    postgres: tuple[SqlChatMemoryRepository, Counter],
+    postgres: tuple[SqlChatMemoryRepository, PgWire],
 ) -> None:
     """Re-sending an append whose ids are stored writes nothing."""
-    repository, counter = postgres
+    repository, wire = postgres
     memory = MessageWindowChatMemory(repository, max_messages=10)
     batch = [Message.user("u"), Message.assistant("a")]
     memory.add("c", batch)
-    counter.reset()
+    wire.reset()
     result = memory.add("c", batch)
     assert result.appended == []
-    assert counter.statements == ["INSERT", "SELECT"]  # lock, then look up the ids
+    # Lock, look up the ids, end the transaction: no write.
+    assert wire.round_trips() == [["BEGIN", "INSERT"], ["SELECT"], ["COMMIT"]]
     assert len(memory.get("c")) == 2
 
 
