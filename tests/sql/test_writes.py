@@ -11,6 +11,7 @@ from sqlalchemy import Engine, create_engine, event
 from chatledger import Message, MessageWindowChatMemory
 from chatledger.faults import FAULT_POINTS
 from chatledger_sql import SqlChatMemoryRepository
+from chatledger_sql.dialects import pipeline
 from tests.backends import backend_url
 from tests.sql.conftest import unique_table
 from tests.sql.wire import PgWire
@@ -76,6 +77,21 @@ def test_postgres_append_round_trips_are_few_and_flat(
     assert wire.round_trips() == [["BEGIN", "INSERT"], ["WITH", "COMMIT"]]
     assert wire.rows_returned() == 1
     assert [m.content for m in memory.get("c")] == ["first", "no eviction"]
+
+
+def test_postgres_append_without_pipeline_mode(
+    postgres: tuple[SqlChatMemoryRepository, PgWire], monkeypatch: Any
+) -> None:
+    """A driver without pipelines (psycopg2, libpq before 14): 4 round trips."""
+    monkeypatch.setattr(pipeline, "_pipelines", lambda connection: False)
+    repository, wire = postgres
+    memory = MessageWindowChatMemory(repository, max_messages=4)
+    for turn in range(3):
+        memory.add("c", [Message.user(f"u{turn}"), Message.assistant(f"a{turn}")])
+    wire.reset()
+    memory.add("c", [Message.user("next")])
+    assert wire.round_trips() == [["BEGIN"], ["INSERT"], ["WITH"], ["COMMIT"]]
+    assert [m.content for m in memory.get("c")] == ["u2", "a2", "next"]
 
 
 def test_postgres_retried_append_is_a_noop(

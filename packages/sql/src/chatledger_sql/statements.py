@@ -202,7 +202,6 @@ class Statements:
         return {
             name: value
             for name, value in vars(self).items()
-            if name
-            not in ("tables", "state_columns", "new_conversation", "driver_sql")
+            if name not in ("tables", "state_columns", "new_conversation", "driver_sql")
             and value is not None
         }

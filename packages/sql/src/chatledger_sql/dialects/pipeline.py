@@ -177,9 +177,9 @@ class PipelinedWrite:
             self._connection.invalidate(error)
 
     def _wrap(
-        self, error: Exception, statement: str, parameters: dict[str, Any] | None
+        self, error: Any, statement: str, parameters: dict[str, Any] | None
     ) -> exc.StatementError:
-        """``error`` as SQLAlchemy raises it from a statement of its own."""
+        """``error`` (the driver's) as SQLAlchemy raises it from its own statements."""
         dialect = self._connection.dialect
         invalidated = bool(dialect.is_disconnect(error, self._dbapi, None))
         if invalidated:

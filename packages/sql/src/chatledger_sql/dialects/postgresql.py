@@ -22,9 +22,7 @@ from sqlalchemy import TextClause, any_, bindparam, cast, exc, func, text
 from sqlalchemy.dialects.postgresql import ARRAY, TIMESTAMP
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.postgresql.base import PGDialect
-from sqlalchemy.types import TypeEngine
-
-from sqlalchemy.types import Text
+from sqlalchemy.types import Text, TypeEngine
 
 from chatledger_sql.dialects.base import ConversationState, SqlDialect
 from chatledger_sql.dialects.pipeline import PipelinedWrite
