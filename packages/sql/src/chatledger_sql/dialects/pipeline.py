@@ -184,7 +184,7 @@ class PipelinedWrite:
         invalidated = bool(dialect.is_disconnect(error, self._dbapi, None))
         if invalidated:
             self._invalidate(error)
-        return exc.DBAPIError.instance(
+        wrapped: exc.StatementError = exc.DBAPIError.instance(
             statement,
             parameters,
             error,
@@ -192,3 +192,4 @@ class PipelinedWrite:
             connection_invalidated=invalidated,
             dialect=dialect,
         )
+        return wrapped
