@@ -165,10 +165,11 @@ def test_close_disposes_only_an_owned_engine(tmp_path: Any) -> None:
 
 @pytest.mark.parametrize("backend", ["sqlite", "mariadb"])
 def test_append_statements_on_sqlite_and_mariadb(backend: str, tmp_path: Any) -> None:
-    """SQLite: one upsert locks and probes. MariaDB: upsert, then FOR UPDATE reads.
+    """SQLite: one upsert locks and probes. MariaDB: upsert, then one probing read.
 
     MariaDB keeps the two-step lock: a probing upsert takes shared locks on
-    message rows under InnoDB and deadlocks concurrent writers.
+    message rows under InnoDB and deadlocks concurrent writers; the plain
+    SELECT after it reads the state, the known ids and the oldest rows.
     """
     url = (
         f"sqlite:///{tmp_path / 'chat.db'}"
@@ -183,12 +184,14 @@ def test_append_statements_on_sqlite_and_mariadb(backend: str, tmp_path: Any) ->
         memory.add("c", [Message.user("u0"), Message.assistant("a0")])
         counter.reset()
         memory.add("c", [Message.user("u1"), Message.assistant("a1")])
-        lock = ["INSERT"] if backend == "sqlite" else ["INSERT", "SELECT", "SELECT"]
+        lock = ["INSERT"] if backend == "sqlite" else ["INSERT", "SELECT"]
         assert counter.statements == [*lock, "INSERT", "UPDATE"]
         counter.reset()
         memory.add("c", [Message.user("u2")])
         assert counter.statements[: len(lock)] == lock
         assert counter.statements[len(lock) :].count("DELETE") == 1
+        # The oldest rows came with the lock: no SELECT to find what to evict.
+        assert "SELECT" not in counter.statements[len(lock) :]
         assert counter.statements[-1] == "UPDATE"
         assert [m.content for m in memory.get("c")] == ["u1", "a1", "u2"]
     finally:

@@ -272,6 +272,14 @@ class SqlDialect:
         """An upsert returning the state and :meth:`lock_probes`, or ``None``."""
         return None
 
+    def probing_read(self, statements: Statements) -> Any:
+        """A read of a locked row's state and :meth:`lock_probes`, or ``None``.
+
+        For dialects whose lock is a statement of its own that cannot return
+        the probes (MySQL and MariaDB).
+        """
+        return None
+
     def append_statement(self, statements: Statements) -> Any:
         """Build the statement :meth:`write_append` runs, or ``None``."""
         return None

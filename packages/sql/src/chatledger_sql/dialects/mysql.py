@@ -6,8 +6,10 @@ Example:
 
 A conversation is locked with ``INSERT ... ON DUPLICATE KEY UPDATE`` (which
 creates the row or takes its exclusive lock without the gap-lock deadlocks of
-a locking read on a missing row), then read with ``SELECT ... FOR UPDATE``.
-Ids use a binary collation, so ``"a"`` and ``"A"`` stay two ids.
+a locking read on a missing row). A window append then reads the row's state,
+the known ids and the oldest rows in one plain ``SELECT``; other writes read
+the row with ``SELECT ... FOR UPDATE``. Ids use a binary collation, so ``"a"``
+and ``"A"`` stay two ids.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import cast, exc, type_coerce
+from sqlalchemy import Select, bindparam, cast, exc, func, select, type_coerce
 from sqlalchemy.dialects.mysql import CHAR, DATETIME, LONGTEXT, VARCHAR
 from sqlalchemy.dialects.mysql import insert as mysql_insert
 from sqlalchemy.types import NullType, TypeEngine
@@ -95,6 +97,26 @@ class MySQLDialect(SqlDialect):
         )
         return statement.on_duplicate_key_update(version=c.version + 1)
 
+    def json_rows(self, *columns: Any) -> Any:
+        """``JSON_ARRAYAGG(JSON_ARRAY(...))`` (MySQL 5.7.22+, MariaDB 10.5+)."""
+        return func.json_arrayagg(func.json_array(*columns))
+
+    def probing_read(self, statements: Statements) -> Select[Any]:
+        """The row's state and the probes, read without locking anything.
+
+        It runs after the upsert has locked the row. The row's state is then
+        the transaction's own write, so always the latest; the probes read
+        the message rows as of the transaction's first consistent read, which
+        is this one, taken under the lock (``last_seq`` checks it, see
+        :meth:`ConversationState.from_row`). No lock on message rows: a
+        probing read that locks them (as a probing upsert does, with shared
+        locks, before it holds the row) deadlocks concurrent writers.
+        """
+        c = statements.tables.conversations.c
+        return select(*statements.state_columns, *self.lock_probes(statements)).where(
+            c.conversation_id == bindparam("cid")
+        )
+
     def lock_conversation(
         self,
         connection: Connection,
@@ -106,17 +128,24 @@ class MySQLDialect(SqlDialect):
         probe_ids: list[str] | None = None,
         peek: int = 0,
     ) -> ConversationState | None:
-        """Upsert (the lock), then read the row with ``FOR UPDATE``.
+        """Upsert (the lock), then read the row: with the probes, or ``FOR UPDATE``.
 
-        InnoDB has no cheaper safe form: an upsert that also reads the
-        conversation's message rows (as PostgreSQL's does) takes shared locks
-        on them under REPEATABLE READ, and sixteen writers on one conversation
-        then deadlock each other until their retries run out.
+        An upsert that also read the conversation's message rows (as
+        PostgreSQL's does) would take shared locks on them under REPEATABLE
+        READ before it holds the row, and sixteen writers on one conversation
+        then deadlock each other until their retries run out; the read after
+        the lock takes none.
         """
         if create:
             connection.execute(
                 statements.upsert_conversation, {"cid": conversation_id, "now": now}
             )
+            if probe_ids is not None and statements.read_probing is not None:
+                row = connection.execute(
+                    statements.read_probing,
+                    {"cid": conversation_id, "ids": probe_ids, "peek": peek},
+                ).one()
+                return ConversationState.from_row(row)
         return super().lock_conversation(
             connection, statements, conversation_id, now, create=False
         )
