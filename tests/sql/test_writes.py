@@ -11,7 +11,8 @@ from sqlalchemy import Engine, create_engine, event
 from chatledger import Message, MessageWindowChatMemory
 from chatledger.faults import FAULT_POINTS
 from chatledger_sql import SqlChatMemoryRepository
-from chatledger_sql.dialects import pipeline
+from chatledger_sql.dialects import DialectMismatchWarning, MySQLDialect, pipeline
+from chatledger_sql.dialects.mysql import MAX_BLOCK_TEXT
 from tests.backends import backend_url
 from tests.sql.conftest import unique_table
 from tests.sql.wire import PgWire
@@ -22,12 +23,14 @@ class Counter:
 
     def __init__(self, engine: Engine) -> None:
         self.statements: list[str] = []
+        self.texts: list[str] = []
         self.rows_read = 0
         event.listen(engine, "before_cursor_execute", self._before)
         event.listen(engine, "after_cursor_execute", self._after)
 
     def _before(self, conn: Any, cursor: Any, statement: str, *args: Any) -> None:
         self.statements.append(statement.split(None, 1)[0].upper())
+        self.texts.append(statement)
 
     def _after(self, conn: Any, cursor: Any, statement: str, *args: Any) -> None:
         if statement.lstrip().upper().startswith("SELECT") and cursor.rowcount > 0:
@@ -35,6 +38,7 @@ class Counter:
 
     def reset(self) -> None:
         self.statements.clear()
+        self.texts.clear()
         self.rows_read = 0
 
 
@@ -163,22 +167,29 @@ def test_close_disposes_only_an_owned_engine(tmp_path: Any) -> None:
     engine.dispose()
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "mariadb"])
-def test_append_statements_on_sqlite_and_mariadb(backend: str, tmp_path: Any) -> None:
-    """SQLite: one upsert locks and probes. MariaDB: upsert, then one probing read.
+@pytest.mark.parametrize("backend", ["sqlite", "mysql"])
+def test_append_statements_one_by_one(backend: str, tmp_path: Any) -> None:
+    """SQLite: one upsert locks and probes. MySQLDialect: upsert, one probing read.
 
-    MariaDB keeps the two-step lock: a probing upsert takes shared locks on
+    MySQL keeps the two-step lock: a probing upsert takes shared locks on
     message rows under InnoDB and deadlocks concurrent writers; the plain
     SELECT after it reads the state, the known ids and the oldest rows.
+    (MySQLDialect runs here on the MariaDB server, which speaks its SQL.)
     """
     url = (
         f"sqlite:///{tmp_path / 'chat.db'}"
         if backend == "sqlite"
-        else backend_url(backend)
+        else backend_url("mariadb")
     )
     engine = create_engine(url)
-    repository = SqlChatMemoryRepository(engine, table_name=unique_table())
     try:
+        if backend == "sqlite":
+            repository = SqlChatMemoryRepository(engine, table_name=unique_table())
+        else:
+            with pytest.warns(DialectMismatchWarning):
+                repository = SqlChatMemoryRepository(
+                    engine, table_name=unique_table(), dialect=MySQLDialect()
+                )
         counter = Counter(engine)
         memory = MessageWindowChatMemory(repository, max_messages=4)
         memory.add("c", [Message.user("u0"), Message.assistant("a0")])
@@ -194,6 +205,68 @@ def test_append_statements_on_sqlite_and_mariadb(backend: str, tmp_path: Any) ->
         assert "SELECT" not in counter.statements[len(lock) :]
         assert counter.statements[-1] == "UPDATE"
         assert [m.content for m in memory.get("c")] == ["u1", "a1", "u2"]
+        repository.drop_schema()
+    finally:
+        engine.dispose()
+
+
+def test_mariadb_append_is_two_compound_statements() -> None:
+    """MariaDB: the upsert with the probing read, then every write, as two blocks.
+
+    Each ``BEGIN NOT ATOMIC ... END`` is one round trip; the lock comes
+    first in its block, and nothing reads with a lock on message rows.
+    """
+    engine = create_engine(backend_url("mariadb"))
+    repository = SqlChatMemoryRepository(engine, table_name=unique_table())
+    try:
+        counter = Counter(engine)
+        memory = MessageWindowChatMemory(repository, max_messages=5)
+        memory.add("c", [Message.system("S"), Message.user("u0")])
+        memory.add("c", [Message.assistant("a0")])
+        counter.reset()
+        memory.add("c", [Message.user("u1"), Message.assistant("a1")])
+        assert counter.statements == ["BEGIN", "BEGIN"]
+        lock, write = counter.texts
+        assert _steps(lock) == ["INSERT", "SELECT"]
+        assert "ON DUPLICATE KEY UPDATE" in lock.split("; ")[0]
+        assert "FOR UPDATE" not in lock
+        assert _steps(write) == ["INSERT", "UPDATE"]
+
+        counter.reset()
+        memory.add("c", [Message.system("S2"), Message.user("u2")])
+        # A batch with a system message reads the stored ones (the rule
+        # that merges them runs in core).
+        assert counter.statements == ["BEGIN", "SELECT", "BEGIN"]
+        # The old system message goes before the insert of the new one; the
+        # oldest turn is evicted.
+        assert _steps(counter.texts[2]) == ["DELETE", "INSERT", "DELETE", "UPDATE"]
+        assert [m.content for m in memory.get("c")] == ["u1", "a1", "S2", "u2"]
+    finally:
+        repository.drop_schema()
+        engine.dispose()
+
+
+def _steps(block: str) -> list[str]:
+    """The first keyword of each statement in a ``BEGIN NOT ATOMIC ... END``."""
+    assert block.startswith("BEGIN NOT ATOMIC ")
+    assert block.endswith("; END")
+    body = block[len("BEGIN NOT ATOMIC ") : -len("; END")]
+    return [part.split(None, 1)[0] for part in body.split("; ")]
+
+
+def test_mariadb_large_batch_is_sent_statement_by_statement() -> None:
+    """A batch past the compound statement's size goes one statement at a time."""
+    engine = create_engine(backend_url("mariadb"))
+    repository = SqlChatMemoryRepository(engine, table_name=unique_table())
+    try:
+        counter = Counter(engine)
+        memory = MessageWindowChatMemory(repository, max_messages=4)
+        memory.add("c", [Message.user("u0")])
+        counter.reset()
+        big = "x" * (MAX_BLOCK_TEXT // 2 + 1)
+        memory.add("c", [Message.assistant(big), Message.user(big)])
+        assert counter.statements == ["BEGIN", "INSERT", "UPDATE"]
+        assert [m.content for m in memory.get("c")] == ["u0", big, big]
     finally:
         repository.drop_schema()
         engine.dispose()
