@@ -98,6 +98,26 @@ def test_postgres_append_without_pipeline_mode(
     assert [m.content for m in memory.get("c")] == ["u2", "a2", "next"]
 
 
+def test_postgres_pipelined_begin_keeps_the_isolation_level() -> None:
+    """The BEGIN sent with the lock is the one psycopg would send itself."""
+    engine = create_engine(backend_url("postgresql"), isolation_level="SERIALIZABLE")
+    wire = PgWire(engine)
+    repository = SqlChatMemoryRepository(engine, table_name=unique_table())
+    try:
+        memory = MessageWindowChatMemory(repository, max_messages=10)
+        memory.add("c", [Message.user("first")])
+        wire.reset()
+        memory.add("c", [Message.assistant("second")])
+        assert wire.round_trips() == [["BEGIN", "INSERT"], ["WITH", "COMMIT"]]
+        sent = [body for direction, _, body in wire.messages() if direction == "F"]
+        assert any("BEGIN ISOLATION LEVEL SERIALIZABLE" in body for body in sent)
+        assert [m.content for m in memory.get("c")] == ["first", "second"]
+    finally:
+        repository.drop_schema()
+        engine.dispose()
+        wire.close()
+
+
 def test_postgres_retried_append_is_a_noop(
     postgres: tuple[SqlChatMemoryRepository, PgWire],
 ) -> None:

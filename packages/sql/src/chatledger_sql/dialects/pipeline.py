@@ -60,15 +60,27 @@ class PipelinedWrite:
     of :meth:`~chatledger_sql.dialects.base.SqlDialect.writing`.
     """
 
-    __slots__ = ("_begin", "_connection", "_dbapi", "_errors", "_pipeline", "began")
+    __slots__ = (
+        "_connection",
+        "_cursor",
+        "_dbapi",
+        "_errors",
+        "_pipeline",
+        "_transaction",
+        "_transaction_type",
+        "began",
+    )
 
-    def __init__(self, connection: Connection, dbapi: Any, begin: str) -> None:
+    def __init__(self, connection: Connection, dbapi: Any) -> None:
         """Use ``dbapi`` (psycopg's connection behind ``connection``)."""
         self._connection = connection
         self._dbapi = dbapi
-        self._begin = begin
-        self._errors: type[Exception] = connection.dialect.loaded_dbapi.Error
+        module = connection.dialect.loaded_dbapi
+        self._errors: type[Exception] = module.Error
+        self._transaction_type: Any = module.Transaction
+        self._cursor: Any = None
         self._pipeline: Any = None
+        self._transaction: Any = None
         #: The transaction was begun here (the raw connection is in autocommit).
         self.began = False
 
@@ -77,8 +89,7 @@ class PipelinedWrite:
         """A pipelined write on ``connection``, or ``None`` when it cannot have one.
 
         Only for psycopg 3 with pipeline mode, on a connection in no
-        transaction and with the driver's own transaction settings (an
-        isolation level is kept; read-only or deferrable ones are not).
+        transaction and not in autocommit.
         """
         if not _pipelines(connection):
             return None
@@ -86,16 +97,10 @@ class PipelinedWrite:
         if (
             dbapi is None
             or dbapi.autocommit
-            or dbapi.read_only is not None
-            or dbapi.deferrable is not None
             or dbapi.info.transaction_status != 0  # not IDLE
         ):
             return None
-        level = dbapi.isolation_level
-        begin = "BEGIN"
-        if level is not None:
-            begin += " ISOLATION LEVEL " + level.name.replace("_", " ")
-        return cls(connection, dbapi, begin)
+        return cls(connection, dbapi)
 
     def lock(self, sql: str, parameters: dict[str, Any]) -> dict[str, Any] | None:
         """Begin and run ``sql`` in one round trip; return its first row by name.
@@ -109,9 +114,15 @@ class PipelinedWrite:
         try:
             dbapi.autocommit = True
             self.began = True
+            cursor = self._cursor = dbapi.cursor()
+            # psycopg's own transaction block: its BEGIN (with the
+            # connection's isolation level, read-only and deferrable
+            # settings) and COMMIT are queued in a pipeline, not each
+            # sent and synced.
+            transaction = self._transaction = self._transaction_type(dbapi)
             with dbapi.pipeline():
-                dbapi.execute(self._begin)
-                cursor = dbapi.execute(sql, parameters)
+                transaction.__enter__()
+                cursor.execute(sql, parameters)
             row = cursor.fetchone()
             names = [column.name for column in cursor.description]
         except self._errors as error:
@@ -120,24 +131,24 @@ class PipelinedWrite:
 
     def send(self, sql: str, parameters: dict[str, Any]) -> None:
         """Send ``sql`` without waiting: :meth:`commit` reads its answer."""
-        if not self.began or self._pipeline is not None:
+        if self._transaction is None or self._pipeline is not None:
             raise RuntimeError("send() needs a locked transaction and no pending write")
         try:
             self._pipeline = self._dbapi.pipeline()
             self._pipeline.__enter__()
-            self._dbapi.execute(sql, parameters)
+            self._cursor.execute(sql, parameters)
         except self._errors as error:
             raise self._wrap(error, sql, parameters) from error
 
     def commit(self) -> None:
         """Send ``COMMIT`` and wait for it and the pending write: one round trip."""
+        transaction, self._transaction = self._transaction, None
+        pipeline, self._pipeline = self._pipeline, None
         try:
-            if self._pipeline is None:
-                self._dbapi.commit()
-                return
-            self._dbapi.execute("COMMIT")
-            pipeline, self._pipeline = self._pipeline, None
-            pipeline.__exit__(None, None, None)
+            if transaction is not None:
+                transaction.__exit__(None, None, None)
+            if pipeline is not None:
+                pipeline.__exit__(None, None, None)
         except self._errors as error:
             raise self._wrap(error, "COMMIT", None) from error
 
@@ -158,14 +169,18 @@ class PipelinedWrite:
         The error being raised is what the caller sees; anything failing here
         on its way out discards the connection instead.
         """
-        if not self.began and self._pipeline is None:
+        if not self.began:
             return
         try:
-            if self._pipeline is not None:
-                pipeline, self._pipeline = self._pipeline, None
+            pipeline, self._pipeline = self._pipeline, None
+            if pipeline is not None:
                 # Waits for the pending answers; their error is not the news.
                 with contextlib.suppress(self._errors):
                     pipeline.__exit__(None, None, None)
+            transaction, self._transaction = self._transaction, None
+            if transaction is not None:
+                transaction.force_rollback = True
+                transaction.__exit__(None, None, None)
             if self._dbapi.info.transaction_status != 0:
                 self._dbapi.rollback()
             self._dbapi.autocommit = False
