@@ -319,8 +319,8 @@ class SqlDialect:
         first ``peek`` non-system rows; ``last_seq`` lets the caller tell
         whether those probes saw the latest commit (see
         :meth:`ConversationState.from_row`). ``ids_match`` replaces the
-        expanding ``message_id IN (:ids)`` test (PostgreSQL passes ``= ANY``
-        of an array, so the statement text is one for every batch size).
+        expanding ``message_id IN (:ids)`` test, for statements compiled
+        outside SQLAlchemy's execution (one parameter per id).
         """
         tables = statements.tables
         m = tables.messages.c

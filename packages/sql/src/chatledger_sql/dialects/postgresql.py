@@ -18,11 +18,11 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import TextClause, any_, bindparam, cast, exc, func, text
-from sqlalchemy.dialects.postgresql import ARRAY, TIMESTAMP
+from sqlalchemy import TextClause, bindparam, exc, false, func, text
+from sqlalchemy.dialects.postgresql import TIMESTAMP
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.postgresql.base import PGDialect
-from sqlalchemy.types import Text, TypeEngine
+from sqlalchemy.types import TypeEngine
 
 from chatledger_sql.dialects.base import ConversationState, SqlDialect
 from chatledger_sql.dialects.pipeline import PipelinedWrite
@@ -97,16 +97,9 @@ class PostgresDialect(SqlDialect):
         )
 
     def probing_lock(self, statements: Statements) -> Any:
-        """Create-or-lock the row, return its state and probes in one round trip.
-
-        The ids are one array parameter, so the statement's text, and the plan
-        psycopg prepares for it, serve every batch size.
-        """
-        m = statements.tables.messages.c
-        ids = any_(cast(bindparam("ids"), ARRAY(Text())))
+        """Create-or-lock the row, return its state and probes in one round trip."""
         return self._upsert(statements).returning(
-            *statements.state_columns,
-            *self.lock_probes(statements, ids_match=m.message_id == ids),
+            *statements.state_columns, *self.lock_probes(statements)
         )
 
     @contextlib.contextmanager
@@ -150,12 +143,14 @@ class PostgresDialect(SqlDialect):
         """In a pipelined write: ``BEGIN`` and the probing upsert in one round trip."""
         write = _WRITES.get(id(connection)) if create else None
         if write is not None and statements.lock_probing is not None:
-            sql, constants, _ = self._driver_sql(connection, statements)
+            ids = probe_ids or []
+            sql, constants = self._driver_lock(connection, statements, len(ids))
             parameters = dict(constants)
             parameters["cid"] = conversation_id
             parameters["now"] = now
-            parameters["ids"] = probe_ids or []
             parameters["peek"] = peek
+            for index, message_id in enumerate(ids):
+                parameters[f"id_{index}"] = message_id
             found = write.lock(sql, parameters)
             if found is not None:
                 return ConversationState.from_mapping(found)
@@ -169,25 +164,51 @@ class PostgresDialect(SqlDialect):
             peek=peek,
         )
 
-    def _driver_sql(
-        self, connection: Connection, statements: Statements
-    ) -> tuple[str, dict[str, Any], str]:
-        """The lock and append statements as psycopg takes them, compiled once.
+    def _driver_lock(
+        self, connection: Connection, statements: Statements, ids: int
+    ) -> tuple[str, dict[str, Any]]:
+        """The probing lock for ``ids`` message ids as psycopg takes it, and its
+        constants (the values of a new row, the ``version`` increment).
 
-        The lock's constants (the values of a new row, the ``version``
-        increment) are bound parameters SQLAlchemy fills in; they come along.
+        One text per batch size, with one parameter per id, as SQLAlchemy's
+        expanding ``IN`` makes it: a single id is a plain equality, which
+        PostgreSQL always looks up in the unique index, where ``= ANY`` of an
+        array could be checked row by row against the whole conversation.
         """
-        key = ("psycopg", connection.dialect)
-        found: tuple[str, dict[str, Any], str] | None = statements.driver_sql.get(key)
+        key = ("psycopg lock", connection.dialect, ids)
+        found: tuple[str, dict[str, Any]] | None = statements.driver_sql.get(key)
         if found is None:
-            lock = statements.lock_probing.compile(dialect=connection.dialect)
+            m = statements.tables.messages.c
+            match = (
+                m.message_id.in_(
+                    [bindparam(f"id_{i}", type_=m.message_id.type) for i in range(ids)]
+                )
+                if ids
+                else false()
+            )
+            lock = (
+                self._upsert(statements)
+                .returning(
+                    *statements.state_columns,
+                    *self.lock_probes(statements, ids_match=match),
+                )
+                .compile(dialect=connection.dialect)
+            )
+            given = {"cid", "now", "peek", *(f"id_{i}" for i in range(ids))}
             constants = {
-                name: value
-                for name, value in lock.params.items()
-                if name not in ("cid", "now", "ids", "peek")
+                name: value for name, value in lock.params.items() if name not in given
             }
-            append = statements.append_all.compile(dialect=connection.dialect)
-            found = (str(lock), constants, str(append))
+            found = (str(lock), constants)
+            if len(statements.driver_sql) < 256:
+                statements.driver_sql[key] = found
+        return found
+
+    def _driver_append(self, connection: Connection, statements: Statements) -> str:
+        """The append statement as psycopg takes it, compiled once."""
+        key = ("psycopg append", connection.dialect)
+        found: str | None = statements.driver_sql.get(key)
+        if found is None:
+            found = str(statements.append_all.compile(dialect=connection.dialect))
             statements.driver_sql[key] = found
         return found
 
@@ -264,7 +285,7 @@ class PostgresDialect(SqlDialect):
         parameters["upto"] = upto
         write = _WRITES.get(id(connection))
         if write is not None and write.began:
-            write.send(self._driver_sql(connection, statements)[2], parameters)
+            write.send(self._driver_append(connection, statements), parameters)
         else:
             connection.execute(statements.append_all, parameters)
         return True
