@@ -17,7 +17,7 @@ from chatledger.validation import utc_now
 from chatledger_sql import InvalidTTLError, SqlChatMemoryRepository
 from tests.backends import backend_url
 from tests.sql.conftest import unique_table
-from tests.sql.test_writes import Counter
+from tests.sql.wire import PgWire
 
 
 @pytest.fixture
@@ -192,23 +192,28 @@ def test_expiry_is_read_from_the_row_by_any_repository(
 def test_a_window_append_with_ttl_costs_no_extra_statement() -> None:
     """PostgreSQL: the expiry rides on the conversation UPDATE."""
     engine = create_engine(backend_url("postgresql"))
+    wire = PgWire(engine)
     repository = SqlChatMemoryRepository(engine, table_name=unique_table(), ttl=60)
     try:
-        counter = Counter(engine)
         memory = MessageWindowChatMemory(repository, max_messages=10)
         memory.add("c", [Message.user("first")])
-        counter.reset()
+        wire.reset()
         memory.add("c", [Message.assistant("second")])
-        assert counter.statements == ["INSERT", "WITH"]
+        assert wire.round_trips() == [["BEGIN", "INSERT"], ["WITH", "COMMIT"]]
         expire(repository, "c")
-        counter.reset()
+        wire.reset()
         memory.add("c", [Message.user("third")])
         # Only an expired conversation costs one more: deleting its messages.
-        assert counter.statements == ["INSERT", "DELETE", "WITH"]
+        assert wire.round_trips() == [
+            ["BEGIN", "INSERT"],
+            ["DELETE"],
+            ["WITH", "COMMIT"],
+        ]
         assert [m.content for m in memory.get("c")] == ["third"]
     finally:
         repository.drop_schema()
         engine.dispose()
+        wire.close()
 
 
 # -- purge_expired -------------------------------------------------------------

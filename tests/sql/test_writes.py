@@ -11,8 +11,11 @@ from sqlalchemy import Engine, create_engine, event
 from chatledger import Message, MessageWindowChatMemory
 from chatledger.faults import FAULT_POINTS
 from chatledger_sql import SqlChatMemoryRepository
+from chatledger_sql.dialects import DialectMismatchWarning, MySQLDialect, pipeline
+from chatledger_sql.dialects.mysql import MAX_BLOCK_TEXT
 from tests.backends import backend_url
 from tests.sql.conftest import unique_table
+from tests.sql.wire import PgWire
 
 
 class Counter:
@@ -20,12 +23,14 @@ class Counter:
 
     def __init__(self, engine: Engine) -> None:
         self.statements: list[str] = []
+        self.texts: list[str] = []
         self.rows_read = 0
         event.listen(engine, "before_cursor_execute", self._before)
         event.listen(engine, "after_cursor_execute", self._after)
 
     def _before(self, conn: Any, cursor: Any, statement: str, *args: Any) -> None:
         self.statements.append(statement.split(None, 1)[0].upper())
+        self.texts.append(statement)
 
     def _after(self, conn: Any, cursor: Any, statement: str, *args: Any) -> None:
         if statement.lstrip().upper().startswith("SELECT") and cursor.rowcount > 0:
@@ -33,58 +38,99 @@ class Counter:
 
     def reset(self) -> None:
         self.statements.clear()
+        self.texts.clear()
         self.rows_read = 0
 
 
 @pytest.fixture
-def postgres() -> Iterator[tuple[SqlChatMemoryRepository, Counter]]:
+def postgres() -> Iterator[tuple[SqlChatMemoryRepository, PgWire]]:
     engine = create_engine(backend_url("postgresql"))
+    wire = PgWire(engine)
     repository = SqlChatMemoryRepository(engine, table_name=unique_table())
-    yield repository, Counter(engine)
+    yield repository, wire
     repository.drop_schema()
     engine.dispose()
+    wire.close()
 
 
 @pytest.mark.parametrize("window", [10, 1000])
 def test_postgres_append_round_trips_are_few_and_flat(
-    postgres: tuple[SqlChatMemoryRepository, Counter], window: int
+    postgres: tuple[SqlChatMemoryRepository, PgWire], window: int
 ) -> None:
-    """An append is 2 statements, evicting or not, whatever the window size.
+    """An append is 2 round trips, evicting or not, whatever the window size.
 
-    The upsert locks the row and reads its state, the known ids and the
-    oldest rows; one statement with CTEs inserts, evicts and updates the row.
+    ``BEGIN`` travels with the upsert that locks the row and reads its state,
+    the known ids and the oldest rows; one statement with CTEs, which
+    inserts, evicts and updates the row, travels with ``COMMIT``.
     """
-    repository, counter = postgres
+    repository, wire = postgres
     memory = MessageWindowChatMemory(repository, max_messages=window)
     memory.add("c", [Message.system("S")])
     for turn in range(window // 2 + 2):  # fill the window, then overflow it
         memory.add("c", [Message.user(f"u{turn}"), Message.assistant(f"a{turn}")])
-    counter.reset()
+    wire.reset()
     memory.add("c", [Message.user("next"), Message.assistant("answer")])
-    assert counter.statements == ["INSERT", "WITH"]
-    # No SELECT: the few oldest rows come back with the lock, never the history.
-    assert counter.rows_read == 0
+    assert wire.round_trips() == [["BEGIN", "INSERT"], ["WITH", "COMMIT"]]
+    # One row, the lock's: the few oldest rows come with it, never the history.
+    assert wire.rows_returned() == 1
 
     memory.clear("c")
     memory.add("c", [Message.user("first")])
-    counter.reset()
+    wire.reset()
     memory.add("c", [Message.assistant("no eviction")])
-    assert counter.statements == ["INSERT", "WITH"]
-    assert counter.rows_read == 0
+    assert wire.round_trips() == [["BEGIN", "INSERT"], ["WITH", "COMMIT"]]
+    assert wire.rows_returned() == 1
+    assert [m.content for m in memory.get("c")] == ["first", "no eviction"]
+
+
+def test_postgres_append_without_pipeline_mode(
+    postgres: tuple[SqlChatMemoryRepository, PgWire], monkeypatch: Any
+) -> None:
+    """A driver without pipelines (psycopg2, libpq before 14): 4 round trips."""
+    monkeypatch.setattr(pipeline, "_pipelines", lambda connection: False)
+    repository, wire = postgres
+    memory = MessageWindowChatMemory(repository, max_messages=4)
+    for turn in range(3):
+        memory.add("c", [Message.user(f"u{turn}"), Message.assistant(f"a{turn}")])
+    wire.reset()
+    memory.add("c", [Message.user("next")])
+    assert wire.round_trips() == [["BEGIN"], ["INSERT"], ["WITH"], ["COMMIT"]]
+    assert [m.content for m in memory.get("c")] == ["u2", "a2", "next"]
+
+
+def test_postgres_pipelined_begin_keeps_the_isolation_level() -> None:
+    """The BEGIN sent with the lock is the one psycopg would send itself."""
+    engine = create_engine(backend_url("postgresql"), isolation_level="SERIALIZABLE")
+    wire = PgWire(engine)
+    repository = SqlChatMemoryRepository(engine, table_name=unique_table())
+    try:
+        memory = MessageWindowChatMemory(repository, max_messages=10)
+        memory.add("c", [Message.user("first")])
+        wire.reset()
+        memory.add("c", [Message.assistant("second")])
+        assert wire.round_trips() == [["BEGIN", "INSERT"], ["WITH", "COMMIT"]]
+        sent = [body for direction, _, body in wire.messages() if direction == "F"]
+        assert any("BEGIN ISOLATION LEVEL SERIALIZABLE" in body for body in sent)
+        assert [m.content for m in memory.get("c")] == ["first", "second"]
+    finally:
+        repository.drop_schema()
+        engine.dispose()
+        wire.close()
 
 
 def test_postgres_retried_append_is_a_noop(
-    postgres: tuple[SqlChatMemoryRepository, Counter],
+    postgres: tuple[SqlChatMemoryRepository, PgWire],
 ) -> None:
     """Re-sending an append whose ids are stored writes nothing."""
-    repository, counter = postgres
+    repository, wire = postgres
     memory = MessageWindowChatMemory(repository, max_messages=10)
     batch = [Message.user("u"), Message.assistant("a")]
     memory.add("c", batch)
-    counter.reset()
+    wire.reset()
     result = memory.add("c", batch)
     assert result.appended == []
-    assert counter.statements == ["INSERT", "SELECT"]  # lock, then look up the ids
+    # Lock, look up the ids, end the transaction: no write.
+    assert wire.round_trips() == [["BEGIN", "INSERT"], ["SELECT"], ["COMMIT"]]
     assert len(memory.get("c")) == 2
 
 
@@ -141,37 +187,106 @@ def test_close_disposes_only_an_owned_engine(tmp_path: Any) -> None:
     engine.dispose()
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "mariadb"])
-def test_append_statements_on_sqlite_and_mariadb(backend: str, tmp_path: Any) -> None:
-    """SQLite: one upsert locks and probes. MariaDB: upsert, then FOR UPDATE reads.
+@pytest.mark.parametrize("backend", ["sqlite", "mysql"])
+def test_append_statements_one_by_one(backend: str, tmp_path: Any) -> None:
+    """SQLite: one upsert locks and probes. MySQLDialect: upsert, one probing read.
 
-    MariaDB keeps the two-step lock: a probing upsert takes shared locks on
-    message rows under InnoDB and deadlocks concurrent writers.
+    MySQL keeps the two-step lock: a probing upsert takes shared locks on
+    message rows under InnoDB and deadlocks concurrent writers; the plain
+    SELECT after it reads the state, the known ids and the oldest rows.
+    (MySQLDialect runs here on the MariaDB server, which speaks its SQL.)
     """
     url = (
         f"sqlite:///{tmp_path / 'chat.db'}"
         if backend == "sqlite"
-        else backend_url(backend)
+        else backend_url("mariadb")
     )
     engine = create_engine(url)
-    repository = SqlChatMemoryRepository(engine, table_name=unique_table())
     try:
+        if backend == "sqlite":
+            repository = SqlChatMemoryRepository(engine, table_name=unique_table())
+        else:
+            with pytest.warns(DialectMismatchWarning):
+                repository = SqlChatMemoryRepository(
+                    engine, table_name=unique_table(), dialect=MySQLDialect()
+                )
         counter = Counter(engine)
         memory = MessageWindowChatMemory(repository, max_messages=4)
         memory.add("c", [Message.user("u0"), Message.assistant("a0")])
         counter.reset()
         memory.add("c", [Message.user("u1"), Message.assistant("a1")])
-        lock = ["INSERT"] if backend == "sqlite" else ["INSERT", "SELECT", "SELECT"]
-        # Without an overflow the head's role is still checked (an orphaned
-        # tool response goes): SQLite's lock returned it, MariaDB reads it.
-        head = [] if backend == "sqlite" else ["SELECT"]
-        assert counter.statements == [*lock, *head, "INSERT", "UPDATE"]
+        lock = ["INSERT"] if backend == "sqlite" else ["INSERT", "SELECT"]
+        assert counter.statements == [*lock, "INSERT", "UPDATE"]
         counter.reset()
         memory.add("c", [Message.user("u2")])
         assert counter.statements[: len(lock)] == lock
         assert counter.statements[len(lock) :].count("DELETE") == 1
+        # The oldest rows came with the lock: no SELECT to find what to evict.
+        assert "SELECT" not in counter.statements[len(lock) :]
         assert counter.statements[-1] == "UPDATE"
         assert [m.content for m in memory.get("c")] == ["u1", "a1", "u2"]
+        repository.drop_schema()
+    finally:
+        engine.dispose()
+
+
+def test_mariadb_append_is_two_compound_statements() -> None:
+    """MariaDB: the upsert with the probing read, then every write, as two blocks.
+
+    Each ``BEGIN NOT ATOMIC ... END`` is one round trip; the lock comes
+    first in its block, and nothing reads with a lock on message rows.
+    """
+    engine = create_engine(backend_url("mariadb"))
+    repository = SqlChatMemoryRepository(engine, table_name=unique_table())
+    try:
+        counter = Counter(engine)
+        memory = MessageWindowChatMemory(repository, max_messages=5)
+        memory.add("c", [Message.system("S"), Message.user("u0")])
+        memory.add("c", [Message.assistant("a0")])
+        counter.reset()
+        memory.add("c", [Message.user("u1"), Message.assistant("a1")])
+        assert counter.statements == ["BEGIN", "BEGIN"]
+        lock, write = counter.texts
+        assert _steps(lock) == ["INSERT", "SELECT"]
+        assert "ON DUPLICATE KEY UPDATE" in lock.split("; ")[0]
+        assert "FOR UPDATE" not in lock
+        assert _steps(write) == ["INSERT", "UPDATE"]
+
+        counter.reset()
+        memory.add("c", [Message.system("S2"), Message.user("u2")])
+        # A batch with a system message reads the stored ones (the rule
+        # that merges them runs in core).
+        assert counter.statements == ["BEGIN", "SELECT", "BEGIN"]
+        # The old system message goes before the insert of the new one; the
+        # oldest turn is evicted.
+        assert _steps(counter.texts[2]) == ["DELETE", "INSERT", "DELETE", "UPDATE"]
+        assert [m.content for m in memory.get("c")] == ["u1", "a1", "S2", "u2"]
+    finally:
+        repository.drop_schema()
+        engine.dispose()
+
+
+def _steps(block: str) -> list[str]:
+    """The first keyword of each statement in a ``BEGIN NOT ATOMIC ... END``."""
+    assert block.startswith("BEGIN NOT ATOMIC ")
+    assert block.endswith("; END")
+    body = block[len("BEGIN NOT ATOMIC ") : -len("; END")]
+    return [part.split(None, 1)[0] for part in body.split("; ")]
+
+
+def test_mariadb_large_batch_is_sent_statement_by_statement() -> None:
+    """A batch past the compound statement's size goes one statement at a time."""
+    engine = create_engine(backend_url("mariadb"))
+    repository = SqlChatMemoryRepository(engine, table_name=unique_table())
+    try:
+        counter = Counter(engine)
+        memory = MessageWindowChatMemory(repository, max_messages=4)
+        memory.add("c", [Message.user("u0")])
+        counter.reset()
+        big = "x" * (MAX_BLOCK_TEXT // 2 + 1)
+        memory.add("c", [Message.assistant(big), Message.user(big)])
+        assert counter.statements == ["BEGIN", "INSERT", "UPDATE"]
+        assert [m.content for m in memory.get("c")] == ["u0", big, big]
     finally:
         repository.drop_schema()
         engine.dispose()

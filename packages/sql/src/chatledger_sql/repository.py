@@ -537,11 +537,14 @@ class SqlChatMemoryRepository(ClosingContext):
         while True:
             attempt += 1
             try:
-                with self._serialized(), self.engine.connect() as connection:
-                    self.dialect.begin_write(connection)
+                with (
+                    self._serialized(),
+                    self.engine.connect() as connection,
+                    self.dialect.writing(connection),
+                ):
                     result = work(connection)
                     self.fault_points.reach("before_commit")
-                    connection.commit()
+                    self.dialect.commit_write(connection)
             except RetryTransaction:
                 if attempt >= MAX_ATTEMPTS:
                     raise

@@ -192,14 +192,18 @@ class Statements:
         self.upsert_conversation: Any = dialect.upsert_conversation(self)
         #: The dialect's lock that also returns the probes, if it has one.
         self.lock_probing: Any = dialect.probing_lock(self)
+        #: The dialect's read of a locked row with the probes, if it has one.
+        self.read_probing: Any = dialect.probing_read(self)
         #: The dialect's single-statement append, if it has one.
         self.append_all: Any = dialect.append_statement(self)
+        #: Statements a dialect compiled for a driver it talks to directly.
+        self.driver_sql: dict[Any, Any] = {}
 
     def all(self) -> dict[str, Any]:
         """Every statement by name (tests compile them all)."""
         return {
             name: value
             for name, value in vars(self).items()
-            if name not in ("tables", "state_columns", "new_conversation")
+            if name not in ("tables", "state_columns", "new_conversation", "driver_sql")
             and value is not None
         }

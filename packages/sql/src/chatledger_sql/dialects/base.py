@@ -13,7 +13,9 @@ database does differently.
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
@@ -96,7 +98,11 @@ class ConversationState:
     @classmethod
     def from_row(cls, row: Any) -> ConversationState:
         """Read the state from a row of the conversation columns."""
-        mapping = row._mapping
+        return cls.from_mapping(row._mapping)
+
+    @classmethod
+    def from_mapping(cls, mapping: Mapping[str, Any]) -> ConversationState:
+        """Read the state from the conversation columns, by name."""
         next_seq = int(mapping["next_seq"])
         known = mapping.get("known")
         oldest = None
@@ -209,6 +215,21 @@ class SqlDialect:
     def begin_write(self, connection: Connection) -> None:
         """Start a write transaction (the default lets SQLAlchemy autobegin)."""
 
+    @contextlib.contextmanager
+    def writing(self, connection: Connection) -> Iterator[None]:
+        """Hold one write transaction: the repository's write runs inside.
+
+        The body ends with :meth:`commit_write`; leaving it by an exception
+        rolls back (the connection's close does, unless the dialect keeps
+        state of its own to undo). The default only calls :meth:`begin_write`.
+        """
+        self.begin_write(connection)
+        yield
+
+    def commit_write(self, connection: Connection) -> None:
+        """Commit the write transaction :meth:`writing` holds."""
+        connection.commit()
+
     def read_options(self, connection: Connection) -> dict[str, Any]:
         """Execution options for a one-statement read (none by default)."""
         return {}
@@ -251,6 +272,14 @@ class SqlDialect:
         """An upsert returning the state and :meth:`lock_probes`, or ``None``."""
         return None
 
+    def probing_read(self, statements: Statements) -> Any:
+        """A read of a locked row's state and :meth:`lock_probes`, or ``None``.
+
+        For dialects whose lock is a statement of its own that cannot return
+        the probes (MySQL and MariaDB).
+        """
+        return None
+
     def append_statement(self, statements: Statements) -> Any:
         """Build the statement :meth:`write_append` runs, or ``None``."""
         return None
@@ -281,13 +310,17 @@ class SqlDialect:
         """
         return None
 
-    def lock_probes(self, statements: Statements) -> list[Any]:
+    def lock_probes(
+        self, statements: Statements, *, ids_match: Any = None
+    ) -> list[Any]:
         """Columns a ``RETURNING`` lock adds: known ids, oldest rows, last seq.
 
         ``known`` counts the stored ids among ``ids``; ``oldest`` holds the
         first ``peek`` non-system rows; ``last_seq`` lets the caller tell
         whether those probes saw the latest commit (see
-        :meth:`ConversationState.from_row`).
+        :meth:`ConversationState.from_row`). ``ids_match`` replaces the
+        expanding ``message_id IN (:ids)`` test, for statements compiled
+        outside SQLAlchemy's execution (one parameter per id).
         """
         tables = statements.tables
         m = tables.messages.c
@@ -297,7 +330,9 @@ class SqlDialect:
             select(func.count())
             .where(
                 m.conversation_id == cid,
-                m.message_id.in_(bindparam("ids", expanding=True)),
+                m.message_id.in_(bindparam("ids", expanding=True))
+                if ids_match is None
+                else ids_match,
             )
             .scalar_subquery()
             .label("known")

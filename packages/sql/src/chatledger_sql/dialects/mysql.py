@@ -6,21 +6,34 @@ Example:
 
 A conversation is locked with ``INSERT ... ON DUPLICATE KEY UPDATE`` (which
 creates the row or takes its exclusive lock without the gap-lock deadlocks of
-a locking read on a missing row), then read with ``SELECT ... FOR UPDATE``.
-Ids use a binary collation, so ``"a"`` and ``"A"`` stay two ids.
+a locking read on a missing row). A window append then reads the row's state,
+the known ids and the oldest rows in one plain ``SELECT``; other writes read
+the row with ``SELECT ... FOR UPDATE``. Ids use a binary collation, so ``"a"``
+and ``"A"`` stay two ids.
 """
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import cast, exc, type_coerce
+from sqlalchemy import (
+    Select,
+    bindparam,
+    cast,
+    exc,
+    false,
+    func,
+    insert,
+    select,
+    type_coerce,
+)
 from sqlalchemy.dialects.mysql import CHAR, DATETIME, LONGTEXT, VARCHAR
 from sqlalchemy.dialects.mysql import insert as mysql_insert
 from sqlalchemy.types import NullType, TypeEngine
 
 from chatledger_sql.dialects.base import ConversationState, SqlDialect
+from chatledger_sql.dialects.compound import CompoundStatement
 from chatledger_sql.types import UtcDateTime
 
 if TYPE_CHECKING:
@@ -34,6 +47,9 @@ __all__ = ["MariaDBDialect", "MySQLDialect"]
 _RETRYABLE = {1213}
 # ER_TABLE_EXISTS_ERROR, ER_DUP_KEYNAME
 _EXISTS = {1050, 1061}
+#: The most characters of message text a compound write statement carries:
+#: 1 MB once escaped and in UTF-8, the smallest ``max_allowed_packet``.
+MAX_BLOCK_TEXT = 128 * 1024
 
 
 def _errno(error: exc.DBAPIError) -> int | None:
@@ -95,6 +111,26 @@ class MySQLDialect(SqlDialect):
         )
         return statement.on_duplicate_key_update(version=c.version + 1)
 
+    def json_rows(self, *columns: Any) -> Any:
+        """``JSON_ARRAYAGG(JSON_ARRAY(...))`` (MySQL 5.7.22+, MariaDB 10.5+)."""
+        return func.json_arrayagg(func.json_array(*columns))
+
+    def probing_read(self, statements: Statements) -> Select[Any]:
+        """The row's state and the probes, read without locking anything.
+
+        It runs after the upsert has locked the row. The row's state is then
+        the transaction's own write, so always the latest; the probes read
+        the message rows as of the transaction's first consistent read, which
+        is this one, taken under the lock (``last_seq`` checks it, see
+        :meth:`ConversationState.from_row`). No lock on message rows: a
+        probing read that locks them (as a probing upsert does, with shared
+        locks, before it holds the row) deadlocks concurrent writers.
+        """
+        c = statements.tables.conversations.c
+        return select(*statements.state_columns, *self.lock_probes(statements)).where(
+            c.conversation_id == bindparam("cid")
+        )
+
     def lock_conversation(
         self,
         connection: Connection,
@@ -106,25 +142,174 @@ class MySQLDialect(SqlDialect):
         probe_ids: list[str] | None = None,
         peek: int = 0,
     ) -> ConversationState | None:
-        """Upsert (the lock), then read the row with ``FOR UPDATE``.
+        """Upsert (the lock), then read the row: with the probes, or ``FOR UPDATE``.
 
-        InnoDB has no cheaper safe form: an upsert that also reads the
-        conversation's message rows (as PostgreSQL's does) takes shared locks
-        on them under REPEATABLE READ, and sixteen writers on one conversation
-        then deadlock each other until their retries run out.
+        An upsert that also read the conversation's message rows (as
+        PostgreSQL's does) would take shared locks on them under REPEATABLE
+        READ before it holds the row, and sixteen writers on one conversation
+        then deadlock each other until their retries run out; the read after
+        the lock takes none.
         """
         if create:
             connection.execute(
                 statements.upsert_conversation, {"cid": conversation_id, "now": now}
             )
+            if probe_ids is not None and statements.read_probing is not None:
+                row = connection.execute(
+                    statements.read_probing,
+                    {"cid": conversation_id, "ids": probe_ids, "peek": peek},
+                ).one()
+                return ConversationState.from_row(row)
         return super().lock_conversation(
             connection, statements, conversation_id, now, create=False
         )
 
 
 class MariaDBDialect(MySQLDialect):
-    """MariaDB 10.5 and later (detected even behind a ``mysql://`` URL)."""
+    """MariaDB 10.5 and later (detected even behind a ``mysql://`` URL).
+
+    With a ``pyformat`` driver (PyMySQL, the default) a window append sends
+    its statements as two compound statements (``BEGIN NOT ATOMIC ...
+    END``): the upsert with the probing read, then the deletes, the insert
+    and the conversation update. The locks taken, and their order, are those
+    of the statements sent one by one.
+    """
 
     name = "mariadb"
     #: MariaDB's binary, no-pad collation.
     id_collation = "utf8mb4_nopad_bin"
+
+    def native(self, connection: Connection) -> bool:
+        """MariaDB through a ``pyformat`` driver: compound statements apply."""
+        dialect = connection.dialect
+        return bool(getattr(dialect, "is_mariadb", False)) and (
+            dialect.paramstyle == "pyformat"
+        )
+
+    def lock_conversation(
+        self,
+        connection: Connection,
+        statements: Statements,
+        conversation_id: str,
+        now: datetime,
+        *,
+        create: bool,
+        probe_ids: list[str] | None = None,
+        peek: int = 0,
+    ) -> ConversationState | None:
+        """The upsert and the probing read in one compound statement."""
+        if not (create and probe_ids is not None and self.native(connection)):
+            return super().lock_conversation(
+                connection,
+                statements,
+                conversation_id,
+                now,
+                create=create,
+                probe_ids=probe_ids,
+                peek=peek,
+            )
+        block = self._lock_block(connection, statements, len(probe_ids))
+        values: dict[str, Any] = {"cid": conversation_id, "now": now, "peek": peek}
+        for index, message_id in enumerate(probe_ids):
+            values[f"id_{index}"] = message_id
+        row = connection.exec_driver_sql(block.sql, block.parameters(values)).one()
+        state = dict(row._mapping)
+        expires_at = state["expires_at"]
+        if expires_at is not None and expires_at.tzinfo is None:
+            state["expires_at"] = expires_at.replace(tzinfo=UTC)
+        return ConversationState.from_mapping(state)
+
+    def write_append(
+        self,
+        connection: Connection,
+        statements: Statements,
+        rows: list[dict[str, Any]],
+        *,
+        drop_system: bool,
+        upto: int,
+        update: dict[str, Any],
+    ) -> bool:
+        """The deletes, the insert and the update in one compound statement.
+
+        Large batches are sent as separate statements instead: the block
+        would carry every row in one packet, where the server's
+        ``max_allowed_packet`` was checked only against each row.
+        """
+        if not self.native(connection) or _text_size(rows) > MAX_BLOCK_TEXT:
+            return False
+        block = self._write_block(
+            connection, statements, len(rows), drop_system, upto >= 0
+        )
+        values = dict(update)
+        values["upto"] = upto
+        for index, row in enumerate(rows):
+            for column, value in row.items():
+                values[f"r{index}_{column}"] = value
+        connection.exec_driver_sql(block.sql, block.parameters(values))
+        return True
+
+    def _lock_block(
+        self, connection: Connection, statements: Statements, ids: int
+    ) -> CompoundStatement:
+        key = ("lock", connection.dialect, ids)
+        block: CompoundStatement | None = statements.driver_sql.get(key)
+        if block is None:
+            m = statements.tables.messages.c
+            c = statements.tables.conversations.c
+            match = (
+                m.message_id.in_(
+                    [bindparam(f"id_{i}", type_=m.message_id.type) for i in range(ids)]
+                )
+                if ids
+                else false()
+            )
+            read = select(
+                *statements.state_columns,
+                *self.lock_probes(statements, ids_match=match),
+            ).where(c.conversation_id == bindparam("cid"))
+            block = CompoundStatement(
+                connection.dialect, [statements.upsert_conversation, read]
+            )
+            _remember(statements, key, block)
+        return block
+
+    def _write_block(
+        self,
+        connection: Connection,
+        statements: Statements,
+        rows: int,
+        drop_system: bool,
+        evict: bool,
+    ) -> CompoundStatement:
+        key = ("write", connection.dialect, rows, drop_system, evict)
+        block: CompoundStatement | None = statements.driver_sql.get(key)
+        if block is None:
+            messages = statements.tables.messages
+            parts: list[Any] = []
+            if drop_system:
+                parts.append(statements.delete_system)
+            if rows:
+                values = [
+                    {
+                        column.name: bindparam(f"r{i}_{column.name}", type_=column.type)
+                        for column in messages.columns
+                    }
+                    for i in range(rows)
+                ]
+                parts.append(insert(messages).values(values))
+            if evict:
+                parts.append(statements.delete_oldest)
+            parts.append(statements.update_conversation)
+            block = CompoundStatement(connection.dialect, parts)
+            _remember(statements, key, block)
+        return block
+
+
+def _text_size(rows: list[dict[str, Any]]) -> int:
+    return sum(len(row["payload"]) + len(row["content"] or "") for row in rows)
+
+
+def _remember(statements: Statements, key: Any, block: CompoundStatement) -> None:
+    # Batch sizes vary; a few are common. Keep a bounded number built.
+    if len(statements.driver_sql) < 256:
+        statements.driver_sql[key] = block

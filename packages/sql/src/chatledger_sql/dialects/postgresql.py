@@ -5,21 +5,27 @@ Example:
 
 The upsert creates the conversation row or takes its row lock, returns its
 state, and counts which of the new message ids are already stored, all in one
-round trip. Unknown products fall back to this dialect, so it sticks to SQL
-that PostgreSQL-compatible databases share.
+round trip. With psycopg 3 a window append is two round trips in all: ``BEGIN``
+travels with that upsert and the one write statement with ``COMMIT`` (see
+:mod:`chatledger_sql.dialects.pipeline`). Unknown products fall back to this
+dialect, so it sticks to SQL that PostgreSQL-compatible databases share.
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import TextClause, bindparam, exc, func, text
+from sqlalchemy import TextClause, bindparam, exc, false, func, text
 from sqlalchemy.dialects.postgresql import TIMESTAMP
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.postgresql.base import PGDialect
 from sqlalchemy.types import TypeEngine
 
-from chatledger_sql.dialects.base import SqlDialect
+from chatledger_sql.dialects.base import ConversationState, SqlDialect
+from chatledger_sql.dialects.pipeline import PipelinedWrite
 from chatledger_sql.types import UtcDateTime
 
 if TYPE_CHECKING:
@@ -36,6 +42,10 @@ _EXISTS = {"42P07", "42710", "23505"}
 
 
 _PG = PGDialect()  # type: ignore[no-untyped-call]
+
+#: The pipelined write each connection is in, by ``id`` of the connection,
+#: for as long as :meth:`PostgresDialect.writing` holds it.
+_WRITES: dict[int, PipelinedWrite] = {}
 
 
 def _sqlstate(error: exc.DBAPIError) -> str | None:
@@ -92,6 +102,116 @@ class PostgresDialect(SqlDialect):
             *statements.state_columns, *self.lock_probes(statements)
         )
 
+    @contextlib.contextmanager
+    def writing(self, connection: Connection) -> Iterator[None]:
+        """On psycopg 3: a :class:`PipelinedWrite` (two round trips per append)."""
+        write = PipelinedWrite.start(connection) if self.native(connection) else None
+        if write is None:
+            with super().writing(connection):
+                yield
+            return
+        key = id(connection)
+        _WRITES[key] = write
+        try:
+            yield
+        except BaseException:
+            write.abort()
+            raise
+        finally:
+            del _WRITES[key]
+        write.finish()
+
+    def commit_write(self, connection: Connection) -> None:
+        """``COMMIT``, with the pending write statement when there is one."""
+        write = _WRITES.get(id(connection))
+        if write is not None and write.began:
+            write.commit()
+        else:
+            connection.commit()
+
+    def lock_conversation(
+        self,
+        connection: Connection,
+        statements: Statements,
+        conversation_id: str,
+        now: datetime,
+        *,
+        create: bool,
+        probe_ids: list[str] | None = None,
+        peek: int = 0,
+    ) -> ConversationState | None:
+        """In a pipelined write: ``BEGIN`` and the probing upsert in one round trip."""
+        write = _WRITES.get(id(connection)) if create else None
+        if write is not None and statements.lock_probing is not None:
+            ids = probe_ids or []
+            sql, constants = self._driver_lock(connection, statements, len(ids))
+            parameters = dict(constants)
+            parameters["cid"] = conversation_id
+            parameters["now"] = now
+            parameters["peek"] = peek
+            for index, message_id in enumerate(ids):
+                parameters[f"id_{index}"] = message_id
+            found = write.lock(sql, parameters)
+            if found is not None:
+                return ConversationState.from_mapping(found)
+        return super().lock_conversation(
+            connection,
+            statements,
+            conversation_id,
+            now,
+            create=create,
+            probe_ids=probe_ids,
+            peek=peek,
+        )
+
+    def _driver_lock(
+        self, connection: Connection, statements: Statements, ids: int
+    ) -> tuple[str, dict[str, Any]]:
+        """The probing lock for ``ids`` message ids as psycopg takes it, and its
+        constants (the values of a new row, the ``version`` increment).
+
+        One text per batch size, with one parameter per id, as SQLAlchemy's
+        expanding ``IN`` makes it: a single id is a plain equality, which
+        PostgreSQL always looks up in the unique index, where ``= ANY`` of an
+        array could be checked row by row against the whole conversation.
+        """
+        key = ("psycopg lock", connection.dialect, ids)
+        found: tuple[str, dict[str, Any]] | None = statements.driver_sql.get(key)
+        if found is None:
+            m = statements.tables.messages.c
+            match = (
+                m.message_id.in_(
+                    [bindparam(f"id_{i}", type_=m.message_id.type) for i in range(ids)]
+                )
+                if ids
+                else false()
+            )
+            lock = (
+                self._upsert(statements)
+                .returning(
+                    *statements.state_columns,
+                    *self.lock_probes(statements, ids_match=match),
+                )
+                .compile(dialect=connection.dialect)
+            )
+            given = {"cid", "now", "peek", *(f"id_{i}" for i in range(ids))}
+            constants = {
+                name: value for name, value in lock.params.items() if name not in given
+            }
+            found = (str(lock), constants)
+            if len(statements.driver_sql) < 256:
+                statements.driver_sql[key] = found
+        return found
+
+    def _driver_append(self, connection: Connection, statements: Statements) -> str:
+        """The append statement as psycopg takes it, compiled once."""
+        key = ("psycopg append", connection.dialect)
+        found: str | None = statements.driver_sql.get(key)
+        if found is None:
+            found = str(statements.append_all.compile(dialect=connection.dialect))
+            statements.driver_sql[key] = found
+        return found
+
     def _upsert(self, statements: Statements) -> Any:
         c = statements.tables.conversations.c
         statement = pg_insert(statements.tables.conversations).values(
@@ -146,7 +266,11 @@ class PostgresDialect(SqlDialect):
         upto: int,
         update: dict[str, Any],
     ) -> bool:
-        """One round trip: the CTE statement of :meth:`append_statement`."""
+        """One statement: the CTE of :meth:`append_statement`.
+
+        In a pipelined write it is sent now and its answer read with the
+        ``COMMIT``'s; otherwise it is a round trip of its own.
+        """
         if not self.native(connection):
             return False
         parameters = dict(update)
@@ -159,5 +283,9 @@ class PostgresDialect(SqlDialect):
         parameters["created"] = [r["created_at"] for r in rows]
         parameters["drop_system"] = drop_system
         parameters["upto"] = upto
-        connection.execute(statements.append_all, parameters)
+        write = _WRITES.get(id(connection))
+        if write is not None and write.began:
+            write.send(self._driver_append(connection, statements), parameters)
+        else:
+            connection.execute(statements.append_all, parameters)
         return True
