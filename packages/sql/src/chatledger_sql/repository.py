@@ -34,6 +34,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, Select, create_engine, event, exc
+from sqlalchemy.engine import make_url
 
 from chatledger import codec
 from chatledger.closing import ClosingContext
@@ -76,6 +77,8 @@ STATEMENT_OVERHEAD_BYTES = 4096
 #: Characters a client escapes with one extra byte when it inlines a string.
 _ESCAPED = str.maketrans("", "", "\x00\n\r\\'\"\x1a")
 _UNKNOWN: Any = object()
+#: The MySQL protocol's status bit for an open transaction.
+_SERVER_STATUS_IN_TRANS = 1
 
 _SYSTEM = Role.SYSTEM
 _engine_locks: weakref.WeakKeyDictionary[Engine, threading.Lock] = (
@@ -304,9 +307,19 @@ class SqlChatMemoryRepository(ClosingContext):
         # the server dropped fails its first statement instead, and every
         # operation runs once more on a fresh one (see _write and _read).
         settings: dict[str, Any] = dict(engine_options or {})
-        engine = create_engine(url, **settings)
+        parsed = make_url(url)
+        skip_idle_rollback = (
+            parsed.get_backend_name() in ("mysql", "mariadb")
+            and parsed.get_driver_name() == "pymysql"
+            and "pool_reset_on_return" not in settings
+        )
+        if skip_idle_rollback:
+            settings["pool_reset_on_return"] = None
+        engine = create_engine(parsed, **settings)
         if engine.dialect.name == "sqlite":
             event.listen(engine, "connect", _sqlite_on_connect)
+        if skip_idle_rollback:
+            event.listen(engine, "reset", _rollback_unless_idle)
         try:
             repository = cls(engine, **options)
         except BaseException:
@@ -815,6 +828,21 @@ class SqlChatMemoryRepository(ClosingContext):
         self.fault_points.reach("after_evict")
         connection.execute(self._sql.update_conversation, update)
         return AppendResult(new, evicted_ids)
+
+
+def _rollback_unless_idle(
+    dbapi_connection: Any, connection_record: Any, reset_state: Any
+) -> None:
+    # The pool rolls back every connection it takes back, and PyMySQL sends
+    # that ROLLBACK even after a COMMIT: one round trip per operation for
+    # nothing. The server flags an open transaction in every reply
+    # (SERVER_STATUS_IN_TRANS); roll back unless it says none is open.
+    if reset_state.terminate_only or reset_state.transaction_was_reset:
+        return
+    status = getattr(dbapi_connection, "server_status", None)
+    if isinstance(status, int) and not status & _SERVER_STATUS_IN_TRANS:
+        return
+    dbapi_connection.rollback()
 
 
 def _sqlite_on_connect(dbapi_connection: Any, connection_record: Any) -> None:
