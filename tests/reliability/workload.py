@@ -155,9 +155,10 @@ def _reader(
             return
         complete = time.monotonic_ns()
         reads.append(Read(conversation, invoke, complete, seen.ids, seen.roles))
-        # Rest about twice as long as the read took (up to a quarter second),
-        # so that readers of a long history never starve the writers.
-        stop.wait(min(max(pause, 2 * (complete - invoke) / 1e9), 0.25))
+        # Rest four times as long as the read took (up to two seconds), so
+        # that readers decoding a long history hold the GIL a fifth of the
+        # time at most and never starve the writers (or swamp the checker).
+        stop.wait(min(max(pause, 4 * (complete - invoke) / 1e9), 2.0))
 
 
 def _with_readers(
