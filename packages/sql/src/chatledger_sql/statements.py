@@ -12,7 +12,8 @@ dialect to check the SQL each database gets.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import (
     Delete,
@@ -37,6 +38,10 @@ if TYPE_CHECKING:
 __all__ = ["Statements"]
 
 SYSTEM = Role.SYSTEM.value
+#: How many driver-compiled statements one repository keeps built.
+_KEPT_DRIVER_STATEMENTS = 256
+
+T = TypeVar("T")
 
 
 class Statements:
@@ -198,6 +203,19 @@ class Statements:
         self.append_all: Any = dialect.append_statement(self)
         #: Statements a dialect compiled for a driver it talks to directly.
         self.driver_sql: dict[Any, Any] = {}
+
+    def driver_statement(self, key: Any, build: Callable[[], T]) -> T:
+        """The statement a dialect compiled for its driver under ``key``.
+
+        Built by ``build`` on first use. Keys vary with the batch size, of
+        which a few are common, so a bounded number are kept.
+        """
+        found: T | None = self.driver_sql.get(key)
+        if found is None:
+            found = build()
+            if len(self.driver_sql) < _KEPT_DRIVER_STATEMENTS:
+                self.driver_sql[key] = found
+        return found
 
     def all(self) -> dict[str, Any]:
         """Every statement by name (tests compile them all)."""

@@ -28,6 +28,7 @@ from sqlalchemy import (
     Text,
     bindparam,
     exc,
+    false,
     func,
     select,
     type_coerce,
@@ -309,6 +310,20 @@ class SqlDialect:
         Dialects that return it get the oldest rows in their lock statement.
         """
         return None
+
+    def numbered_ids_match(self, statements: Statements, count: int) -> Any:
+        """``message_id IN (:id_0, ..., :id_<count-1>)``, or false for none.
+
+        For statements compiled outside SQLAlchemy's execution, which cannot
+        expand a list parameter: one parameter per id, as an expanding ``IN``
+        makes it, so one id is a plain equality the unique index answers.
+        """
+        if not count:
+            return false()
+        m = statements.tables.messages.c
+        return m.message_id.in_(
+            [bindparam(f"id_{i}", type_=m.message_id.type) for i in range(count)]
+        )
 
     def lock_probes(
         self, statements: Statements, *, ids_match: Any = None

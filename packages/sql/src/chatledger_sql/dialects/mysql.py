@@ -22,7 +22,6 @@ from sqlalchemy import (
     bindparam,
     cast,
     exc,
-    false,
     func,
     insert,
     select,
@@ -251,27 +250,18 @@ class MariaDBDialect(MySQLDialect):
     def _lock_block(
         self, connection: Connection, statements: Statements, ids: int
     ) -> CompoundStatement:
-        key = ("lock", connection.dialect, ids)
-        block: CompoundStatement | None = statements.driver_sql.get(key)
-        if block is None:
-            m = statements.tables.messages.c
+        def build() -> CompoundStatement:
             c = statements.tables.conversations.c
-            match = (
-                m.message_id.in_(
-                    [bindparam(f"id_{i}", type_=m.message_id.type) for i in range(ids)]
-                )
-                if ids
-                else false()
-            )
+            match = self.numbered_ids_match(statements, ids)
             read = select(
                 *statements.state_columns,
                 *self.lock_probes(statements, ids_match=match),
             ).where(c.conversation_id == bindparam("cid"))
-            block = CompoundStatement(
+            return CompoundStatement(
                 connection.dialect, [statements.upsert_conversation, read]
             )
-            _remember(statements, key, block)
-        return block
+
+        return statements.driver_statement(("lock", connection.dialect, ids), build)
 
     def _write_block(
         self,
@@ -281,9 +271,7 @@ class MariaDBDialect(MySQLDialect):
         drop_system: bool,
         evict: bool,
     ) -> CompoundStatement:
-        key = ("write", connection.dialect, rows, drop_system, evict)
-        block: CompoundStatement | None = statements.driver_sql.get(key)
-        if block is None:
+        def build() -> CompoundStatement:
             messages = statements.tables.messages
             parts: list[Any] = []
             if drop_system:
@@ -300,16 +288,11 @@ class MariaDBDialect(MySQLDialect):
             if evict:
                 parts.append(statements.delete_oldest)
             parts.append(statements.update_conversation)
-            block = CompoundStatement(connection.dialect, parts)
-            _remember(statements, key, block)
-        return block
+            return CompoundStatement(connection.dialect, parts)
+
+        key = ("write", connection.dialect, rows, drop_system, evict)
+        return statements.driver_statement(key, build)
 
 
 def _text_size(rows: list[dict[str, Any]]) -> int:
     return sum(len(row["payload"]) + len(row["content"] or "") for row in rows)
-
-
-def _remember(statements: Statements, key: Any, block: CompoundStatement) -> None:
-    # Batch sizes vary; a few are common. Keep a bounded number built.
-    if len(statements.driver_sql) < 256:
-        statements.driver_sql[key] = block

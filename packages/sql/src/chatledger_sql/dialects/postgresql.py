@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import TextClause, bindparam, exc, false, func, text
+from sqlalchemy import TextClause, bindparam, exc, func, text
 from sqlalchemy.dialects.postgresql import TIMESTAMP
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.postgresql.base import PGDialect
@@ -175,17 +175,9 @@ class PostgresDialect(SqlDialect):
         PostgreSQL always looks up in the unique index, where ``= ANY`` of an
         array could be checked row by row against the whole conversation.
         """
-        key = ("psycopg lock", connection.dialect, ids)
-        found: tuple[str, dict[str, Any]] | None = statements.driver_sql.get(key)
-        if found is None:
-            m = statements.tables.messages.c
-            match = (
-                m.message_id.in_(
-                    [bindparam(f"id_{i}", type_=m.message_id.type) for i in range(ids)]
-                )
-                if ids
-                else false()
-            )
+
+        def build() -> tuple[str, dict[str, Any]]:
+            match = self.numbered_ids_match(statements, ids)
             lock = (
                 self._upsert(statements)
                 .returning(
@@ -198,19 +190,18 @@ class PostgresDialect(SqlDialect):
             constants = {
                 name: value for name, value in lock.params.items() if name not in given
             }
-            found = (str(lock), constants)
-            if len(statements.driver_sql) < 256:
-                statements.driver_sql[key] = found
-        return found
+            return str(lock), constants
+
+        return statements.driver_statement(
+            ("psycopg lock", connection.dialect, ids), build
+        )
 
     def _driver_append(self, connection: Connection, statements: Statements) -> str:
         """The append statement as psycopg takes it, compiled once."""
-        key = ("psycopg append", connection.dialect)
-        found: str | None = statements.driver_sql.get(key)
-        if found is None:
-            found = str(statements.append_all.compile(dialect=connection.dialect))
-            statements.driver_sql[key] = found
-        return found
+        return statements.driver_statement(
+            ("psycopg append", connection.dialect),
+            lambda: str(statements.append_all.compile(dialect=connection.dialect)),
+        )
 
     def _upsert(self, statements: Statements) -> Any:
         c = statements.tables.conversations.c
