@@ -347,28 +347,35 @@ class SqlChatMemoryRepository(ClosingContext):
     def create_schema(self) -> None:
         """Create the tables if missing; idempotent, safe against a racing creator."""
         tables = [self.tables.conversations, self.tables.messages]
-        with self.engine.connect() as connection:
-            self.dialect.prepare_database(connection)
-            connection.commit()
+        self._racing_ddl(self.dialect.prepare_database)
         for statement in self.dialect.create_statements(tables):
-            for attempt in range(1, MAX_ATTEMPTS + 1):
-                try:
-                    # The write path's begin: on SQLite a deferred DDL
-                    # transaction cannot upgrade its lock past a racing creator.
-                    with self._serialized(), self.engine.connect() as connection:
-                        self.dialect.begin_write(connection)
-                        connection.execute(statement)
-                        connection.commit()
-                    break
-                except exc.DBAPIError as error:
-                    # Another creator won between the guard and the CREATE (or,
-                    # on DuckDB, at commit): the guarded statement is now a no-op.
-                    racing = self.dialect.is_already_exists(
-                        error
-                    ) or self.dialect.is_retryable(error)
-                    if attempt == MAX_ATTEMPTS or not racing:
-                        raise
-                    time.sleep(0.05 * attempt)
+            # The write path's begin: on SQLite a deferred DDL transaction
+            # cannot upgrade its lock past a racing creator.
+            def create(connection: Connection, statement: Any = statement) -> None:
+                self.dialect.begin_write(connection)
+                connection.execute(statement)
+
+            self._racing_ddl(create)
+
+    def _racing_ddl(self, step: Callable[[Connection], None]) -> None:
+        """Run and commit one schema step, again while another creator races it."""
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            try:
+                with self._serialized(), self.engine.connect() as connection:
+                    step(connection)
+                    connection.commit()
+                return
+            except exc.DBAPIError as error:
+                # Another creator won between the guard and the CREATE (or, on
+                # DuckDB, at commit): the guarded statement is now a no-op. On
+                # SQLite the switch to WAL fails at once, without waiting,
+                # while another connection makes the same switch.
+                racing = self.dialect.is_already_exists(
+                    error
+                ) or self.dialect.is_retryable(error)
+                if attempt == MAX_ATTEMPTS or not racing:
+                    raise
+                time.sleep(0.05 * attempt)
 
     def drop_schema(self) -> None:
         """Drop both tables and every conversation in them."""
