@@ -158,7 +158,7 @@ def test_mongodb_stand_in_metadata_keys_never_become_field_names() -> None:
 
 def test_mongodb_stand_in_dollar_strings_are_stored_literally() -> None:
     repository = _repository()
-    window = TokenWindow(100, estimate_tokens, name="$x.y")
+    window = TokenWindow(100, estimate_tokens, counter_id="$x.y")
     batch = [
         Message.user("$$ROOT", id="$_old"),
         Message.assistant("$messages", id="$$value"),
@@ -235,7 +235,7 @@ def test_mongodb_stand_in_token_window_after_save_all_measures_once(
     repository.save_all("c", history)
     expected = repository.find_by_conversation_id("c")
     windows = [
-        TokenWindow(rng.randint(20, 150), estimate_tokens, name="a"),
+        TokenWindow(rng.randint(20, 150), estimate_tokens, counter_id="a"),
         TokenWindow(rng.randint(20, 150), lambda m: len(m.content or "") + 1, "b"),
     ]
     for step, batch in enumerate(random_turns(rng, 12)):

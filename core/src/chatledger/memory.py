@@ -155,14 +155,14 @@ class TokenWindowChatMemory(WindowChatMemory):
         repository: ChatMemoryRepository,
         max_tokens: int,
         token_counter: Callable[[Message], int] = estimate_tokens,
+        counter_id: str | None = None,
     ) -> None:
-        """Count with ``token_counter`` (a dependency-free estimate by default)."""
-        super().__init__(
-            repository,
-            TokenWindow(
-                max_tokens, token_counter, getattr(token_counter, "__name__", "custom")
-            ),
-        )
+        """Count with ``token_counter`` (a dependency-free estimate by default).
+
+        ``counter_id`` names the counter so that stored sizes are reused: see
+        :class:`chatledger.TokenWindow`.
+        """
+        super().__init__(repository, TokenWindow(max_tokens, token_counter, counter_id))
 
     @property
     def max_tokens(self) -> int:

@@ -14,7 +14,12 @@ exactly with OpenAI's tokenizer (``pip install chatledger[tiktoken]``).
 
 from __future__ import annotations
 
+import inspect
+import threading
+import uuid
+import weakref
 from collections.abc import Callable
+from typing import Any
 
 from chatledger.errors import ChatLedgerError
 from chatledger.messages import Message
@@ -23,6 +28,7 @@ __all__ = [
     "MEDIA_TOKENS",
     "MESSAGE_OVERHEAD_TOKENS",
     "TokenCounterUnavailableError",
+    "counter_name",
     "estimate_tokens",
     "message_text",
     "tiktoken_counter",
@@ -86,4 +92,53 @@ def tiktoken_counter(encoding: str = "o200k_base") -> Callable[[Message], int]:
         return tokens + MESSAGE_OVERHEAD_TOKENS + MEDIA_TOKENS * len(message.media)
 
     count.__name__ = f"tiktoken_{encoding}"
+    count.counter_id = f"tiktoken_{encoding}"  # type: ignore[attr-defined]
     return count
+
+
+estimate_tokens.counter_id = "estimate_tokens"  # type: ignore[attr-defined]
+
+_instance_names: weakref.WeakKeyDictionary[Any, str] = weakref.WeakKeyDictionary()
+_pinned_names: dict[int, tuple[Any, str]] = {}
+_names_lock = threading.Lock()
+
+
+def counter_name(counter: Callable[..., Any]) -> str:
+    """Return the name under which sizes measured by ``counter`` are stored.
+
+    A ``counter_id`` attribute wins; a module-level function is named by its
+    module and qualified name, the same in every process. Anything else (a
+    lambda, a closure, a ``functools.partial``, a callable object, a bound
+    method) gets a name of its own, unique to that object in this process:
+    two such counters never share stored sizes, even under one ``__name__``.
+    """
+    explicit = getattr(counter, "counter_id", None)
+    if isinstance(explicit, str) and explicit:
+        return explicit
+    if inspect.isfunction(counter) or inspect.isbuiltin(counter):
+        qualified = getattr(counter, "__qualname__", "")
+        if qualified and "<" not in qualified:
+            return f"{counter.__module__}.{qualified}"
+    if inspect.ismethod(counter):
+        # A bound method is a new object at every attribute access: name it
+        # by its instance and function, which stay the same.
+        return f"{_instance_name(counter.__self__)}.{counter.__func__.__qualname__}"
+    return _instance_name(counter)
+
+
+def _instance_name(owner: Any) -> str:
+    with _names_lock:
+        try:
+            name = _instance_names.get(owner)
+            if name is None:
+                name = _instance_names[owner] = f"instance-{uuid.uuid4().hex}"
+            return name
+        except TypeError:
+            # Not weakly referable: keep it alive so its id is never reused.
+            pinned = _pinned_names.get(id(owner))
+            if pinned is None:
+                pinned = _pinned_names[id(owner)] = (
+                    owner,
+                    f"instance-{uuid.uuid4().hex}",
+                )
+            return pinned[1]

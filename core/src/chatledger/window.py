@@ -31,6 +31,19 @@ the window has one meaning everywhere. The rules are Spring AI's
    even when the window has room for it. Model APIs reject a tool response
    that follows no tool call.
 
+Translations. The rules also run where the data lives, written in the
+server's language; each follows these functions and is checked against
+:func:`apply_window` on random histories (metadata variants included) by the
+conformance suite's ``test_window_matches_the_pure_policy`` on its backend:
+
+- Redis: the Lua script in ``chatledger_redis.scripts`` (rules 1-4, system
+  messages compared by :func:`system_key`).
+- MongoDB: the aggregation pipeline in ``chatledger_mongodb.pipeline``
+  (rules 1-4, system messages compared by :func:`system_key`).
+
+Every other adapter (SQL, Cassandra, Neo4j, in memory) plans in Python with
+:func:`chatledger.append_plan.plan_append`, which calls the functions here.
+
 Sizes are counted by a :class:`Window`: one per message for
 :class:`MessageWindow`, tokens for :class:`TokenWindow`. The limit counts
 system messages too; if they alone exceed it, the system messages all stay and
@@ -40,12 +53,15 @@ history holds no user message.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
+from chatledger import codec
 from chatledger.errors import ChatLedgerError
 from chatledger.messages import Message, Role
+from chatledger.tokens import counter_name
 
 __all__ = [
     "MessageWindow",
@@ -56,6 +72,7 @@ __all__ = [
     "apply_window",
     "count_evictions",
     "merge_system",
+    "system_key",
 ]
 
 
@@ -112,18 +129,59 @@ class MessageWindow:
         return 1
 
 
-@dataclass(frozen=True, slots=True)
 class TokenWindow:
-    """A window of at most ``max_tokens`` tokens, as counted by ``token_counter``."""
+    """A window of at most ``max_tokens`` tokens, as counted by ``token_counter``.
 
-    max_tokens: int
-    token_counter: Callable[[Message], int]
-    name: str = "custom"
+    Sizes measured once are stored beside the messages and reused while the
+    same counter measures them (see :attr:`counter_id`).
 
-    def __post_init__(self) -> None:
-        _positive(self.max_tokens, "max_tokens")
-        if not callable(self.token_counter):
+    Args:
+        max_tokens: The budget.
+        token_counter: ``Message -> int``.
+        counter_id: A stable name for the counter. Leave it out for a
+            module-level function (named by its module and qualified name) or a
+            counter with a ``counter_id`` attribute (chatledger's own); give
+            one for a lambda, closure or ``functools.partial`` that several
+            processes build alike, so they share stored sizes. Without it such
+            a counter is named per object and per process: two counters never
+            share sizes, and a new process measures the stored history again
+            once per conversation.
+    """
+
+    __slots__ = ("_counter_id", "max_tokens", "token_counter")
+
+    def __init__(
+        self,
+        max_tokens: int,
+        token_counter: Callable[[Message], int],
+        counter_id: str | None = None,
+    ) -> None:
+        """Check the budget and the counter, and name the counter."""
+        self.max_tokens = _positive(max_tokens, "max_tokens")
+        if not callable(token_counter):
             raise InvalidWindowError("token_counter must be callable")
+        if counter_id is not None and (
+            not isinstance(counter_id, str) or not counter_id
+        ):
+            raise InvalidWindowError(
+                f"counter_id must be a non-empty str, not {counter_id!r}"
+            )
+        self.token_counter = token_counter
+        self._counter_id = "tokens:" + (counter_id or counter_name(token_counter))
+
+    def __repr__(self) -> str:
+        return f"TokenWindow({self.max_tokens}, counter_id={self._counter_id!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, TokenWindow):
+            return NotImplemented
+        return (self.max_tokens, self._counter_id) == (
+            other.max_tokens,
+            other._counter_id,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.max_tokens, self._counter_id))
 
     @property
     def limit(self) -> int:
@@ -132,8 +190,8 @@ class TokenWindow:
 
     @property
     def counter_id(self) -> str | None:
-        """The name of the token counter."""
-        return f"tokens:{self.name}"
+        """Names the counter: stored sizes are reused only under the same name."""
+        return self._counter_id
 
     def measure(self, message: Message) -> int:
         """Count the tokens of one message with the configured counter."""
@@ -156,6 +214,38 @@ class SystemMerge:
 
     replace_stored: bool
     new: list[Message]
+
+
+def _normalise(value: Any) -> Any:
+    # Python equality says True == 1 == 1.0; JSON text does not. Integral
+    # numbers are written as ints so equal messages get equal text.
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, dict):
+        return {key: _normalise(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_normalise(item) for item in value]
+    return value
+
+
+def system_key(message: Message) -> str:
+    """Return a text two messages share exactly when they are equal (rule 1).
+
+    Equality is :class:`~chatledger.Message` equality, which ignores ``id`` and
+    ``created_at`` and compares metadata as Python does (``1 == 1.0 == True``).
+    This is its string form: the codec's encoding without those fields nor the
+    codec version, keys sorted, integral numbers written as ints. Server-side
+    translations of rule 1 (see "Translations" at the top of this module)
+    compare these texts instead of decoding messages.
+    """
+    encoded = codec.to_dict(message)
+    for field in ("v", "id", "created_at"):
+        encoded.pop(field, None)
+    return json.dumps(
+        _normalise(encoded), ensure_ascii=False, separators=(",", ":"), sort_keys=True
+    )
 
 
 def merge_system(

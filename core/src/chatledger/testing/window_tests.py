@@ -16,6 +16,15 @@ from chatledger.window import MessageWindow, TokenWindow, Window, apply_window
 
 __all__ = ["WindowMemoryTests", "random_turns"]
 
+_SYSTEM_METADATA: list[dict[str, object] | None] = [
+    None,
+    {"x": 1},
+    {"x": 1.0},
+    {"x": True},
+    {"x": {"y": [1, 2.0]}},
+    {"x": {"y": [True, 2]}},
+]
+
 
 def random_turns(rng: random.Random, turns: int) -> list[list[Message]]:
     """Make ``turns`` random batches: user turns, tool loops and system prompts."""
@@ -23,7 +32,12 @@ def random_turns(rng: random.Random, turns: int) -> list[list[Message]]:
     for turn in range(turns):
         batch: list[Message] = []
         if rng.random() < 0.15:
-            batch.append(Message.system(f"system {rng.randint(0, 2)}"))
+            # Metadata that Python compares equal across types (1, 1.0, True)
+            # must count as one system message on every backend (rule 1).
+            metadata = rng.choice(_SYSTEM_METADATA)
+            batch.append(
+                Message.system(f"system {rng.randint(0, 2)}", metadata=metadata)
+            )
         if rng.random() < 0.9:
             batch.append(Message.user(f"user {turn} " + "x" * rng.randint(0, 40)))
         for step in range(rng.choice([0, 0, 1, 2])):
@@ -212,6 +226,19 @@ class WindowMemoryTests:
         kept = memory.get("tok")
         assert kept[0].role is Role.USER
         assert sum(window.measure(m) for m in kept) <= 60
+
+    def test_two_token_counters_never_share_stored_sizes(self, repository: Any) -> None:
+        """Sizes cached for one counter are not reused for another of the same name."""
+        small = TokenWindowChatMemory(repository, 100, lambda m: 1)
+        for turn in range(10):
+            small.add("two", [Message.user(f"u{turn}"), Message.assistant(f"a{turn}")])
+        assert len(small.get("two")) == 20
+        large = TokenWindowChatMemory(repository, 100, lambda m: 30)
+        assert large.window.counter_id != small.window.counter_id
+        large.add("two", Message.user("last"))
+        kept = large.get("two")
+        assert sum(large.window.measure(m) for m in kept) <= 100
+        assert [m.content for m in kept][-1] == "last"
 
     def test_concurrent_appends_lose_and_duplicate_nothing(
         self, repository: Any

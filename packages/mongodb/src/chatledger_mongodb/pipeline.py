@@ -20,19 +20,17 @@ path or an operator.
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Any
 
 from chatledger import codec
 from chatledger.messages import Message, Role
-from chatledger.window import Window
+from chatledger.window import Window, system_key
 
 __all__ = [
     "RESULT_FIELD",
     "append_pipeline",
     "encode_element",
-    "system_key",
 ]
 
 #: The field where an append leaves what it did; read back by the same command.
@@ -54,22 +52,6 @@ _TEMPORARIES = [
     "_evict",
     "_gone",
 ]
-
-
-def system_key(message: Message) -> str:
-    """Return the text two system messages share exactly when they are equal.
-
-    It is the codec form without the fields that take no part in equality
-    (``id``, ``created_at``) and with sorted keys, so the server can apply the
-    "an equal system message is not stored twice" rule by comparing strings.
-    One difference from Python equality: metadata values that compare equal
-    across types (``1``, ``1.0``, ``True``) give different keys, so such system
-    messages count as different and the newer one replaces the stored one.
-    """
-    data = codec.to_dict(message)
-    for name in ("id", "created_at", "v"):
-        data.pop(name, None)
-    return json.dumps(data, ensure_ascii=False, sort_keys=True, separators=(",", ":"))
 
 
 def encode_element(message: Message, window: Window | None) -> dict[str, Any]:

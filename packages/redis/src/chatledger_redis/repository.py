@@ -63,7 +63,7 @@ from chatledger.validation import (
     validate_conversation_id,
     validate_messages,
 )
-from chatledger.window import Window
+from chatledger.window import Window, system_key
 from chatledger_redis.keys import (
     ConversationKeys,
     meta_key_pattern,
@@ -72,7 +72,6 @@ from chatledger_redis.keys import (
 )
 from chatledger_redis.markers import (
     ROLE_CODES,
-    canonical_text,
     system_marker,
     turn_marker,
 )
@@ -236,7 +235,7 @@ class RedisChatMemoryRepository(ClosingContext):
             args += [
                 message.id,
                 ROLE_CODES[message.role],
-                canonical_text(message) if system else "",
+                system_key(message) if system else "",
                 codec.to_json(message),
             ]
         # The script is the atomic unit: a fault before it leaves the old
@@ -279,7 +278,7 @@ class RedisChatMemoryRepository(ClosingContext):
             size = 1 if counter is None else window.measure(message)
             if role is Role.SYSTEM:
                 args.append(
-                    f"s{size}\n{message.id}\n{canonical_text(message)}\n"
+                    f"s{size}\n{message.id}\n{system_key(message)}\n"
                     f"{codec.to_json(message)}"
                 )
             else:
