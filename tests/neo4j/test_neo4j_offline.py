@@ -28,7 +28,7 @@ from chatledger import (
     TokenWindow,
     UnknownBackendError,
 )
-from chatledger.append_plan import StoredEntry, plan_append
+from chatledger.append_plan import StoredEntry, StoredWindow, plan_append
 from chatledger.testing import random_turns
 from chatledger.testing.samples import BAD_CONVERSATION_IDS
 from chatledger.tokens import estimate_tokens
@@ -363,14 +363,16 @@ def test_neo4j_plan_matches_the_pure_policy(seed: int) -> None:
                     pulled += 1
                     yield StoredEntry(m.id, m.role, window.measure(m))
 
-            plan = plan_append(
-                stored_system=[m for m in stored if m.role is Role.SYSTEM],
-                stored_count=len(others),
-                stored_total=sum(window.measure(m) for m in others),
-                stored_entries=entries(),
-                fresh=fresh,
-                window=window,
+            system = [m for m in stored if m.role is Role.SYSTEM]
+            state = StoredWindow(
+                system_count=len(system),
+                system_size=sum(window.measure(m) for m in system),
+                count=len(others),
+                total=sum(window.measure(m) for m in others),
+                read_oldest=lambda expected, entries=entries: entries(),
+                system=system,
             )
+            plan = plan_append(state, fresh, window)
             expected = apply_window(stored, fresh, window)
             after = [m for m in stored if m.id not in set(plan.delete_ids)]
             after += plan.insert

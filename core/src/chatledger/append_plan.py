@@ -1,37 +1,48 @@
-"""What one atomic window append writes and deletes, from the few rows it reads.
+"""What one atomic window append writes and deletes, from the little it reads.
 
 Example:
-    plan = plan_append(
-        stored_system=[],
-        stored_total=3,
-        stored_entries=iter(oldest_first),
-        fresh=[Message.user("next")],
-        window=MessageWindow(3),
+    stored = StoredWindow(
+        system_count=0,
+        system_size=0,
+        count=3,
+        total=3,
+        read_oldest=lambda expected: iter(oldest_first),  # StoredEntry objects
     )
-    plan.insert        # the new messages to write
-    plan.delete_ids    # the stored messages to delete
+    plan = plan_append(stored, [Message.user("next")], MessageWindow(3))
+    plan.insert        # the new messages to write, in order
+    plan.evicted       # the stored entries to delete, oldest first
 
-Adapters that implement :class:`chatledger.SupportsWindowAppend` read, inside
-their atomic unit, the stored system messages, the non-system count and size
-total (kept beside the conversation) and a lazy iterator over the oldest
-non-system entries, then apply the plan. Nothing here does I/O, and nothing
-here is a window rule: the rules are
+Every adapter that plans in Python (SQL, Cassandra, Neo4j, in memory) reads,
+inside its atomic unit, what :class:`StoredWindow` names, calls
+:func:`plan_append`, then writes the plan: its own code is only I/O. Nothing
+here does I/O, and nothing here is a window rule: the rules are
 :func:`chatledger.window.merge_system` and
-:func:`chatledger.window.count_evictions`, fed with the stored system messages,
-the stored non-system total and the stored non-system entries oldest first.
-``stored_entries`` is read lazily, so the repository pages through the oldest
-messages only as far as ``count_evictions`` asks.
+:func:`chatledger.window.count_evictions`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from chatledger.messages import Message, Role
 from chatledger.window import Window, count_evictions, merge_system
 
-__all__ = ["AppendPlan", "StoredEntry", "plan_append"]
+__all__ = [
+    "AppendPlan",
+    "StoredEntry",
+    "StoredWindow",
+    "needs_stored_system",
+    "plan_append",
+    "rows_to_peek",
+]
+
+#: Rows read past the excess in the first read of a message window: the cut
+#: snaps forward to the next user message, usually within a short turn.
+TURN_SLACK = 8
+#: Rows read first when sizes are tokens and the excess says little about rows.
+TOKEN_WINDOW_FIRST_READ = 32
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,12 +52,40 @@ class StoredEntry:
     Attributes:
         id: The message id.
         role: Its role (never ``system``).
-        size: Its size in the window's measure.
+        size: Its size in the window's measure (1 in a message window).
+        position: The adapter's own handle on the stored message (a sequence
+            number, a clustering key); the planner only hands it back.
     """
 
     id: str
     role: Role
     size: int
+    position: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredWindow:
+    """What an adapter read of one stored conversation, inside its atomic unit.
+
+    Attributes:
+        system_count: How many system messages are stored.
+        system_size: Their total size in the window's measure.
+        count: How many non-system messages are stored.
+        total: Their total size in the window's measure.
+        read_oldest: Returns the stored non-system entries, oldest first, as a
+            lazy iterable; called at most once, with how many entries the
+            planner expects to read (a hint for the first page), and read only
+            as far as the eviction count needs.
+        system: The stored system messages, oldest first. Needed only when the
+            batch holds a system message (:func:`needs_stored_system`).
+    """
+
+    system_count: int
+    system_size: int
+    count: int
+    total: int
+    read_oldest: Callable[[int], Iterable[StoredEntry]]
+    system: Sequence[Message] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,87 +98,121 @@ class AppendPlan:
         insert: The new messages to write, in order (``appended`` less the new
             messages the window drops at once).
         insert_sizes: The window size of each message of ``insert``.
-        delete_ids: The stored messages to delete: replaced system messages,
-            then evicted ones, oldest first.
+        replace_system: Every stored system message is to be deleted.
+        evicted: The stored non-system entries to delete, oldest first.
+        delete_ids: The ids of every stored message to delete: the replaced
+            system messages, then ``evicted``.
         evicted_ids: ``delete_ids`` followed by the ids of the new messages the
             window drops at once.
+        system_count: How many system messages are stored afterwards.
+        system_size: Their total size.
         message_count: How many non-system messages are stored afterwards.
-        size_total: Their total size in the window's measure.
+        size_total: Their total size.
         empty: Nothing at all is stored afterwards.
     """
 
     appended: list[Message]
     insert: list[Message]
     insert_sizes: list[int]
+    replace_system: bool
+    evicted: list[StoredEntry]
     delete_ids: list[str]
     evicted_ids: list[str]
+    system_count: int
+    system_size: int
     message_count: int
     size_total: int
-    empty: bool
+
+    @property
+    def empty(self) -> bool:
+        """Nothing at all is stored afterwards."""
+        return self.message_count == 0 and self.system_count == 0
+
+
+def needs_stored_system(batch: Sequence[Message]) -> bool:
+    """Whether the planner needs the stored system messages for ``batch``."""
+    return any(m.role is Role.SYSTEM for m in batch)
+
+
+def rows_to_peek(window: Window, batch_size: int) -> int:
+    """How many of the oldest rows a steady-state append of ``batch_size`` evicts.
+
+    An adapter that can read the oldest rows in the same round trip as its
+    lock reads this many, so the planner rarely asks for more.
+    """
+    if window.counter_id is None:
+        return batch_size + TURN_SLACK
+    return TOKEN_WINDOW_FIRST_READ
+
+
+def _first_read(window: Window, excess: int) -> int:
+    if excess <= 0:
+        # Only the head's role is asked for: is it a tool response (rule 4)?
+        return 1
+    if window.counter_id is None:
+        return excess + TURN_SLACK
+    return TOKEN_WINDOW_FIRST_READ
 
 
 def plan_append(
-    *,
-    stored_system: Sequence[Message],
-    stored_count: int,
-    stored_total: int,
-    stored_entries: Iterable[StoredEntry],
-    fresh: Sequence[Message],
-    window: Window,
+    stored: StoredWindow, fresh: Sequence[Message], window: Window
 ) -> AppendPlan:
     """Decide what appending ``fresh`` to a stored conversation writes and deletes.
 
     Args:
-        stored_system: The stored system messages, oldest first.
-        stored_count: How many non-system messages are stored.
-        stored_total: Their total size in the window's measure.
-        stored_entries: The stored non-system messages, oldest first; read
-            only as far as the eviction count needs.
+        stored: What the adapter read of the stored conversation.
         fresh: The new messages, none of them already stored, stamped.
         window: The window to keep.
+
+    Raises:
+        ValueError: ``fresh`` holds a system message and ``stored.system`` was
+            not read.
     """
+    if stored.system is None:
+        if needs_stored_system(fresh):
+            raise ValueError("the batch holds a system message: read stored.system")
+        stored_system: Sequence[Message] = ()
+    else:
+        stored_system = stored.system
     merge = merge_system(stored_system, fresh)
-    kept_system = [] if merge.replace_stored else list(stored_system)
     sized_new = [(m, window.measure(m)) for m in merge.new]
     new_others = [(m, size) for m, size in sized_new if m.role is not Role.SYSTEM]
-    system_size = sum(window.measure(m) for m in kept_system) + sum(
-        size for m, size in sized_new if m.role is Role.SYSTEM
-    )
-    total_size = stored_total + sum(size for _, size in new_others)
+    new_system = [size for m, size in sized_new if m.role is Role.SYSTEM]
+    system_count = len(new_system)
+    system_size = sum(new_system)
+    if not merge.replace_stored:
+        system_count += stored.system_count
+        system_size += stored.system_size
+    total = stored.total + sum(size for _, size in new_others)
 
-    # Filled while count_evictions reads, so the first `cut` are known after it.
-    seen: list[tuple[str, int, bool]] = []
+    read: list[StoredEntry] = []
 
     def entries() -> Iterator[tuple[Role, int]]:
-        for entry in stored_entries:
-            seen.append((entry.id, entry.size, True))
-            yield entry.role, entry.size
+        if stored.count > 0:
+            excess = system_size + total - window.limit
+            for entry in stored.read_oldest(_first_read(window, excess)):
+                read.append(entry)
+                yield entry.role, entry.size
         for message, size in new_others:
-            seen.append((message.id, size, False))
             yield message.role, size
 
-    cut = count_evictions(window.limit, system_size, total_size, entries())
-    dropped = seen[:cut]
-    dropped_stored = [(i, size) for i, size, stored in dropped if stored]
-    dropped_new = {i for i, _, stored in dropped if not stored}
+    cut = count_evictions(window.limit, system_size, total, entries())
+    evicted = read[:cut]
+    dropped_new = {m.id for m, _ in new_others[: max(0, cut - len(read))]}
+    insert = [(m, size) for m, size in sized_new if m.id not in dropped_new]
+    kept_others = [size for m, size in insert if m.role is not Role.SYSTEM]
     replaced = [m.id for m in stored_system] if merge.replace_stored else []
-    delete_ids = replaced + [i for i, _ in dropped_stored]
-    insert = [(m, s) for m, s in sized_new if m.id not in dropped_new]
-    kept_new_others = [(m, s) for m, s in insert if m.role is not Role.SYSTEM]
-    message_count = stored_count - len(dropped_stored) + len(kept_new_others)
-    size_total = (
-        stored_total
-        - sum(size for _, size in dropped_stored)
-        + sum(size for _, size in kept_new_others)
-    )
-    new_system = any(m.role is Role.SYSTEM for m, _ in insert)
+    delete_ids = replaced + [entry.id for entry in evicted]
     return AppendPlan(
         appended=list(merge.new),
         insert=[m for m, _ in insert],
-        insert_sizes=[s for _, s in insert],
+        insert_sizes=[size for _, size in insert],
+        replace_system=merge.replace_stored,
+        evicted=evicted,
         delete_ids=delete_ids,
-        evicted_ids=delete_ids + [i for i, _, stored in dropped if not stored],
-        message_count=message_count,
-        size_total=size_total,
-        empty=message_count == 0 and not kept_system and not new_system,
+        evicted_ids=delete_ids + [m.id for m, _ in new_others if m.id in dropped_new],
+        system_count=system_count,
+        system_size=system_size,
+        message_count=stored.count - len(evicted) + len(kept_others),
+        size_total=stored.total - sum(e.size for e in evicted) + sum(kept_others),
     )

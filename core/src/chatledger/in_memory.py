@@ -13,10 +13,17 @@ its window append is atomic under one lock.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Self
 
+from chatledger.append_plan import (
+    AppendPlan,
+    StoredEntry,
+    StoredWindow,
+    needs_stored_system,
+    plan_append,
+)
 from chatledger.messages import Message, Role
 from chatledger.repository import AppendResult
 from chatledger.validation import (
@@ -24,18 +31,26 @@ from chatledger.validation import (
     validate_conversation_id,
     validate_messages,
 )
-from chatledger.window import Window, apply_window, count_evictions, merge_system
+from chatledger.window import Window
 
 __all__ = ["InMemoryChatMemoryRepository"]
 
 
 @dataclass
 class _Conversation:
-    """One stored conversation, with what an append needs without a full scan."""
+    """One stored conversation, with what an append needs without a full scan.
+
+    ``sizes`` holds each message's size under the counter named ``counter``
+    (a token window's ``counter_id``); a message window needs none.
+    """
 
     messages: list[Message]
     ids: set[str]
     system: int
+    counter: str | None = None
+    sizes: dict[str, int] = field(default_factory=dict)
+    system_size: int = 0
+    size_total: int = 0
 
     @classmethod
     def of(cls, messages: list[Message]) -> _Conversation:
@@ -45,9 +60,80 @@ class _Conversation:
             sum(1 for m in messages if m.role is Role.SYSTEM),
         )
 
+    def measured(self, window: Window) -> Callable[[Message], int]:
+        """Return a stored message's size; a new counter measures the history once."""
+        counter = window.counter_id
+        if counter is None:
+            return _one
+        if counter != self.counter:
+            self.sizes = {m.id: window.measure(m) for m in self.messages}
+            self.system_size = sum(
+                self.sizes[m.id] for m in self.messages if m.role is Role.SYSTEM
+            )
+            self.size_total = sum(self.sizes.values()) - self.system_size
+            self.counter = counter
+        return lambda message: self.sizes[message.id]
 
-def _non_system(messages: Sequence[Message]) -> Iterator[tuple[Role, int]]:
-    return ((m.role, 1) for m in messages if m.role is not Role.SYSTEM)
+    def stored_window(self, window: Window, fresh: list[Message]) -> StoredWindow:
+        size = self.measured(window)
+        counted = window.counter_id is None
+        count = len(self.messages) - self.system
+
+        def read_oldest(expected: int) -> Iterator[StoredEntry]:
+            for message in self.messages:
+                if message.role is not Role.SYSTEM:
+                    yield StoredEntry(message.id, message.role, size(message))
+
+        return StoredWindow(
+            system_count=self.system,
+            system_size=self.system if counted else self.system_size,
+            count=count,
+            total=count if counted else self.size_total,
+            read_oldest=read_oldest,
+            system=[m for m in self.messages if m.role is Role.SYSTEM]
+            if needs_stored_system(fresh)
+            else None,
+        )
+
+    def apply(self, plan: AppendPlan, counter: str | None) -> None:
+        """Write a plan made under ``counter``: drop what it deletes, add the rest."""
+        if plan.replace_system:
+            self.messages = [m for m in self.messages if m.role is not Role.SYSTEM]
+        if plan.evicted:
+            # The evicted are the oldest non-system messages: walk to the last
+            # of them, keeping the system messages met on the way.
+            kept: list[Message] = []
+            left = len(plan.evicted)
+            end = 0
+            while left:
+                message = self.messages[end]
+                end += 1
+                if message.role is Role.SYSTEM:
+                    kept.append(message)
+                else:
+                    left -= 1
+            self.messages = kept + self.messages[end:]
+        self.messages.extend(plan.insert)
+        self.ids.difference_update(plan.delete_ids)
+        self.ids.update(m.id for m in plan.insert)
+        self.system = plan.system_count
+        if counter is None:
+            # Sizes of another counter would miss these messages: drop them.
+            self.counter = None
+            self.sizes = {}
+        else:
+            for message_id in plan.delete_ids:
+                self.sizes.pop(message_id, None)
+            self.sizes.update(
+                (m.id, size)
+                for m, size in zip(plan.insert, plan.insert_sizes, strict=True)
+            )
+            self.system_size = plan.system_size
+            self.size_total = plan.size_total
+
+
+def _one(message: Message) -> int:
+    return 1
 
 
 class InMemoryChatMemoryRepository:
@@ -115,8 +201,9 @@ class InMemoryChatMemoryRepository:
     ) -> AppendResult:
         """Append and trim under the repository lock (see ``SupportsWindowAppend``).
 
-        With a message window the cost grows with the new, evicted and system
-        messages, not with the history; a token window re-measures the history.
+        The cost grows with the new and evicted messages, not with the
+        history; a token window measures each message once (the history again
+        only when another counter measured it).
         """
         validate_conversation_id(conversation_id)
         batch = validate_messages(messages)
@@ -129,52 +216,10 @@ class InMemoryChatMemoryRepository:
             fresh = stamp_messages(m for m in batch if m.id not in stored.ids)
             if not fresh:
                 return AppendResult()
-            if window.counter_id is None:
-                result = self._append_counted(stored, fresh, window.limit)
-            else:
-                update = apply_window(stored.messages, fresh, window)
-                stored = _Conversation.of(update.messages)
-                result = AppendResult(update.appended, [m.id for m in update.evicted])
-            if stored.messages:
-                self._conversations[conversation_id] = stored
-            else:
+            plan = plan_append(stored.stored_window(window, fresh), fresh, window)
+            stored.apply(plan, window.counter_id)
+            if plan.empty:
                 self._conversations.pop(conversation_id, None)
-            return result
-
-    @staticmethod
-    def _append_counted(
-        stored: _Conversation, fresh: list[Message], limit: int
-    ) -> AppendResult:
-        """The window append when every message counts as one, in place."""
-        evicted: list[Message] = []
-        new = fresh
-        if any(m.role is Role.SYSTEM for m in fresh):
-            system = [m for m in stored.messages if m.role is Role.SYSTEM]
-            merge = merge_system(system, fresh)
-            new = merge.new
-            if merge.replace_stored:
-                evicted.extend(system)
-                stored.messages = [
-                    m for m in stored.messages if m.role is not Role.SYSTEM
-                ]
-                stored.system = 0
-        history = stored.messages
-        history.extend(new)
-        stored.system += sum(1 for m in new if m.role is Role.SYSTEM)
-        total = len(history) - stored.system
-        cut = count_evictions(limit, stored.system, total, _non_system(history))
-        if cut:
-            kept_system: list[Message] = []
-            dropped = end = 0
-            for end, message in enumerate(history, 1):  # noqa: B007 - used below
-                if message.role is Role.SYSTEM:
-                    kept_system.append(message)
-                    continue
-                evicted.append(message)
-                dropped += 1
-                if dropped == cut:
-                    break
-            stored.messages = kept_system + history[end:]
-        stored.ids.difference_update(m.id for m in evicted)
-        stored.ids.update(m.id for m in new)
-        return AppendResult(new, [m.id for m in evicted])
+            else:
+                self._conversations[conversation_id] = stored
+            return AppendResult(plan.appended, plan.evicted_ids)

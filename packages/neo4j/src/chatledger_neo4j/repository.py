@@ -46,7 +46,7 @@ from neo4j import Driver, GraphDatabase, ManagedTransaction, Record, Session
 from neo4j.exceptions import ClientError
 
 from chatledger import codec
-from chatledger.append_plan import StoredEntry, plan_append
+from chatledger.append_plan import StoredEntry, StoredWindow, plan_append
 from chatledger.closing import ClosingContext
 from chatledger.faults import FaultPoints
 from chatledger.messages import Message, Role
@@ -333,15 +333,15 @@ class Neo4jChatMemoryRepository(ClosingContext):
                     "payload"
                 )
             ]
-            count = int(state["message_count"])
-            plan = plan_append(
-                stored_system=stored_system,
-                stored_count=count,
-                stored_total=self._stored_total(tx, cid, state, window),
-                stored_entries=self._oldest(tx, cid, window),
-                fresh=fresh,
-                window=window,
+            stored = StoredWindow(
+                system_count=len(stored_system),
+                system_size=sum(window.measure(m) for m in stored_system),
+                count=int(state["message_count"]),
+                total=self._stored_total(tx, cid, state, window),
+                read_oldest=lambda expected: self._oldest(tx, cid, window),
+                system=stored_system,
             )
+            plan = plan_append(stored, fresh, window)
             next_seq = int(state["next_seq"])
             rows = [
                 _row(m, next_seq + i, None if counter is None else size, counter)
