@@ -24,9 +24,9 @@ mongomock = pytest.importorskip("mongomock")
 
 from pymongo.errors import OperationFailure  # noqa: E402
 
+from chatledger import ContentionError  # noqa: E402
 from chatledger_mongodb import (  # noqa: E402
     MAX_DOCUMENT_BYTES,
-    ConcurrentUpdateError,
     MongoDBChatMemoryRepository,
 )
 from chatledger_mongodb import repository as repository_module  # noqa: E402
@@ -256,7 +256,7 @@ def test_mongodb_stand_in_backfill_gives_up_with_a_clear_error(
     repository.save_all("c", [Message.user("a")])
     monkeypatch.setattr(repository, "_backfill_sizes", lambda *args: None)
     window = TokenWindow(50, estimate_tokens, "x")
-    with pytest.raises(ConcurrentUpdateError):
+    with pytest.raises(ContentionError, match="'c'"):
         repository.append_to_window("c", [Message.assistant("b")], window)
     assert [m.content for m in repository.find_by_conversation_id("c")] == ["a"]
 
@@ -320,3 +320,13 @@ def test_mongodb_stand_in_token_memory_uses_the_cached_sizes() -> None:
     for turn in range(5):
         memory.add("c", [Message.user(f"q{turn}"), Message.assistant(f"a{turn}")])
     assert len(calls) == len(set(calls)) == 10
+
+
+def test_mongodb_stand_in_schema_calls() -> None:
+    repository = _repository(create_indexes=False)
+    repository.create_schema()
+    assert "chatledger_expires_at" in repository.collection.index_information()
+    repository.save_all("c", [Message.user("a")])
+    repository.drop_schema()
+    assert repository.find_conversation_ids() == []
+    assert "chatledger_expires_at" not in repository.collection.index_information()

@@ -11,7 +11,13 @@ from importlib.metadata import entry_points
 import pytest
 from redis import Redis
 
-from chatledger import Message, MessageWindowChatMemory, Role, TokenWindowChatMemory
+from chatledger import (
+    ContentionError,
+    Message,
+    MessageWindowChatMemory,
+    Role,
+    TokenWindowChatMemory,
+)
 from chatledger.testing import random_turns
 from chatledger.tokens import estimate_tokens
 from chatledger.window import MessageWindow, TokenWindow, apply_window
@@ -97,6 +103,20 @@ def test_a_counter_change_remeasures_the_history_once(
     assert [m.id for m in repository.find_by_conversation_id("r")] == [
         m.id for m in expected
     ]
+
+
+def test_a_history_that_keeps_changing_gives_up_with_contention_error(
+    repository: RedisChatMemoryRepository, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """When re-measuring never catches up, the append stops and writes nothing."""
+    repository.save_all("moving", [Message.user("a")])
+    # Another writer wins every race: the sizes are never stored.
+    monkeypatch.setattr(repository, "_remeasure", lambda *args: None)
+    window = TokenWindow(60, estimate_tokens, "other")
+    with pytest.raises(ContentionError, match="'moving'") as caught:
+        repository.append_to_window("moving", [Message.assistant("b")], window)
+    assert caught.value.conversation_id == "moving"
+    assert [m.content for m in repository.find_by_conversation_id("moving")] == ["a"]
 
 
 def test_every_key_of_a_conversation_shares_one_expiry(
@@ -283,3 +303,20 @@ def test_an_append_loads_its_script_when_the_server_lost_it(
     assert [m.content for m in result.appended] == ["hi"]
     assert repository._append.sha != "0" * 40
     assert [m.content for m in repository.find_by_conversation_id("ns")] == ["hi"]
+
+
+def test_drop_schema_removes_only_this_prefix(client: Redis, prefix: str) -> None:
+    """drop_schema deletes this repository's conversations, not a neighbour's."""
+    ours = RedisChatMemoryRepository(client, key_prefix=prefix)
+    neighbour = RedisChatMemoryRepository(client, key_prefix=prefix + "n:")
+    try:
+        ours.create_schema()
+        for cid in ("a", "b"):
+            ours.save_all(cid, [Message.user(cid)])
+        neighbour.save_all("a", [Message.user("kept")])
+        ours.drop_schema()
+        assert ours.find_conversation_ids() == []
+        assert not list(client.scan_iter(match=f"{prefix}{{*"))
+        assert [m.content for m in neighbour.find_by_conversation_id("a")] == ["kept"]
+    finally:
+        neighbour.drop_schema()

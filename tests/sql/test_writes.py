@@ -8,10 +8,11 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, create_engine, event
 
-from chatledger import Message, MessageWindowChatMemory
+from chatledger import ContentionError, Message, MessageWindowChatMemory
 from chatledger.faults import FAULT_POINTS
 from chatledger_sql import SqlChatMemoryRepository
 from chatledger_sql.dialects import DialectMismatchWarning, MySQLDialect, pipeline
+from chatledger_sql.dialects.base import RetryTransaction
 from chatledger_sql.dialects.mysql import MAX_BLOCK_TEXT
 from tests.backends import backend_url
 from tests.sql.conftest import unique_table
@@ -290,3 +291,35 @@ def test_mariadb_large_batch_is_sent_statement_by_statement() -> None:
     finally:
         repository.drop_schema()
         engine.dispose()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql", "mariadb"])
+def test_giving_up_under_contention_raises_contention_error(
+    backend: str, tmp_path: Any
+) -> None:
+    """A write that keeps losing its race stops with ContentionError, unwritten."""
+    url = (
+        f"sqlite:///{tmp_path / 'chat.db'}"
+        if backend == "sqlite"
+        else backend_url(backend)
+    )
+    repository = SqlChatMemoryRepository.from_url(url, table_name=unique_table())
+    try:
+        memory = MessageWindowChatMemory(repository, max_messages=5)
+        memory.add("busy", Message.user("before"))
+        tries: list[str] = []
+
+        def lose(point: str) -> None:
+            tries.append(point)
+            raise RetryTransaction
+
+        repository.fault_points.on("after_lock", lose)
+        with pytest.raises(ContentionError, match=r"'busy'.* 12 attempts") as caught:
+            memory.add("busy", Message.user("after"))
+        assert (caught.value.conversation_id, caught.value.attempts) == ("busy", 12)
+        assert len(tries) == 12
+        repository.fault_points.clear()
+        assert [m.content for m in memory.get("busy")] == ["before"]
+    finally:
+        repository.drop_schema()
+        repository.close()

@@ -13,6 +13,7 @@ from __future__ import annotations
 from chatledger.connect import connect, redact_url
 from chatledger.errors import (
     ChatLedgerError,
+    ContentionError,
     InvalidConversationIdError,
     InvalidMessageError,
     InvalidNameError,
@@ -36,7 +37,7 @@ from chatledger.repository import (
 )
 from chatledger.window import MessageWindow, TokenWindow, Window
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "CONVERSATION_ID",
@@ -44,6 +45,7 @@ __all__ = [
     "ChatLedgerError",
     "ChatMemory",
     "ChatMemoryRepository",
+    "ContentionError",
     "InMemoryChatMemoryRepository",
     "InvalidConversationIdError",
     "InvalidMessageError",

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 __all__ = [
     "ChatLedgerError",
+    "ContentionError",
     "InvalidConversationIdError",
     "InvalidMessageError",
     "InvalidNameError",
@@ -26,6 +27,32 @@ __all__ = [
 
 class ChatLedgerError(Exception):
     """Base class of every error chatledger raises itself."""
+
+
+class ContentionError(ChatLedgerError, RuntimeError):
+    """A write gave up after its bounded retries: other writers kept winning.
+
+    Nothing of the write was stored; the caller may try it again. The message
+    names the conversation and how many attempts were made.
+
+    Attributes:
+        conversation_id: The conversation written to.
+        attempts: How many times the write was tried.
+    """
+
+    def __init__(self, conversation_id: str, attempts: int, detail: str = "") -> None:
+        """Say which conversation gave up after how many attempts, and why."""
+        self.conversation_id = conversation_id
+        self.attempts = attempts
+        message = (
+            f"conversation {conversation_id!r}: gave up after {attempts} "
+            "attempts under contention; nothing was written, the write may be "
+            "retried"
+        )
+        super().__init__(f"{message} ({detail})" if detail else message)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (type(self), (self.conversation_id, self.attempts))
 
 
 class InvalidConversationIdError(ChatLedgerError, ValueError, TypeError):

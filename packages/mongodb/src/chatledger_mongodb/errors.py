@@ -1,11 +1,11 @@
 """Errors the MongoDB repository raises for problems it detects itself.
 
 Example:
-    from chatledger_mongodb.errors import ConcurrentUpdateError
+    from chatledger import ContentionError
 
     try:
         memory.add("c1", Message.user("hi"))
-    except ConcurrentUpdateError:
+    except ContentionError:
         ...  # retry later
 
 Driver exceptions (``pymongo.errors.*``) are never wrapped and propagate as
@@ -15,15 +15,12 @@ surfaces as :class:`chatledger.MessageTooLargeError` chained to it.
 
 from __future__ import annotations
 
-from chatledger.errors import ChatLedgerError
+from chatledger.adapters import (
+    ContentionError,
+)
 
 __all__ = ["ConcurrentUpdateError"]
 
-
-class ConcurrentUpdateError(ChatLedgerError, RuntimeError):
-    """A bounded retry loop gave up because other writers kept changing the document.
-
-    Only the rare size back-fill (a token window meeting messages whose sizes
-    were stored under another counter) retries; nothing was lost when this is
-    raised, and the append may simply be tried again.
-    """
+#: The name this package used before :class:`chatledger.ContentionError`;
+#: the same class.
+ConcurrentUpdateError = ContentionError

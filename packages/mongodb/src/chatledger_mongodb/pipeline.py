@@ -23,9 +23,13 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from chatledger import codec
-from chatledger.messages import Message, Role
-from chatledger.window import Window, system_key
+from chatledger.adapters import (
+    Message,
+    Role,
+    Window,
+    codec,
+    system_key,
+)
 
 __all__ = [
     "RESULT_FIELD",

@@ -65,21 +65,22 @@ from pymongo import MongoClient, ReturnDocument
 from pymongo.collection import Collection
 from pymongo.errors import OperationFailure
 
-from chatledger import codec
-from chatledger.closing import ClosingContext
-from chatledger.errors import InvalidNameError, MessageTooLargeError
-from chatledger.faults import FaultPoints
-from chatledger.messages import Message
-from chatledger.repository import AppendResult
-from chatledger.ttl import to_ttl
-from chatledger.validation import (
+from chatledger.adapters import (
+    AppendResult,
+    ClosingContext,
+    ContentionError,
+    FaultPoints,
+    InvalidNameError,
+    Message,
+    MessageTooLargeError,
+    Window,
+    codec,
     stamp_messages,
+    to_ttl,
     utc_now,
     validate_conversation_id,
     validate_messages,
 )
-from chatledger.window import Window
-from chatledger_mongodb.errors import ConcurrentUpdateError
 from chatledger_mongodb.pipeline import RESULT_FIELD, append_pipeline, encode_element
 
 __all__ = ["MAX_DOCUMENT_BYTES", "MongoDBChatMemoryRepository"]
@@ -204,6 +205,14 @@ class MongoDBChatMemoryRepository(ClosingContext):
         if self._owns_client:
             self._client.close()
 
+    def create_schema(self) -> None:
+        """Create what the collection needs (its TTL index); idempotent."""
+        self.create_indexes()
+
+    def drop_schema(self) -> None:
+        """Drop the collection, with every conversation and index in it."""
+        self._collection.drop()
+
     def create_indexes(self) -> None:
         """Create the TTL index on ``expires_at`` (safe to run again, and at once).
 
@@ -289,7 +298,7 @@ class MongoDBChatMemoryRepository(ClosingContext):
             MessageTooLargeError: if the batch cannot fit in one document
                 (before any I/O) or the server refuses the grown document
                 (nothing changed).
-            ConcurrentUpdateError: if measuring uncached sizes kept racing with
+            ContentionError: if measuring uncached sizes kept racing with
                 rewrites of the same conversation.
         """
         validate_conversation_id(conversation_id)
@@ -340,9 +349,11 @@ class MongoDBChatMemoryRepository(ClosingContext):
             return AppendResult(
                 [by_id[i] for i in result["appended"]], list(result["evicted"])
             )
-        raise ConcurrentUpdateError(
-            f"conversation {conversation_id!r} kept changing while its message "
-            f"sizes for {window.counter_id!r} were measured; nothing was written"
+        raise ContentionError(
+            conversation_id,
+            _MAX_SIZE_BACKFILLS + 1,
+            f"the document kept changing while its message sizes for "
+            f"{window.counter_id!r} were measured",
         )
 
     def _backfill_sizes(

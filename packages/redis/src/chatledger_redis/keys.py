@@ -22,8 +22,10 @@ import binascii
 import re
 from dataclasses import dataclass
 
-from chatledger.errors import InvalidNameError
-from chatledger.validation import validate_conversation_id
+from chatledger.adapters import (
+    InvalidNameError,
+    validate_conversation_id,
+)
 
 __all__ = [
     "KEY_PREFIX_PATTERN",

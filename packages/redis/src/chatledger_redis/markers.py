@@ -16,8 +16,11 @@ script never decodes JSON.
 
 from __future__ import annotations
 
-from chatledger.messages import Message, Role
-from chatledger.window import system_key
+from chatledger.adapters import (
+    Message,
+    Role,
+    system_key,
+)
 
 __all__ = ["ROLE_CODES", "system_marker", "turn_marker"]
 

@@ -51,19 +51,21 @@ from redis import Redis
 from redis.cluster import RedisCluster
 from redis.exceptions import NoScriptError
 
-from chatledger import codec
-from chatledger.closing import ClosingContext
-from chatledger.errors import ChatLedgerError
-from chatledger.faults import FaultPoints
-from chatledger.messages import Message, Role
-from chatledger.repository import AppendResult
-from chatledger.ttl import to_ttl
-from chatledger.validation import (
+from chatledger.adapters import (
+    AppendResult,
+    ClosingContext,
+    ContentionError,
+    FaultPoints,
+    Message,
+    Role,
+    Window,
+    codec,
     stamp_messages,
+    system_key,
+    to_ttl,
     validate_conversation_id,
     validate_messages,
 )
-from chatledger.window import Window, system_key
 from chatledger_redis.keys import (
     ConversationKeys,
     meta_key_pattern,
@@ -208,6 +210,21 @@ class RedisChatMemoryRepository(ClosingContext):
     def _keys(self, conversation_id: str) -> ConversationKeys:
         return _conversation_keys(self.key_prefix, conversation_id)[0]
 
+    def create_schema(self) -> None:
+        """Do nothing: a conversation's keys appear with its first write.
+
+        Here so that every adapter offers the same schema calls.
+        """
+
+    def drop_schema(self) -> None:
+        """Delete every conversation under this repository's key prefix.
+
+        Only keys of the layout this repository writes are touched; other keys
+        that share the prefix stay.
+        """
+        for conversation_id in self.find_conversation_ids():
+            self.client.unlink(*self._keys(conversation_id).all())
+
     def find_conversation_ids(self) -> list[str]:
         """Return the id of every stored conversation (a SCAN of the meta keys)."""
         found: set[str] = set()
@@ -294,9 +311,10 @@ class RedisChatMemoryRepository(ClosingContext):
             assert counter is not None  # the script asks only for a named counter
             self._remeasure(keys, counter, window)
         else:
-            raise ChatLedgerError(
-                f"conversation {conversation_id!r} kept changing while its history "
-                f"was measured with {counter!r}; retry the append"
+            raise ContentionError(
+                conversation_id,
+                _RESIZE_ATTEMPTS,
+                f"its history kept changing while measured with {counter!r}",
             )
         self.fault_points.reach("after_commit")
         first = outcome[0]

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from chatledger.errors import InvalidTTLError
+from chatledger.adapters import (
+    InvalidTTLError,
+)
 from chatledger_sql.dialects import (
     ENTRY_POINT_GROUP,
     DialectMismatchWarning,

@@ -36,20 +36,28 @@ from typing import Any, TypeVar
 from sqlalchemy import Connection, Engine, Select, create_engine, event, exc
 from sqlalchemy.engine import make_url
 
-from chatledger import codec
-from chatledger.closing import ClosingContext
-from chatledger.errors import InvalidMessageError, MessageTooLargeError
-from chatledger.faults import FaultPoints
-from chatledger.messages import Message, Role
-from chatledger.repository import AppendResult
-from chatledger.ttl import to_ttl
-from chatledger.validation import (
+from chatledger.adapters import (
+    AppendResult,
+    ClosingContext,
+    ContentionError,
+    FaultPoints,
+    InvalidMessageError,
+    Message,
+    MessageTooLargeError,
+    Role,
+    StoredEntry,
+    StoredWindow,
+    Window,
+    codec,
+    needs_stored_system,
+    plan_append,
+    rows_to_peek,
     stamp_messages,
+    to_ttl,
     utc_now,
     validate_conversation_id,
     validate_messages,
 )
-from chatledger.window import Window, count_evictions, merge_system
 from chatledger_sql.dialects import DialectSpec, resolve_dialect
 from chatledger_sql.dialects.base import (
     ConversationState,
@@ -451,7 +459,7 @@ class SqlChatMemoryRepository(ClosingContext):
                 ),
             )
 
-        self._write(work)
+        self._write(conversation_id, work)
 
     def delete_by_conversation_id(self, conversation_id: str) -> None:
         """Remove a conversation; an unknown id does nothing."""
@@ -467,7 +475,7 @@ class SqlChatMemoryRepository(ClosingContext):
             self.fault_points.reach("after_delete")
             connection.execute(self._sql.delete_conversation, parameters)
 
-        self._write(work)
+        self._write(conversation_id, work)
 
     def append_to_window(
         self, conversation_id: str, messages: Sequence[Message], window: Window
@@ -484,7 +492,9 @@ class SqlChatMemoryRepository(ClosingContext):
         if not batch:
             return AppendResult()
         self._check_sizes(batch)
-        return self._write(lambda c: self._append(c, conversation_id, batch, window))
+        return self._write(
+            conversation_id, lambda c: self._append(c, conversation_id, batch, window)
+        )
 
     def purge_expired(self, *, batch_size: int = 500) -> int:
         """Delete every conversation that has expired; return how many.
@@ -519,7 +529,8 @@ class SqlChatMemoryRepository(ClosingContext):
             ids = self._read(lambda c: sorted(c.execute(find, {"now": now}).scalars()))
             if not ids:
                 return removed
-            removed += self._write(functools.partial(self._purge, ids=ids, now=now))
+            purge = functools.partial(self._purge, ids=ids, now=now)
+            removed += self._write(f"{len(ids)} expired, from {ids[0]}", purge)
             if len(ids) < batch_size:
                 return removed
 
@@ -544,8 +555,10 @@ class SqlChatMemoryRepository(ClosingContext):
         if self._statement_limit is not None:
             _check_sizes(batch, self._statement_limit)
 
-    def _write(self, work: Callable[[Connection], T]) -> T:
+    def _write(self, conversation_id: str, work: Callable[[Connection], T]) -> T:
         """Run a write transaction, again after a deadlock, race or lost connection.
+
+        Gives up with :class:`chatledger.ContentionError` after ``MAX_ATTEMPTS``.
 
         A write whose connection was lost (the server restarted, a pooled
         connection timed out) runs once more on a fresh connection. That is
@@ -565,9 +578,9 @@ class SqlChatMemoryRepository(ClosingContext):
                     result = work(connection)
                     self.fault_points.reach("before_commit")
                     self.dialect.commit_write(connection)
-            except RetryTransaction:
+            except RetryTransaction as error:
                 if attempt >= MAX_ATTEMPTS:
-                    raise
+                    raise ContentionError(conversation_id, attempt) from error
             except exc.DBAPIError as error:
                 if error.connection_invalidated and not reconnected:
                     reconnected = True
@@ -575,8 +588,12 @@ class SqlChatMemoryRepository(ClosingContext):
                 retry = isinstance(error, exc.IntegrityError) or (
                     self.dialect.is_retryable(error)
                 )
-                if not retry or attempt >= MAX_ATTEMPTS:
+                if not retry:
                     raise
+                if attempt >= MAX_ATTEMPTS:
+                    raise ContentionError(
+                        conversation_id, attempt, type(error.orig).__name__
+                    ) from error
             else:
                 self.fault_points.reach("after_commit")
                 return result
@@ -721,7 +738,7 @@ class SqlChatMemoryRepository(ClosingContext):
             now,
             create=True,
             probe_ids=ids,
-            peek=len(batch) + 8 if counter is None else 32,
+            peek=rows_to_peek(window, len(batch)),
         )
         assert state is not None
         if state.expires_at is not None:
@@ -736,105 +753,88 @@ class SqlChatMemoryRepository(ClosingContext):
                     self._sql.known_ids, {"cid": conversation_id, "ids": ids}
                 ).scalars()
             )
-        fresh = [m for m in batch if m.id not in known]
+        fresh = stamp_messages((m for m in batch if m.id not in known), now)
         if not fresh:
             return AppendResult()
-
-        stored_system: list[Message] = []
-        if any(m.role is _SYSTEM for m in fresh):
-            found = connection.execute(self._sql.system_rows, {"cid": conversation_id})
-            stored_system = [_decode(row) for row in found]
-        merge = merge_system(stored_system, fresh)
-        new = stamp_messages(merge.new, now)
-
-        sizes = [window.measure(m) for m in new]
-        if counter is None:
-            system_size = 0 if merge.replace_stored else state.system_count
-            other_total = state.other_count
-        else:
-            if state.weight_counter != counter:
-                state = self._reweigh(connection, conversation_id, window, state)
-            system_size = 0 if merge.replace_stored else (state.system_weight or 0)
-            other_total = state.other_weight or 0
-        new_others = [
-            (m, s) for m, s in zip(new, sizes, strict=True) if m.role is not _SYSTEM
-        ]
-        system_size += sum(
-            s for m, s in zip(new, sizes, strict=True) if m.role is _SYSTEM
+        if counter is not None and state.weight_counter != counter:
+            state = self._reweigh(connection, conversation_id, window, state)
+        plan = plan_append(
+            self._stored_window(connection, conversation_id, window, state, fresh),
+            fresh,
+            window,
         )
-        other_total += sum(s for _, s in new_others)
 
-        consumed: list[Any] = []
-        excess = system_size + other_total - window.limit
-        # Without an overflow only the head's role is asked for (is it a
-        # tool response?), usually from the rows the lock already returned.
-        chunk = 1 if excess <= 0 else excess + 8 if counter is None else 32
-
-        def entries() -> Iterator[tuple[Role, int]]:
-            if state.other_count > 0:
-                for row in self._oldest(connection, conversation_id, chunk, state):
-                    consumed.append(row)
-                    yield Role(row.role), 1 if counter is None else int(row.weight)
-            for message, size in new_others:
-                yield message.role, size
-
-        cut = count_evictions(window.limit, system_size, other_total, entries())
-        evicted_rows = consumed[:cut]
-        evicted_new = [m for m, _ in new_others[: max(0, cut - len(consumed))]]
-        evicted_new_ids = {m.id for m in evicted_new}
-
-        evicted_ids = [m.id for m in stored_system] if merge.replace_stored else []
         base = state.next_seq
         rows = [
             _encode(conversation_id, base + i, m, None if counter is None else size)
-            for i, (m, size) in enumerate(zip(new, sizes, strict=True))
-            if m.id not in evicted_new_ids
+            for i, (m, size) in enumerate(
+                zip(plan.insert, plan.insert_sizes, strict=True)
+            )
         ]
-        evicted_ids += [row.message_id for row in evicted_rows]
-        evicted_ids += [m.id for m in evicted_new]
-
-        kept_system = sum(1 for m in new if m.role is _SYSTEM)
-        weights = None
-        if counter is not None:
-            evicted_weight = sum(int(row.weight) for row in evicted_rows)
-            evicted_weight += sum(s for m, s in new_others if m.id in evicted_new_ids)
-            weights = (counter, system_size, other_total - evicted_weight)
         update = self._update_parameters(
             conversation_id,
             now,
-            next_seq=base + len(new),
-            system_count=(0 if merge.replace_stored else state.system_count)
-            + kept_system,
-            other_count=state.other_count
-            - len(evicted_rows)
-            + len(new_others)
-            - len(evicted_new),
-            weights=weights,
+            next_seq=base + len(rows),
+            system_count=plan.system_count,
+            other_count=plan.message_count,
+            weights=None
+            if counter is None
+            else (counter, plan.system_size, plan.size_total),
         )
-        upto = evicted_rows[-1].seq if evicted_rows else -1
+        upto = plan.evicted[-1].position if plan.evicted else -1
+        result = AppendResult(plan.appended, plan.evicted_ids)
         if self.dialect.write_append(
             connection,
             self._sql,
             rows,
-            drop_system=merge.replace_stored,
+            drop_system=plan.replace_system,
             upto=upto,
             update=update,
         ):
             self.fault_points.reach("after_insert")
             self.fault_points.reach("after_evict")
-            return AppendResult(new, evicted_ids)
-        if merge.replace_stored:
+            return result
+        if plan.replace_system:
             connection.execute(self._sql.delete_system, {"cid": conversation_id})
         if rows:
             connection.execute(self._sql.insert_messages, rows)
         self.fault_points.reach("after_insert")
-        if evicted_rows:
+        if plan.evicted:
             connection.execute(
                 self._sql.delete_oldest, {"cid": conversation_id, "upto": upto}
             )
         self.fault_points.reach("after_evict")
         connection.execute(self._sql.update_conversation, update)
-        return AppendResult(new, evicted_ids)
+        return result
+
+    def _stored_window(
+        self,
+        connection: Connection,
+        conversation_id: str,
+        window: Window,
+        state: ConversationState,
+        fresh: list[Message],
+    ) -> StoredWindow:
+        """What the planner needs, from the locked row and the oldest rows."""
+        counted = window.counter_id is None
+        system: list[Message] | None = None
+        if needs_stored_system(fresh):
+            found = connection.execute(self._sql.system_rows, {"cid": conversation_id})
+            system = [_decode(row) for row in found]
+
+        def read_oldest(expected: int) -> Iterator[StoredEntry]:
+            for row in self._oldest(connection, conversation_id, expected, state):
+                size = 1 if counted else int(row.weight)
+                yield StoredEntry(row.message_id, Role(row.role), size, row.seq)
+
+        return StoredWindow(
+            system_count=state.system_count,
+            system_size=state.system_count if counted else state.system_weight or 0,
+            count=state.other_count,
+            total=state.other_count if counted else state.other_weight or 0,
+            read_oldest=read_oldest,
+            system=system,
+        )
 
 
 def _rollback_unless_idle(

@@ -32,8 +32,10 @@ from sqlalchemy import (
     UniqueConstraint,
 )
 
-from chatledger.errors import InvalidNameError
-from chatledger.messages import Role
+from chatledger.adapters import (
+    InvalidNameError,
+    Role,
+)
 
 if TYPE_CHECKING:
     from chatledger_sql.dialects.base import SqlDialect

@@ -29,7 +29,9 @@ from sqlalchemy import (
     update,
 )
 
-from chatledger.messages import Role
+from chatledger.adapters import (
+    Role,
+)
 
 if TYPE_CHECKING:
     from chatledger_sql.dialects.base import SqlDialect

@@ -24,7 +24,9 @@ import warnings
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
-from chatledger.errors import ChatLedgerError
+from chatledger.adapters import (
+    ChatLedgerError,
+)
 from chatledger_sql.dialects.base import SqlDialect
 
 if TYPE_CHECKING:

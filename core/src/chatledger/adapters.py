@@ -1,0 +1,109 @@
+"""The adapter API: everything a repository for another database takes from core.
+
+Example:
+    from chatledger.adapters import (
+        AppendResult,
+        ClosingContext,
+        StoredWindow,
+        plan_append,
+        stamp_messages,
+        validate_conversation_id,
+        validate_messages,
+    )
+
+An adapter (chatledger's own or a third party's) imports from this module
+only, and depends on ``chatledger>=0.2,<0.3``: what is named here keeps its
+meaning within a minor version. It holds
+
+- the codec (``codec.to_json`` / ``codec.from_json``, ``to_dict`` /
+  ``from_dict``): one lossless encoding of a message;
+- validation before any I/O (:func:`validate_conversation_id`,
+  :func:`validate_messages`) and stamping (:func:`stamp_messages`,
+  :func:`utc_now`);
+- the window (:class:`Window`, :func:`apply_window` for read-modify-write,
+  :func:`system_key` for server-side translations of rule 1) and the append
+  planner (:func:`plan_append` and its :class:`StoredWindow`,
+  :class:`StoredEntry`, :class:`AppendPlan`), which every adapter that plans
+  in Python calls instead of reworking the window arithmetic;
+- the shared behaviours: :class:`ClosingContext` (``with`` closes),
+  :class:`FaultPoints` (test hooks at the named steps of a write),
+  :func:`to_ttl` (one meaning of ``ttl``);
+- the errors an adapter raises: :class:`ContentionError` when it gives up
+  under contention, :class:`InvalidNameError` for a bad table, prefix or
+  label, :class:`MessageTooLargeError`, :class:`InvalidTTLError`.
+
+An adapter proves itself by passing the conformance suite,
+:class:`chatledger.testing.ChatMemoryRepositoryTests`.
+"""
+
+from __future__ import annotations
+
+from chatledger import codec
+from chatledger.append_plan import (
+    AppendPlan,
+    StoredEntry,
+    StoredWindow,
+    needs_stored_system,
+    plan_append,
+    rows_to_peek,
+)
+from chatledger.closing import ClosingContext
+from chatledger.errors import (
+    ChatLedgerError,
+    ContentionError,
+    InvalidMessageError,
+    InvalidNameError,
+    InvalidTTLError,
+    MessageTooLargeError,
+)
+from chatledger.faults import FAULT_POINTS, FaultPoints
+from chatledger.messages import Message, Role
+from chatledger.repository import AppendResult
+from chatledger.ttl import to_ttl
+from chatledger.validation import (
+    MAX_CONVERSATION_ID_BYTES,
+    stamp_messages,
+    utc_now,
+    validate_conversation_id,
+    validate_messages,
+)
+from chatledger.window import (
+    Window,
+    apply_window,
+    count_evictions,
+    merge_system,
+    system_key,
+)
+
+__all__ = [
+    "FAULT_POINTS",
+    "MAX_CONVERSATION_ID_BYTES",
+    "AppendPlan",
+    "AppendResult",
+    "ChatLedgerError",
+    "ClosingContext",
+    "ContentionError",
+    "FaultPoints",
+    "InvalidMessageError",
+    "InvalidNameError",
+    "InvalidTTLError",
+    "Message",
+    "MessageTooLargeError",
+    "Role",
+    "StoredEntry",
+    "StoredWindow",
+    "Window",
+    "apply_window",
+    "codec",
+    "count_evictions",
+    "merge_system",
+    "needs_stored_system",
+    "plan_append",
+    "rows_to_peek",
+    "stamp_messages",
+    "system_key",
+    "to_ttl",
+    "utc_now",
+    "validate_conversation_id",
+    "validate_messages",
+]
