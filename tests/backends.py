@@ -139,9 +139,19 @@ BACKENDS: dict[str, Backend] = {
 def required_backends(option: str | None = None) -> set[str]:
     """Backends whose skip is a failure: the env variable plus ``--require-backend``."""
     names = os.environ.get("CHATLEDGER_REQUIRE_BACKENDS", "")
-    if option:
-        names += "," + option
+    for given in (option, _option_given):
+        if given:
+            names += "," + given
     return {n.strip().lower() for n in names.split(",") if n.strip()}
+
+
+_option_given = ""
+
+
+def remember_required_option(option: str) -> None:
+    """Keep ``--require-backend`` so every ``backend_url`` call honours it."""
+    global _option_given
+    _option_given = option
 
 
 @functools.cache

@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from tests.backends import required_backends, stop_containers
+from tests.backends import (
+    remember_required_option,
+    required_backends,
+    stop_containers,
+)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -19,6 +23,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="run the long stress tests (marked slow)",
     )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    remember_required_option(config.getoption("--require-backend"))
 
 
 def pytest_collection_modifyitems(

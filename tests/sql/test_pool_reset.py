@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import pymysql
 import pytest
 from sqlalchemy import text
 
@@ -18,6 +17,8 @@ from chatledger import Message, MessageWindowChatMemory
 from chatledger_sql import SqlChatMemoryRepository
 from tests.backends import backend_url
 from tests.sql.conftest import unique_table
+
+pymysql = pytest.importorskip("pymysql")
 
 
 @pytest.fixture

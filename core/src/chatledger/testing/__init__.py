@@ -12,15 +12,17 @@ Example (a third-party adapter proves itself with one subclass and one fixture):
         def repository(self):
             repo = AcmeChatMemoryRepository(client, namespace=unique_name())
             yield repo          # must be EMPTY
-            repo.drop()
+            repo.drop_schema()
 
 Capabilities are class attributes (``supports_atomic_append``, ``supports_ttl``).
-A subclass may not override a suite test except to mark it
-``pytest.mark.xfail(reason=...)``; ``test_no_overrides_DO_NOT_OVERRIDE`` fails
-otherwise. Install with ``pip install 'chatledger[testing]'`` and pin its version.
+A subclass may not override a suite test (nor set its name to ``None``) except
+to mark it ``pytest.mark.xfail(reason=...)``: defining such a subclass raises
+``TypeError``. Install with ``pip install 'chatledger[testing]'`` and pin its version.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 
@@ -50,6 +52,20 @@ _SUITE = (RepositoryContractTests, WindowMemoryTests, TTLTests)
 
 class ChatMemoryRepositoryTests(RepositoryContractTests, WindowMemoryTests, TTLTests):
     """The whole suite: subclass it and override the ``repository`` fixture."""
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # Checked when the subclass is defined, so that no override (of this
+        # check's own test included) can drop a case unnoticed.
+        super().__init_subclass__(**kwargs)
+        offenders = check_no_overrides(cls, _SUITE)
+        if offenders or cls.test_no_overrides_DO_NOT_OVERRIDE is not (
+            ChatMemoryRepositoryTests.test_no_overrides_DO_NOT_OVERRIDE
+        ):
+            raise TypeError(
+                f"{cls.__name__} overrides suite tests "
+                f"{offenders or ['test_no_overrides_DO_NOT_OVERRIDE']}; override "
+                "a test only to mark it pytest.mark.xfail(reason=...)"
+            )
 
     def test_no_overrides_DO_NOT_OVERRIDE(self) -> None:
         """Suite tests are only overridden to mark them ``xfail(reason=...)``."""
