@@ -18,8 +18,8 @@ meaning within a minor version. It holds
 - the codec (``codec.to_json`` / ``codec.from_json``, ``to_dict`` /
   ``from_dict``): one lossless encoding of a message;
 - validation before any I/O (:func:`validate_conversation_id`,
-  :func:`validate_messages`) and stamping (:func:`stamp_messages`,
-  :func:`utc_now`);
+  :func:`validate_messages`, :func:`validate_page_request`) and stamping
+  (:func:`stamp_messages`, :func:`utc_now`);
 - the window (:class:`Window`, :func:`apply_window` for read-modify-write,
   :func:`system_key` for server-side translations of rule 1) and the append
   planner (:func:`plan_append` and its :class:`StoredWindow`,
@@ -53,19 +53,22 @@ from chatledger.errors import (
     ContentionError,
     InvalidMessageError,
     InvalidNameError,
+    InvalidPageError,
     InvalidTTLError,
     MessageTooLargeError,
 )
 from chatledger.faults import FAULT_POINTS, FaultPoints
 from chatledger.messages import Message, Role
-from chatledger.repository import AppendResult
+from chatledger.repository import AppendResult, ConversationPage
 from chatledger.ttl import to_ttl
 from chatledger.validation import (
     MAX_CONVERSATION_ID_BYTES,
+    MAX_PAGE_SIZE,
     stamp_messages,
     utc_now,
     validate_conversation_id,
     validate_messages,
+    validate_page_request,
 )
 from chatledger.window import (
     Window,
@@ -78,14 +81,17 @@ from chatledger.window import (
 __all__ = [
     "FAULT_POINTS",
     "MAX_CONVERSATION_ID_BYTES",
+    "MAX_PAGE_SIZE",
     "AppendPlan",
     "AppendResult",
     "ChatLedgerError",
     "ClosingContext",
     "ContentionError",
+    "ConversationPage",
     "FaultPoints",
     "InvalidMessageError",
     "InvalidNameError",
+    "InvalidPageError",
     "InvalidTTLError",
     "Message",
     "MessageTooLargeError",
@@ -106,4 +112,5 @@ __all__ = [
     "utc_now",
     "validate_conversation_id",
     "validate_messages",
+    "validate_page_request",
 ]

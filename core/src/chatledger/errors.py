@@ -19,6 +19,7 @@ __all__ = [
     "InvalidConversationIdError",
     "InvalidMessageError",
     "InvalidNameError",
+    "InvalidPageError",
     "InvalidTTLError",
     "MessageTooLargeError",
     "UnknownBackendError",
@@ -69,6 +70,10 @@ class InvalidMessageError(ChatLedgerError, ValueError, TypeError):
 
 class InvalidNameError(ChatLedgerError, ValueError):
     """A table, schema, key prefix, collection or label name is not allowed."""
+
+
+class InvalidPageError(ChatLedgerError, ValueError, TypeError):
+    """A page request's ``limit`` or ``cursor`` is not valid."""
 
 
 class InvalidTTLError(ChatLedgerError, ValueError, TypeError):

@@ -12,6 +12,7 @@ its window append is atomic under one lock.
 
 from __future__ import annotations
 
+import bisect
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -25,11 +26,12 @@ from chatledger.append_plan import (
     plan_append,
 )
 from chatledger.messages import Message, Role
-from chatledger.repository import AppendResult
+from chatledger.repository import AppendResult, ConversationPage
 from chatledger.validation import (
     stamp_messages,
     validate_conversation_id,
     validate_messages,
+    validate_page_request,
 )
 from chatledger.window import Window
 
@@ -179,6 +181,25 @@ class InMemoryChatMemoryRepository:
         with self._lock:
             stored = self._conversations.get(conversation_id)
             return [] if stored is None else list(stored.messages)
+
+    def count_messages(self, conversation_id: str) -> int:
+        """Return how many messages a conversation holds."""
+        validate_conversation_id(conversation_id)
+        with self._lock:
+            stored = self._conversations.get(conversation_id)
+            return 0 if stored is None else len(stored.messages)
+
+    def find_conversation_ids_page(
+        self, cursor: str | None = None, limit: int = 100
+    ) -> ConversationPage:
+        """Return up to ``limit`` conversation ids after ``cursor``, in id order."""
+        after, limit = validate_page_request(cursor, limit)
+        with self._lock:
+            ids = sorted(self._conversations)
+        start = 0 if after is None else bisect.bisect_right(ids, after)
+        page = ids[start : start + limit]
+        more = start + limit < len(ids)
+        return ConversationPage(page, page[-1] if more else None)
 
     def save_all(self, conversation_id: str, messages: Sequence[Message]) -> None:
         """Replace one conversation; an empty list removes it."""

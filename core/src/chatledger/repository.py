@@ -22,7 +22,14 @@ from typing import Protocol, runtime_checkable
 from chatledger.messages import Message
 from chatledger.window import Window
 
-__all__ = ["AppendResult", "ChatMemoryRepository", "SupportsWindowAppend"]
+__all__ = [
+    "AppendResult",
+    "ChatMemoryRepository",
+    "ConversationPage",
+    "SupportsConversationPages",
+    "SupportsCountMessages",
+    "SupportsWindowAppend",
+]
 
 
 @runtime_checkable
@@ -88,19 +95,19 @@ class SupportsWindowAppend(Protocol):
 
        a. skip every new message whose id the conversation already holds, so a
           retried append is a no-op, never a duplicate;
-       b. apply :func:`chatledger.window.merge_system` to the stored system
-          messages and the batch; if it says so, delete the stored system
-          messages;
-       c. append the remaining new messages after the last one, with the next
-          gap-free sequence numbers and ``created_at`` stamped once;
-       d. call :func:`chatledger.window.count_evictions` with the window's limit,
-          the size of the system messages, the size of all non-system messages
-          and the non-system ``(role, size)`` entries oldest first, then delete
-          that many of the oldest non-system messages. Sizes come from
+       b. read what :class:`chatledger.append_plan.StoredWindow` names and
+          call :func:`chatledger.append_plan.plan_append` (or, where the rule
+          runs inside the server, a translation listed in
+          :mod:`chatledger.window`), which applies
+          :func:`~chatledger.window.merge_system` and
+          :func:`~chatledger.window.count_evictions`;
+       c. write the plan: delete the replaced system messages and the evicted
+          ones, append the rest after the last one, with the next gap-free
+          sequence numbers and ``created_at`` stamped once. Sizes come from
           ``window.measure``; a store may keep them beside each message, keyed
           by ``window.counter_id``, and every message weighs 1 when that is
           ``None``;
-       e. refresh the conversation's TTL, if it has one.
+       d. refresh the conversation's TTL, if it has one.
     3. Cost grows with what changed (new, evicted and system messages), not with
        the history: nothing else is read or rewritten. Without an overflow,
        ``count_evictions`` asks only for the head entry (a tool response there
@@ -114,4 +121,49 @@ class SupportsWindowAppend(Protocol):
         self, conversation_id: str, messages: Sequence[Message], window: Window
     ) -> AppendResult:
         """Append ``messages`` and evict by ``window`` in one atomic step."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ConversationPage:
+    """One page of conversation ids.
+
+    Attributes:
+        ids: The ids on this page, in the repository's paging order.
+        next_cursor: Pass it to get the next page; ``None`` on the last page.
+    """
+
+    ids: list[str]
+    next_cursor: str | None
+
+
+@runtime_checkable
+class SupportsCountMessages(Protocol):
+    """Optional capability: count a conversation's messages without loading them."""
+
+    def count_messages(self, conversation_id: str) -> int:
+        """Return how many messages the conversation holds (0 if none)."""
+        ...
+
+
+@runtime_checkable
+class SupportsConversationPages(Protocol):
+    """Optional capability: list conversation ids a page at a time.
+
+    Paging from ``cursor=None`` until ``next_cursor`` is ``None`` yields every
+    conversation that existed throughout exactly once, at any size; one
+    created or deleted meanwhile may or may not appear. A cursor is opaque
+    text, valid for the repository (and namespace) that gave it.
+    """
+
+    def find_conversation_ids_page(
+        self, cursor: str | None = None, limit: int = 100
+    ) -> ConversationPage:
+        """Return up to ``limit`` ids after ``cursor`` (from the start if ``None``).
+
+        Raises:
+            InvalidPageError: ``limit`` is not an int from 1 to
+                :data:`chatledger.validation.MAX_PAGE_SIZE`, or ``cursor`` is
+                not one this repository gave; before any I/O.
+        """
         ...

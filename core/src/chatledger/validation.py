@@ -16,16 +16,25 @@ import re
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
-from chatledger.errors import InvalidConversationIdError, InvalidMessageError
+from chatledger.errors import (
+    InvalidConversationIdError,
+    InvalidMessageError,
+    InvalidPageError,
+)
 from chatledger.messages import Message
 
 __all__ = [
     "MAX_CONVERSATION_ID_BYTES",
+    "MAX_PAGE_SIZE",
     "stamp_messages",
     "utc_now",
     "validate_conversation_id",
     "validate_messages",
+    "validate_page_request",
 ]
+
+#: The most ids one page of conversation ids holds.
+MAX_PAGE_SIZE = 10_000
 
 #: The longest conversation id, in UTF-8 bytes, that every backend stores.
 MAX_CONVERSATION_ID_BYTES = 255
@@ -123,3 +132,22 @@ def stamp_messages(
     """
     moment = utc_now() if now is None else now
     return [message.stamped(moment) for message in messages]
+
+
+def validate_page_request(cursor: object, limit: object) -> tuple[str | None, int]:
+    """Check a page request before any I/O: ``cursor`` text or ``None``, ``limit``.
+
+    Raises:
+        InvalidPageError: ``limit`` is not an int from 1 to
+            :data:`MAX_PAGE_SIZE`, or ``cursor`` is neither ``None`` nor a
+            non-empty str.
+    """
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise InvalidPageError(f"limit must be an int, not {type(limit).__name__}")
+    if not 1 <= limit <= MAX_PAGE_SIZE:
+        raise InvalidPageError(f"limit must be from 1 to {MAX_PAGE_SIZE}, not {limit}")
+    if cursor is not None and (not isinstance(cursor, str) or not cursor):
+        raise InvalidPageError(
+            f"cursor must be None or the next_cursor of a page, not {cursor!r}"
+        )
+    return cursor, limit

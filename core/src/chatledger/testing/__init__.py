@@ -30,8 +30,10 @@ pytest.register_assert_rewrite(
     "chatledger.testing.repository_tests",
     "chatledger.testing.window_tests",
     "chatledger.testing.ttl_tests",
+    "chatledger.testing.capability_tests",
 )
 
+from chatledger.testing.capability_tests import CapabilityTests  # noqa: E402
 from chatledger.testing.guard import check_no_overrides  # noqa: E402
 from chatledger.testing.repository_tests import RepositoryContractTests  # noqa: E402
 from chatledger.testing.samples import every_kind  # noqa: E402
@@ -39,6 +41,7 @@ from chatledger.testing.ttl_tests import TTLTests  # noqa: E402
 from chatledger.testing.window_tests import WindowMemoryTests, random_turns  # noqa: E402
 
 __all__ = [
+    "CapabilityTests",
     "ChatMemoryRepositoryTests",
     "RepositoryContractTests",
     "TTLTests",
@@ -47,10 +50,12 @@ __all__ = [
     "random_turns",
 ]
 
-_SUITE = (RepositoryContractTests, WindowMemoryTests, TTLTests)
+_SUITE = (RepositoryContractTests, WindowMemoryTests, TTLTests, CapabilityTests)
 
 
-class ChatMemoryRepositoryTests(RepositoryContractTests, WindowMemoryTests, TTLTests):
+class ChatMemoryRepositoryTests(
+    RepositoryContractTests, WindowMemoryTests, TTLTests, CapabilityTests
+):
     """The whole suite: subclass it and override the ``repository`` fixture."""
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

@@ -69,6 +69,7 @@ from chatledger.adapters import (
     AppendResult,
     ClosingContext,
     ContentionError,
+    ConversationPage,
     FaultPoints,
     InvalidNameError,
     Message,
@@ -80,6 +81,7 @@ from chatledger.adapters import (
     utc_now,
     validate_conversation_id,
     validate_messages,
+    validate_page_request,
 )
 from chatledger_mongodb.pipeline import RESULT_FIELD, append_pipeline, encode_element
 
@@ -233,6 +235,39 @@ class MongoDBChatMemoryRepository(ClosingContext):
         """Return the id of every live, non-empty conversation."""
         query = {"messages.0": {"$exists": True}, **self._live(utc_now())}
         return [str(doc["_id"]) for doc in self._collection.find(query, {"_id": 1})]
+
+    def count_messages(self, conversation_id: str) -> int:
+        """Return how many messages a conversation holds; the server counts."""
+        validate_conversation_id(conversation_id)
+        found = list(
+            self._collection.aggregate(
+                [
+                    {"$match": {"_id": conversation_id, **self._live(utc_now())}},
+                    {"$project": {"_id": 0, "n": {"$size": "$messages"}}},
+                ]
+            )
+        )
+        return int(found[0]["n"]) if found else 0
+
+    def find_conversation_ids_page(
+        self, cursor: str | None = None, limit: int = 100
+    ) -> ConversationPage:
+        """Return up to ``limit`` conversation ids after ``cursor``, in ``_id`` order.
+
+        One range query on ``_id`` (the primary index) per page.
+        """
+        after, limit = validate_page_request(cursor, limit)
+        query: dict[str, Any] = {
+            "messages.0": {"$exists": True},
+            **self._live(utc_now()),
+        }
+        if after is not None:
+            query["_id"] = {"$gt": after}
+        found = self._collection.find(query, {"_id": 1}).sort("_id", 1)
+        ids = [str(doc["_id"]) for doc in found.limit(limit + 1)]
+        if len(ids) > limit:
+            return ConversationPage(ids[:limit], ids[limit - 1])
+        return ConversationPage(ids, None)
 
     def find_by_conversation_id(self, conversation_id: str) -> list[Message]:
         """Return one conversation, oldest first (``[]`` if none or expired)."""

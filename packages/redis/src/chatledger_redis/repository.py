@@ -39,6 +39,7 @@ crash. Call ``client.wait(...)`` after a write if you need more.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import itertools
 import math
@@ -55,6 +56,7 @@ from chatledger.adapters import (
     AppendResult,
     ClosingContext,
     ContentionError,
+    ConversationPage,
     FaultPoints,
     Message,
     Role,
@@ -65,6 +67,7 @@ from chatledger.adapters import (
     to_ttl,
     validate_conversation_id,
     validate_messages,
+    validate_page_request,
 )
 from chatledger_redis.keys import (
     ConversationKeys,
@@ -234,6 +237,30 @@ class RedisChatMemoryRepository(ClosingContext):
             if conversation_id is not None:
                 found.add(conversation_id)
         return list(found)
+
+    def count_messages(self, conversation_id: str) -> int:
+        """Return how many messages a conversation holds, in one command (``HLEN``)."""
+        validate_conversation_id(conversation_id)
+        return int(self.client.hlen(self._keys(conversation_id).msgs))
+
+    def find_conversation_ids_page(
+        self, cursor: str | None = None, limit: int = 100
+    ) -> ConversationPage:
+        """Return up to ``limit`` conversation ids after ``cursor``, in id order.
+
+        Redis cannot range over keys in order, and ``SCAN`` may return a key
+        twice while the keyspace is resized, so each page scans every meta key
+        under the prefix (as :meth:`find_conversation_ids` does) and cuts its
+        page from the sorted ids: every conversation that exists throughout
+        comes exactly once, and each page costs a full scan. Page with a large
+        ``limit`` (up to 10,000) to scan less often.
+        """
+        after, limit = validate_page_request(cursor, limit)
+        ids = sorted(self.find_conversation_ids())
+        start = 0 if after is None else bisect.bisect_right(ids, after)
+        page = ids[start : start + limit]
+        more = start + limit < len(ids)
+        return ConversationPage(page, page[-1] if more else None)
 
     def find_by_conversation_id(self, conversation_id: str) -> list[Message]:
         """Return one conversation, oldest first, in one command (``HGETALL``)."""

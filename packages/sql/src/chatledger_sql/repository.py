@@ -40,6 +40,7 @@ from chatledger.adapters import (
     AppendResult,
     ClosingContext,
     ContentionError,
+    ConversationPage,
     FaultPoints,
     InvalidMessageError,
     Message,
@@ -57,6 +58,7 @@ from chatledger.adapters import (
     utc_now,
     validate_conversation_id,
     validate_messages,
+    validate_page_request,
 )
 from chatledger_sql.dialects import DialectSpec, resolve_dialect
 from chatledger_sql.dialects.base import (
@@ -283,6 +285,7 @@ class SqlChatMemoryRepository(ClosingContext):
         self.fault_points = FaultPoints()
         self._sql = Statements(self.tables, self.dialect)
         self._limited: dict[int, Select[Any]] = {}
+        self._pages: dict[tuple[int, int], Select[Any]] = {}
         self._owns_engine = False
         self._closed = False
         self._statement_limit: int | None = _UNKNOWN
@@ -416,6 +419,48 @@ class SqlChatMemoryRepository(ClosingContext):
             return [_decode_raw(*row) for row in rows]
 
         return self._read(work)
+
+    def count_messages(self, conversation_id: str) -> int:
+        """Return how many messages a conversation holds, from its row alone."""
+        validate_conversation_id(conversation_id)
+        parameters = {"cid": conversation_id, "now": utc_now()}
+
+        def work(connection: Connection) -> int:
+            found = connection.execute(self._sql.count_messages, parameters)
+            return int(found.scalar() or 0)
+
+        return self._read(work)
+
+    def find_conversation_ids_page(
+        self, cursor: str | None = None, limit: int = 100
+    ) -> ConversationPage:
+        """Return up to ``limit`` conversation ids after ``cursor``, in id order.
+
+        One indexed range query per page on the conversations table: the
+        cursor is the last id of the previous page.
+        """
+        after, limit = validate_page_request(cursor, limit)
+        if after is None:
+            statement = self._paged(self._sql.first_ids_page, limit + 1)
+            parameters: dict[str, Any] = {"now": utc_now()}
+        else:
+            statement = self._paged(self._sql.ids_page_after, limit + 1)
+            parameters = {"now": utc_now(), "after_id": after}
+        ids = self._read(lambda c: list(c.execute(statement, parameters).scalars()))
+        if len(ids) > limit:
+            return ConversationPage(ids[:limit], ids[limit - 1])
+        return ConversationPage(ids, None)
+
+    def _paged(self, statement: Select[Any], rows: int) -> Select[Any]:
+        # Kept built per size, like _oldest_limited: a new .limit() is a new
+        # cache key for SQLAlchemy.
+        key = (id(statement), rows)
+        found = self._pages.get(key)
+        if found is None:
+            found = statement.limit(rows)
+            if len(self._pages) < 16:
+                self._pages[key] = found
+        return found
 
     # -- writes ----------------------------------------------------------------
 

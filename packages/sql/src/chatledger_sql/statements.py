@@ -97,9 +97,19 @@ class Statements:
             )
             .order_by(m.seq)
         )
+        live = or_(c.expires_at.is_(None), c.expires_at > bindparam("now"))
         self.list_ids: Select[Any] = select(c.conversation_id).where(
-            c.system_count + c.other_count > 0,
-            or_(c.expires_at.is_(None), c.expires_at > bindparam("now")),
+            c.system_count + c.other_count > 0, live
+        )
+        #: Pages of ids in id order: the first page, and the pages after an id
+        #: (Oracle reads ``> ''`` as ``> NULL``, so the first has no bound).
+        self.first_ids_page: Select[Any] = self.list_ids.order_by(c.conversation_id)
+        self.ids_page_after: Select[Any] = self.first_ids_page.where(
+            c.conversation_id > bindparam("after_id")
+        )
+        #: The message count kept in the conversation row.
+        self.count_messages: Select[Any] = select(c.system_count + c.other_count).where(
+            c.conversation_id == cid, live
         )
         self.lock_select: Select[Any] = dialect.lock_rows(
             select(*state_columns).where(c.conversation_id == cid),
