@@ -1,8 +1,11 @@
 """Development sessions: ``python -m nox -s tests`` runs every test that can run here.
 
 Sessions:
-    tests      the whole test suite (server backends per CHATLEDGER_TEST_*_URL,
-               testcontainers where Docker answers, else skipped with a reason)
+    tests      the whole test suite but the long stress runs (server backends per
+               CHATLEDGER_TEST_*_URL, testcontainers where Docker answers, else
+               skipped with one summary line per backend)
+    servers    the same, with every server backend whose URL is set required
+    stress     the long stress runs of the reliability tests (--run-slow)
     backend    the tests of one backend: ``nox -s "backend(name='sqlite')"``
     lint       ruff check and ruff format --check
     typecheck  mypy --strict over every package and the tests
@@ -12,6 +15,7 @@ Sessions:
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import nox
@@ -33,6 +37,8 @@ SERVER_BACKENDS = [
     "neo4j",
 ]
 LOCAL_BACKENDS = ["memory", "sqlite", "duckdb"]
+#: Server backends that have a URL variable of their own but no nox backend.
+EXTRA_SERVER_BACKENDS = ["redis_cluster"]
 
 
 PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
@@ -55,6 +61,32 @@ def tests(session: nox.Session) -> None:
     """Run the whole test suite."""
     _install_everything(session, "containers")
     session.run("pytest", *session.posargs)
+
+
+@nox.session
+def servers(session: nox.Session) -> None:
+    """Run the suite with every server backend whose URL is set required."""
+    given = [
+        name
+        for name in SERVER_BACKENDS + EXTRA_SERVER_BACKENDS
+        if os.environ.get(f"CHATLEDGER_TEST_{name.upper()}_URL")
+    ]
+    if not given:
+        session.error(
+            "no CHATLEDGER_TEST_<BACKEND>_URL is set: bash .ci/services up starts "
+            "the local servers, and bash .ci/run sets the URLs"
+        )
+    _install_everything(session, "containers")
+    session.run("pytest", f"--require-backend={','.join(given)}", *session.posargs)
+
+
+@nox.session
+def stress(session: nox.Session) -> None:
+    """Run the long stress tests against the servers whose URLs are set."""
+    _install_everything(session)
+    session.run(
+        "pytest", "tests/reliability/test_stress.py", "--run-slow", *session.posargs
+    )
 
 
 @nox.session

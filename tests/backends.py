@@ -167,10 +167,9 @@ def docker_available() -> bool:
 
 
 def _skip_or_fail(backend: Backend, required: set[str], why: str) -> None:
-    reason = (
-        f"{backend.name}: {why}; set {backend.env_var} to a server URL or start a "
-        "Docker daemon (testcontainers)"
-    )
+    reason = f"{backend.name}: {why}; set {backend.env_var} to a server URL"
+    if backend.start is not None:
+        reason += " or start a Docker daemon (testcontainers)"
     if backend.name in required:
         pytest.fail(f"required backend unavailable: {reason}", pytrace=False)
     pytest.skip(reason)
@@ -190,7 +189,7 @@ def backend_url(name: str, required: set[str] | None = None) -> str:
     if name in _started:
         return _started[name]
     if backend.start is None or backend.image is None:
-        _skip_or_fail(backend, required, "no container recipe")
+        _skip_or_fail(backend, required, "no URL set")
     if not docker_available():
         _skip_or_fail(backend, required, "no Docker daemon answers")
     assert backend.start is not None

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections import Counter
+from typing import Any
+
 import pytest
 
 from tests.backends import (
@@ -44,6 +47,22 @@ def pytest_collection_modifyitems(
 def required(pytestconfig: pytest.Config) -> set[str]:
     """Backends that must not be skipped in this run."""
     return required_backends(pytestconfig.getoption("--require-backend"))
+
+
+def pytest_terminal_summary(
+    terminalreporter: Any, exitstatus: int, config: pytest.Config
+) -> None:
+    """Sum the skips up: one line per reason, not one per test."""
+    reasons: Counter[str] = Counter()
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = report.longrepr
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        reasons[reason.removeprefix("Skipped: ")] += 1
+    if not reasons:
+        return
+    terminalreporter.section("skipped, by reason")
+    for reason, count in sorted(reasons.items(), key=lambda item: item[0]):
+        terminalreporter.write_line(f"{count:6d}  {reason}")
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
