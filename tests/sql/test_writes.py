@@ -135,18 +135,23 @@ def test_postgres_retried_append_is_a_noop(
     assert len(memory.get("c")) == 2
 
 
+def _fresh_repository(backend: str, tmp_path: Any) -> SqlChatMemoryRepository:
+    """A repository on a new table: a SQLite file here, or the backend's server."""
+    url = (
+        f"sqlite:///{tmp_path / 'chat.db'}"
+        if backend == "sqlite"
+        else backend_url(backend)
+    )
+    return SqlChatMemoryRepository.from_url(url, table_name=unique_table())
+
+
 @pytest.mark.parametrize("point", [p for p in FAULT_POINTS if p != "after_commit"])
 @pytest.mark.parametrize("backend", ["sqlite", "postgresql", "mariadb"])
 def test_a_failed_write_changes_nothing(
     backend: str, point: str, tmp_path: Any
 ) -> None:
     """A failure at any step before commit leaves the conversation as it was."""
-    url = (
-        f"sqlite:///{tmp_path / 'chat.db'}"
-        if backend == "sqlite"
-        else backend_url(backend)
-    )
-    repository = SqlChatMemoryRepository.from_url(url, table_name=unique_table())
+    repository = _fresh_repository(backend, tmp_path)
     try:
         memory = MessageWindowChatMemory(repository, max_messages=2)
         memory.add("c", [Message.system("S"), Message.user("U1")])
@@ -298,12 +303,7 @@ def test_giving_up_under_contention_raises_contention_error(
     backend: str, tmp_path: Any
 ) -> None:
     """A write that keeps losing its race stops with ContentionError, unwritten."""
-    url = (
-        f"sqlite:///{tmp_path / 'chat.db'}"
-        if backend == "sqlite"
-        else backend_url(backend)
-    )
-    repository = SqlChatMemoryRepository.from_url(url, table_name=unique_table())
+    repository = _fresh_repository(backend, tmp_path)
     try:
         memory = MessageWindowChatMemory(repository, max_messages=5)
         memory.add("busy", Message.user("before"))
