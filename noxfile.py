@@ -87,6 +87,15 @@ def stress(session: nox.Session) -> None:
     session.run(
         "pytest", "tests/reliability/test_stress.py", "--run-slow", *session.posargs
     )
+    # The backends the everyday run scales down, at full size.
+    session.run(
+        "pytest",
+        "tests/reliability/test_concurrency.py",
+        "--run-slow",
+        "-k",
+        "duckdb",
+        *session.posargs,
+    )
 
 
 @nox.session

@@ -51,7 +51,7 @@ class CapabilityTests:
     #: How many conversations the paging test stores. A backend that pages
     #: internally (a driver's fetch size, a SCAN batch) sets it past that
     #: boundary (10,000 or more), so the test crosses it.
-    many_conversations = 1_200
+    many_conversations = 250
 
     def test_count_messages_counts_what_is_stored(self, repository: Any) -> None:
         """count_messages equals the length of what a read returns."""
