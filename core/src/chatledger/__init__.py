@@ -39,6 +39,7 @@ from chatledger.repository import (
     SupportsCountMessages,
     SupportsWindowAppend,
 )
+from chatledger.turn import StaleToolCallError, Turn, TurnClosedError, TurnContext
 from chatledger.window import MessageWindow, TokenWindow, Window
 
 __version__ = "0.2.0"
@@ -63,6 +64,7 @@ __all__ = [
     "MessageWindow",
     "MessageWindowChatMemory",
     "Role",
+    "StaleToolCallError",
     "SupportsConversationPages",
     "SupportsCountMessages",
     "SupportsWindowAppend",
@@ -70,6 +72,9 @@ __all__ = [
     "TokenWindowChatMemory",
     "ToolCall",
     "ToolResponse",
+    "Turn",
+    "TurnClosedError",
+    "TurnContext",
     "UnknownBackendError",
     "Window",
     "WindowChatMemory",

@@ -27,6 +27,7 @@ from chatledger.repository import (
     SupportsWindowAppend,
 )
 from chatledger.tokens import estimate_tokens
+from chatledger.turn import OnError, TurnContext
 from chatledger.validation import validate_conversation_id, validate_messages
 from chatledger.window import MessageWindow, TokenWindow, Window, apply_window
 
@@ -117,6 +118,27 @@ class WindowChatMemory:
         """Delete the conversation from the repository."""
         validate_conversation_id(conversation_id)
         self.repository.delete_by_conversation_id(conversation_id)
+
+    def turn(
+        self,
+        conversation_id: str,
+        *prompt: Message,
+        on_error: OnError = "discard",
+    ) -> TurnContext:
+        """Open one model turn; see :mod:`chatledger.turn`.
+
+        ``with memory.turn("c1", Message.user("Hi")) as turn:`` reads the
+        history on entry (``turn.messages``: history and prompt, system
+        first), collects ``turn.reply(...)`` once per round and, on a normal
+        exit, stores the new prompt messages and the replies in one append.
+        When the block raises, nothing is stored (``on_error="discard"``) or
+        the prompt alone (``"keep_prompt"``), and the exception propagates.
+
+        Raises:
+            InvalidConversationIdError, InvalidMessageError, ValueError: for a
+                bad id, prompt or ``on_error``, before any I/O.
+        """
+        return TurnContext(self, conversation_id, prompt, on_error)
 
 
 class MessageWindowChatMemory(WindowChatMemory):

@@ -31,6 +31,7 @@ pytest.register_assert_rewrite(
     "chatledger.testing.window_tests",
     "chatledger.testing.ttl_tests",
     "chatledger.testing.capability_tests",
+    "chatledger.testing.turn_tests",
 )
 
 from chatledger.testing.capability_tests import CapabilityTests  # noqa: E402
@@ -38,6 +39,7 @@ from chatledger.testing.guard import check_no_overrides  # noqa: E402
 from chatledger.testing.repository_tests import RepositoryContractTests  # noqa: E402
 from chatledger.testing.samples import every_kind  # noqa: E402
 from chatledger.testing.ttl_tests import TTLTests  # noqa: E402
+from chatledger.testing.turn_tests import TurnTests  # noqa: E402
 from chatledger.testing.window_tests import WindowMemoryTests, random_turns  # noqa: E402
 
 __all__ = [
@@ -45,16 +47,23 @@ __all__ = [
     "ChatMemoryRepositoryTests",
     "RepositoryContractTests",
     "TTLTests",
+    "TurnTests",
     "WindowMemoryTests",
     "every_kind",
     "random_turns",
 ]
 
-_SUITE = (RepositoryContractTests, WindowMemoryTests, TTLTests, CapabilityTests)
+_SUITE = (
+    RepositoryContractTests,
+    WindowMemoryTests,
+    TTLTests,
+    CapabilityTests,
+    TurnTests,
+)
 
 
 class ChatMemoryRepositoryTests(
-    RepositoryContractTests, WindowMemoryTests, TTLTests, CapabilityTests
+    RepositoryContractTests, WindowMemoryTests, TTLTests, CapabilityTests, TurnTests
 ):
     """The whole suite: subclass it and override the ``repository`` fixture."""
 

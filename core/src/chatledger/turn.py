@@ -1,0 +1,294 @@
+"""One model turn: read the history, call the model, store prompt and replies together.
+
+Example:
+    from chatledger import Message, MessageWindowChatMemory
+    from chatledger.convert import to_openai
+
+    memory = MessageWindowChatMemory(repository)
+    with memory.turn("c1", Message.user("Weather in Rome?")) as turn:
+        reply = client.chat(to_openai(turn.messages))   # history + prompt, system first
+        turn.reply(Message.assistant(reply))           # once per tool round
+
+On a normal exit every new prompt message and every reply is stored, in order,
+in one ``memory.add`` (one atomic append on a repository that has it). When the
+block raises (a failed or cancelled model call, ``KeyboardInterrupt``, a
+streaming generator closed early) nothing is stored, or only the prompt with
+``on_error="keep_prompt"``, and the exception propagates.
+
+This is Spring AI's memory advisor without its defects: no user message left
+without its reply when the call fails, every new prompt message stored (not
+only the last user message), no synthetic empty user message, no reply that
+repeats the tool calls of an earlier round, and "already stored" decided by
+message id, never by equality (two equal "yes" answers are two messages).
+
+:class:`Turn` holds the rules and does no I/O; :class:`TurnContext` reads
+before the block and writes after it. An async context can drive the same
+:class:`Turn` with awaited reads and writes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from types import TracebackType
+from typing import Literal, Protocol, get_args
+
+from chatledger.errors import ChatLedgerError, InvalidMessageError
+from chatledger.messages import Message, Role
+from chatledger.validation import validate_conversation_id, validate_messages
+from chatledger.window import merge_system
+
+__all__ = [
+    "OnError",
+    "StaleToolCallError",
+    "Turn",
+    "TurnClosedError",
+    "TurnContext",
+    "TurnMemory",
+    "open_turn",
+    "validate_on_error",
+]
+
+#: What a turn stores when its block raises: nothing, or the prompt alone.
+OnError = Literal["discard", "keep_prompt"]
+_ON_ERROR: tuple[str, ...] = get_args(OnError)
+
+
+class StaleToolCallError(InvalidMessageError):
+    """A reply repeats a tool call that an earlier round already requested.
+
+    It is what a streamed reply aggregated across tool rounds looks like: the
+    text of the last round with the calls of the first. A model API rejects
+    the history that holds it, so it is refused before it is stored.
+    """
+
+
+class TurnClosedError(ChatLedgerError, RuntimeError):
+    """``reply`` was called on a turn whose block has ended."""
+
+
+class TurnMemory(Protocol):
+    """What a turn needs of a memory: ``get`` and ``add`` of a conversation."""
+
+    def get(self, conversation_id: str) -> list[Message]:
+        """Return the stored messages, oldest first."""
+        ...
+
+    def add(
+        self, conversation_id: str, messages: Message | Sequence[Message]
+    ) -> object:
+        """Store a batch in one write."""
+        ...
+
+
+def validate_on_error(on_error: object) -> OnError:
+    """Return ``on_error`` if it is ``"discard"`` or ``"keep_prompt"``, else raise.
+
+    Raises:
+        ValueError: naming the accepted values.
+    """
+    if not isinstance(on_error, str) or on_error not in _ON_ERROR:
+        raise ValueError(
+            f"on_error must be one of {', '.join(map(repr, _ON_ERROR))}, "
+            f"not {on_error!r}"
+        )
+    return on_error  # type: ignore[return-value]
+
+
+def _call_ids(messages: Iterable[Message]) -> set[str]:
+    return {call.id for m in messages for call in m.tool_calls}
+
+
+class Turn:
+    """The state of one turn: the history read, the new prompt and the replies.
+
+    Made by :func:`open_turn` once the history is read. It does no I/O.
+
+    Attributes:
+        conversation_id: The conversation the turn belongs to.
+        prompt: The prompt messages to store: those whose id the history does
+            not hold, a system message equal to the stored one left out.
+        replies: The replies collected so far, in order.
+        closed: True once the turn's block has ended.
+    """
+
+    def __init__(
+        self,
+        conversation_id: str,
+        history: Sequence[Message],
+        prompt: Sequence[Message],
+    ) -> None:
+        """Use :func:`open_turn`, which checks the prompt against the history."""
+        self.conversation_id = conversation_id
+        stored_system = [m for m in history if m.role is Role.SYSTEM]
+        merge = merge_system(stored_system, prompt)
+        self._history = [
+            m for m in history if not (merge.replace_stored and m.role is Role.SYSTEM)
+        ]
+        self.prompt: list[Message] = merge.new
+        self.replies: list[Message] = []
+        self.closed = False
+        self._known = {m.id: m for m in (*history, *prompt)}
+        self._calls = _call_ids((*history, *prompt))
+
+    def __repr__(self) -> str:
+        return (
+            f"Turn({self.conversation_id!r}, prompt={len(self.prompt)}, "
+            f"replies={len(self.replies)}, closed={self.closed})"
+        )
+
+    @property
+    def messages(self) -> list[Message]:
+        """What the model should see now: history, prompt and replies, system first.
+
+        A system message of the prompt shows as it will be stored: one that
+        differs from the stored ones replaces them, an equal one is not
+        shown twice.
+        """
+        ordered = [*self._history, *self.prompt, *self.replies]
+        system = [m for m in ordered if m.role is Role.SYSTEM]
+        return system + [m for m in ordered if m.role is not Role.SYSTEM]
+
+    def reply(self, *messages: Message) -> None:
+        """Collect the replies of one round: assistant and tool messages, in order.
+
+        A message whose id the turn already holds is taken as a retry and not
+        collected again. The call is all or nothing: when one message is
+        refused, none of the call's messages is collected.
+
+        Raises:
+            TurnClosedError: the turn's block has ended.
+            InvalidMessageError: a message is not a ``Message``, is a system
+                or user message, or reuses the id of a different message.
+            StaleToolCallError: an assistant message repeats a tool call
+                requested in an earlier round (with or without text).
+        """
+        if self.closed:
+            raise TurnClosedError(
+                f"the turn of conversation {self.conversation_id!r} has ended; "
+                "reply inside its with block"
+            )
+        batch = validate_messages(list(messages))
+        fresh: list[Message] = []
+        calls = set(self._calls)
+        for index, message in enumerate(batch):
+            if message.role not in (Role.ASSISTANT, Role.TOOL):
+                raise InvalidMessageError(
+                    f"reply {index} is a {message.role} message; a reply holds "
+                    "assistant and tool messages (put it in the next turn's prompt)"
+                )
+            known = self._known.get(message.id)
+            if known is not None:
+                if known != message:
+                    raise InvalidMessageError(
+                        f"reply {index} reuses the id {message.id!r} of a "
+                        "different message of this conversation"
+                    )
+                continue
+            stale = [c.id for c in message.tool_calls if c.id in calls]
+            if stale:
+                text = " beside its text" if message.content else ""
+                raise StaleToolCallError(
+                    f"reply {index} (message {message.id!r}) repeats the tool "
+                    f"calls {stale} of an earlier round{text}; reply with the "
+                    "messages of this round only"
+                )
+            calls.update(c.id for c in message.tool_calls)
+            fresh.append(message)
+        self.replies.extend(fresh)
+        self._calls = calls
+        self._known.update((m.id, m) for m in fresh)
+
+    def to_store(
+        self, failed: BaseException | None, on_error: OnError
+    ) -> list[Message]:
+        """Close the turn and return the one batch to store.
+
+        Args:
+            failed: The exception that ended the block, or ``None``.
+            on_error: What to keep when ``failed`` is set.
+        """
+        self.closed = True
+        if failed is None:
+            return [*self.prompt, *self.replies]
+        if on_error == "keep_prompt":
+            return list(self.prompt)
+        return []
+
+
+def open_turn(
+    conversation_id: str, history: Sequence[Message], prompt: Sequence[Message]
+) -> Turn:
+    """Start a turn on ``history`` (as read) with the ``prompt`` messages.
+
+    A prompt message whose id the history holds is already stored and is not
+    stored again; it must equal the stored message.
+
+    Raises:
+        InvalidMessageError: a prompt message reuses the id of a different
+            stored message.
+    """
+    stored = {m.id: m for m in history}
+    fresh: list[Message] = []
+    for index, message in enumerate(prompt):
+        known = stored.get(message.id)
+        if known is None:
+            fresh.append(message)
+        elif known != message:
+            raise InvalidMessageError(
+                f"prompt message {index} reuses the id {message.id!r} of a "
+                "different stored message"
+            )
+    return Turn(conversation_id, history, fresh)
+
+
+class TurnContext:
+    """The ``with`` block of one turn: reads on entry, stores once on exit.
+
+    Made by ``memory.turn(conversation_id, *prompt, on_error=...)``, which
+    checks its arguments before any I/O.
+
+    Attributes:
+        result: What ``memory.add`` returned on exit (``None`` before, and
+            when nothing was stored).
+    """
+
+    def __init__(
+        self,
+        memory: TurnMemory,
+        conversation_id: str,
+        prompt: Sequence[Message],
+        on_error: OnError = "discard",
+    ) -> None:
+        """Check the id, the prompt and ``on_error``; nothing is read yet.
+
+        Raises:
+            InvalidConversationIdError: for a bad id.
+            InvalidMessageError: for a bad prompt message.
+            ValueError: for an unknown ``on_error``.
+        """
+        self._on_error = validate_on_error(on_error)
+        self._conversation_id = validate_conversation_id(conversation_id)
+        self._prompt = validate_messages(list(prompt))
+        self._memory = memory
+        self._turn: Turn | None = None
+        self.result: object = None
+
+    def __enter__(self) -> Turn:
+        if self._turn is not None:
+            raise TurnClosedError("a turn is entered once; call memory.turn again")
+        history = self._memory.get(self._conversation_id)
+        self._turn = open_turn(self._conversation_id, history, self._prompt)
+        return self._turn
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        failed: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        assert self._turn is not None
+        batch = self._turn.to_store(failed, self._on_error)
+        if batch:
+            # A write error raised here propagates; during an exception it
+            # carries the block's exception as its __context__.
+            self.result = self._memory.add(self._conversation_id, batch)
