@@ -1,0 +1,458 @@
+"""Reading OpenAI and Anthropic shapes back into messages, and the round trips."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from chatledger import Media, Message, Role, ToolCall, ToolResponse
+from chatledger.convert import (
+    UnsupportedContentError,
+    from_anthropic,
+    from_openai,
+    to_anthropic,
+    to_openai,
+)
+
+PNG = b"\x89PNG\r\n\x1a\n\x00\xff"
+PNG_B64 = base64.b64encode(PNG).decode()
+
+text = st.text(st.characters(exclude_categories=["Cs"]), max_size=20)
+some_text = st.text(st.characters(exclude_categories=["Cs"]), min_size=1, max_size=20)
+names = st.text("abcdefgh_", min_size=1, max_size=8)
+blobs = st.binary(min_size=1, max_size=32)
+image_mimes = st.sampled_from(["image/png", "image/jpeg", "image/gif", "image/webp"])
+image_urls = st.builds(
+    lambda stem, ext: (f"image/{ext}", f"https://example.invalid/{stem}.{ext}"),
+    names,
+    st.sampled_from(["png", "gif"]),
+)
+json_objects = st.dictionaries(
+    names,
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | text,
+        lambda inner: (
+            st.lists(inner, max_size=3) | st.dictionaries(names, inner, max_size=3)
+        ),
+        max_leaves=8,
+    ),
+    max_size=3,
+)
+
+
+def _openai_media() -> st.SearchStrategy[Media]:
+    return st.one_of(
+        st.builds(Media, image_mimes, blobs),
+        image_urls.map(lambda pair: Media(*pair)),
+        st.builds(Media, st.sampled_from(["audio/wav", "audio/mpeg"]), blobs),
+        st.builds(
+            Media,
+            st.sampled_from(["application/pdf", "text/csv", "audio/ogg"]),
+            blobs,
+            name=st.none() | names,
+        ),
+    )
+
+
+@st.composite
+def openai_histories(draw: st.DrawFn) -> list[Message]:
+    """Histories the Chat Completions shape carries exactly."""
+    history: list[Message] = []
+    for turn in range(draw(st.integers(0, 4))):
+        kind = draw(st.sampled_from(["system", "user", "answer", "tools"]))
+        if kind == "system":
+            history.append(Message.system(draw(text)))
+        elif kind == "user":
+            media = draw(st.lists(_openai_media(), max_size=3))
+            history.append(Message.user(draw(text), media=media))
+        elif kind == "answer":
+            history.append(Message.assistant(draw(st.none() | text)))
+        else:
+            calls = [
+                ToolCall(
+                    f"call-{turn}-{n}",
+                    draw(names),
+                    draw(text),
+                    draw(st.sampled_from(["function", "custom"])),
+                )
+                for n in range(draw(st.integers(1, 3)))
+            ]
+            history.append(Message.assistant(draw(st.none() | text), tool_calls=calls))
+            answered = draw(st.permutations(calls))
+            history.append(
+                Message.tool([ToolResponse(c.id, c.name, draw(text)) for c in answered])
+            )
+    return history
+
+
+def _anthropic_media() -> st.SearchStrategy[Media]:
+    return st.one_of(
+        st.builds(Media, image_mimes, blobs),
+        image_urls.map(lambda pair: Media(*pair)),
+        st.builds(Media, st.just("application/pdf"), blobs),
+        st.just(Media("application/pdf", "https://example.invalid/doc.pdf")),
+        text.map(lambda t: Media("text/plain", t.encode("utf-8"))),
+    )
+
+
+@st.composite
+def anthropic_histories(draw: st.DrawFn) -> list[Message]:
+    """Histories the Anthropic Messages shape carries exactly."""
+    history: list[Message] = []
+    if draw(st.booleans()):
+        history.append(Message.system(draw(text)))
+    for turn in range(draw(st.integers(0, 4))):
+        kind = draw(st.sampled_from(["user", "answer", "tools"]))
+        if kind == "user":
+            media = draw(st.lists(_anthropic_media(), max_size=3))
+            history.append(Message.user(draw(some_text), media=media))
+        elif kind == "answer":
+            history.append(Message.assistant(draw(some_text)))
+        else:
+            calls = [
+                ToolCall(
+                    f"call-{turn}-{n}",
+                    draw(names),
+                    json.dumps(
+                        draw(json_objects), ensure_ascii=False, separators=(",", ":")
+                    ),
+                )
+                for n in range(draw(st.integers(1, 3)))
+            ]
+            previous = history[-1].role if history else None
+            # Without text, the calls would join an assistant message before.
+            content = draw(st.none() | some_text)
+            if content is None and previous is Role.ASSISTANT:
+                content = draw(some_text)
+            history.append(Message.assistant(content, tool_calls=calls))
+            answered = draw(st.permutations(calls))
+            history.append(
+                Message.tool([ToolResponse(c.id, c.name, draw(text)) for c in answered])
+            )
+    return history
+
+
+@settings(max_examples=300, deadline=None)
+@given(openai_histories())
+def test_openai_round_trip(history: list[Message]) -> None:
+    assert from_openai(to_openai(history)) == history
+
+
+@settings(max_examples=300, deadline=None)
+@given(anthropic_histories())
+def test_anthropic_round_trip(history: list[Message]) -> None:
+    assert from_anthropic(to_anthropic(history)) == history
+
+
+def test_openai_chat_completions_messages() -> None:
+    messages = from_openai(
+        [
+            {"role": "developer", "content": "Be brief."},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "What is this?"},
+                    {
+                        "type": "image_url",
+                        "image_url": {
+                            "url": f"data:image/png;base64,{PNG_B64}",
+                            "detail": "auto",
+                        },
+                    },
+                ],
+            },
+            {
+                "role": "assistant",
+                "content": None,
+                "refusal": None,
+                "tool_calls": [
+                    {
+                        "id": "c1",
+                        "type": "function",
+                        "function": {"name": "look", "arguments": '{"x": 1}'},
+                    },
+                    {
+                        "id": "c2",
+                        "type": "function",
+                        "function": {"name": "zoom", "arguments": "{}"},
+                    },
+                ],
+            },
+            {"role": "tool", "tool_call_id": "c2", "content": "zoomed"},
+            {
+                "role": "tool",
+                "tool_call_id": "c1",
+                "content": [{"type": "text", "text": "a cat"}],
+            },
+            {"role": "assistant", "content": "A cat."},
+        ]
+    )
+    assert messages == [
+        Message.system("Be brief."),
+        Message.user("What is this?", media=[Media("image/png", PNG)]),
+        Message.assistant(
+            None,
+            tool_calls=[
+                ToolCall("c1", "look", '{"x": 1}'),
+                ToolCall("c2", "zoom", "{}"),
+            ],
+        ),
+        Message.tool(
+            [ToolResponse("c2", "zoom", "zoomed"), ToolResponse("c1", "look", "a cat")]
+        ),
+        Message.assistant("A cat."),
+    ]
+
+
+def test_openai_responses_items() -> None:
+    messages = from_openai(
+        [
+            {"role": "user", "content": [{"type": "input_text", "text": "Weather?"}]},
+            {
+                "type": "message",
+                "role": "assistant",
+                "id": "msg_1",
+                "status": "completed",
+                "content": [
+                    {"type": "output_text", "text": "Checking.", "annotations": []}
+                ],
+            },
+            {
+                "type": "function_call",
+                "id": "fc_1",
+                "call_id": "call_1",
+                "name": "weather",
+                "arguments": '{"city":"Rome"}',
+            },
+            {"type": "function_call_output", "call_id": "call_1", "output": "24 C"},
+            {
+                "type": "message",
+                "role": "user",
+                "content": [
+                    {"type": "input_text", "text": "And this?"},
+                    {
+                        "type": "input_image",
+                        "image_url": "https://example.invalid/a.jpg",
+                    },
+                    {
+                        "type": "input_file",
+                        "filename": "a.pdf",
+                        "file_data": "data:application/pdf;base64,JVBERg==",
+                    },
+                ],
+            },
+        ]
+    )
+    assert messages == [
+        Message.user("Weather?"),
+        Message.assistant(
+            "Checking.", tool_calls=[ToolCall("call_1", "weather", '{"city":"Rome"}')]
+        ),
+        Message.tool(ToolResponse("call_1", "weather", "24 C")),
+        Message.user(
+            "And this?",
+            media=[
+                Media("image/jpeg", "https://example.invalid/a.jpg"),
+                Media("application/pdf", b"%PDF", name="a.pdf"),
+            ],
+        ),
+    ]
+    assert messages[1].id == "msg_1"
+
+
+@pytest.mark.parametrize(
+    ("items", "where"),
+    [
+        ([{"role": "user", "content": "hi", "name": "bob"}], r"messages\[0\]\.name"),
+        (
+            [
+                {"role": "user", "content": "hi"},
+                {
+                    "type": "reasoning",
+                    "summary": [{"type": "summary_text", "text": "."}],
+                },
+            ],
+            r"messages\[1\]\.type",
+        ),
+        (
+            [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "x"},
+                        {
+                            "type": "image_url",
+                            "image_url": {"url": "u", "detail": "high"},
+                        },
+                    ],
+                }
+            ],
+            r"messages\[0\]\.content\[1\]\.image_url\.detail",
+        ),
+        (
+            [{"role": "assistant", "content": "no", "refusal": "I can't"}],
+            r"messages\[0\]\.refusal",
+        ),
+        (
+            [{"role": "user", "content": [{"type": "file", "file": {"file_id": "f"}}]}],
+            r"messages\[0\]\.content\[0\]\.file\.file_id",
+        ),
+        (
+            [
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "input_audio",
+                            "input_audio": {"data": "", "format": "flac"},
+                        }
+                    ],
+                }
+            ],
+            r"messages\[0\]\.content\[0\]\.input_audio\.format",
+        ),
+        ([{"role": "function", "name": "f", "content": "x"}], r"messages\[0\]\.role"),
+        ([{"role": "tool", "content": "x"}], r"messages\[0\]\.tool_call_id"),
+        (["hello"], r"messages\[0\]"),
+    ],
+)
+def test_openai_refuses_what_it_cannot_carry_naming_the_field(
+    items: list[Any], where: str
+) -> None:
+    with pytest.raises(UnsupportedContentError, match=where):
+        from_openai(items)
+
+
+def test_anthropic_request() -> None:
+    messages = from_anthropic(
+        {
+            "model": "m",
+            "max_tokens": 100,
+            "system": [
+                {
+                    "type": "text",
+                    "text": "Be brief.",
+                    "cache_control": {"type": "ephemeral"},
+                }
+            ],
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "image",
+                            "source": {
+                                "type": "base64",
+                                "media_type": "image/png",
+                                "data": PNG_B64,
+                            },
+                        },
+                        {"type": "text", "text": "What is this?"},
+                    ],
+                },
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "text", "text": "Let me look."},
+                        {
+                            "type": "tool_use",
+                            "id": "t1",
+                            "name": "look",
+                            "input": {"x": 1},
+                        },
+                    ],
+                },
+                {
+                    "role": "user",
+                    "content": [
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": "t1",
+                            "content": [{"type": "text", "text": "a cat"}],
+                        },
+                        {"type": "text", "text": "Thanks"},
+                    ],
+                },
+                {"role": "assistant", "content": "A cat."},
+            ],
+        }
+    )
+    assert messages == [
+        Message.system("Be brief."),
+        Message.user("", media=[Media("image/png", PNG)]),
+        Message.user("What is this?"),
+        Message.assistant(
+            "Let me look.", tool_calls=[ToolCall("t1", "look", '{"x":1}')]
+        ),
+        Message.tool(ToolResponse("t1", "look", "a cat")),
+        Message.user("Thanks"),
+        Message.assistant("A cat."),
+    ]
+
+
+def test_anthropic_takes_a_bare_message_list() -> None:
+    assert from_anthropic([{"role": "user", "content": "hi"}]) == [Message.user("hi")]
+
+
+@pytest.mark.parametrize(
+    ("request_", "where"),
+    [
+        (
+            [
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "thinking", "thinking": "hm", "signature": "s"}
+                    ],
+                }
+            ],
+            r"messages\[0\]\.content\[0\]\.type",
+        ),
+        (
+            [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool_result", "tool_use_id": "t", "is_error": True}
+                    ],
+                }
+            ],
+            r"messages\[0\]\.content\[0\]\.is_error",
+        ),
+        (
+            [
+                {"role": "user", "content": "a"},
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "tool_use", "id": "t", "name": "f", "input": {}}
+                    ],
+                },
+            ],
+            r"messages\[1\]\.content\[0\]\.type",
+        ),
+        (
+            [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "image", "source": {"type": "file", "file_id": "f"}}
+                    ],
+                }
+            ],
+            r"messages\[0\]\.content\[0\]\.source\.",
+        ),
+        ({"system": 3, "messages": []}, r"system"),
+        ([{"role": "system", "content": "x"}], r"messages\[0\]\.role"),
+    ],
+)
+def test_anthropic_refuses_what_it_cannot_carry_naming_the_field(
+    request_: Any, where: str
+) -> None:
+    with pytest.raises(UnsupportedContentError, match=where):
+        from_anthropic(request_)
