@@ -1,0 +1,224 @@
+"""to_langchain and from_langchain: both round trips exact, refusals named."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("langchain_core")
+
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    ChatMessage,
+    FunctionMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
+
+from chatledger import Media, Message, Role, ToolCall, ToolResponse
+from chatledger.convert import UnsupportedContentError
+from chatledger.testing import every_kind
+from chatledger_langchain import from_langchain, to_langchain
+from tests.unit.test_codec_properties import messages as any_message
+
+PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def _storable(message: Message) -> bool:
+    """What LangChain can carry: every message but a tool message without response."""
+    no_response = message.role is Role.TOOL and not message.tool_responses
+    return not no_response and "langchain" not in message.metadata
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(any_message().filter(_storable), max_size=5, unique_by=lambda m: m.id))
+def test_chatledger_round_trip(history: list[Message]) -> None:
+    back = from_langchain(to_langchain(history))
+    assert back == history
+    assert [m.id for m in back] == [m.id for m in history]
+    assert [m.created_at for m in back] == [m.created_at for m in history]
+
+
+def test_every_kind_round_trips() -> None:
+    history = [m for m in every_kind() if _storable(m)]
+    assert from_langchain(to_langchain(history)) == history
+
+
+def test_the_mapping_is_langchain_native() -> None:
+    call = ToolCall("c1", "weather", '{"city":"Rome"}')
+    history = [
+        Message.system("Be brief.", id="s"),
+        Message.user("Look", media=[Media("image/png", PNG)], id="u"),
+        Message.assistant(None, tool_calls=[call], id="a"),
+        Message.tool(
+            [
+                ToolResponse("c1", "weather", "24"),
+                ToolResponse("c2", "clock", "noon"),
+            ],
+            id="t",
+        ),
+        Message.assistant("24 °C.", metadata={"model": "m-1"}, id="b"),
+    ]
+    system, user, ai, tool_1, tool_2, answer = to_langchain(history)
+    assert system == SystemMessage("Be brief.", id="s")
+    assert isinstance(user, HumanMessage)
+    assert user.content == [
+        {"type": "text", "text": "Look"},
+        {"type": "image", "base64": "iVBORw0KGgo=", "mime_type": "image/png"},
+    ]
+    assert isinstance(ai, AIMessage)
+    assert ai.tool_calls == [
+        {"name": "weather", "args": {"city": "Rome"}, "id": "c1", "type": "tool_call"}
+    ]
+    assert ai.response_metadata == {"chatledger": {"content": None}}
+    assert isinstance(tool_1, ToolMessage)
+    assert isinstance(tool_2, ToolMessage)
+    assert (tool_1.tool_call_id, tool_1.content, tool_1.name) == ("c1", "24", "weather")
+    assert (tool_2.tool_call_id, tool_2.id) == ("c2", "t")
+    assert answer.response_metadata == {"chatledger": {"metadata": {"model": "m-1"}}}
+    assert from_langchain([system, user, ai, tool_1, tool_2, answer]) == history
+
+
+def _langchain_messages() -> list[BaseMessage]:
+    return [
+        SystemMessage("Be brief.", id="s1"),
+        HumanMessage(
+            [
+                {"type": "text", "text": "What is this?"},
+                {
+                    "type": "image_url",
+                    "image_url": {"url": "https://example.invalid/a.png"},
+                },
+            ],
+            id="h1",
+            name="alice",
+        ),
+        AIMessage(
+            [
+                {"type": "text", "text": "Let me look."},
+                {
+                    "type": "tool_use",
+                    "id": "t1",
+                    "name": "look",
+                    "input": {"at": "a.png"},
+                },
+            ],
+            id="run-1",
+            tool_calls=[
+                {
+                    "name": "look",
+                    "args": {"at": "a.png"},
+                    "id": "t1",
+                    "type": "tool_call",
+                }
+            ],
+            invalid_tool_calls=[
+                {
+                    "name": "zoom",
+                    "args": "{bad",
+                    "id": "t2",
+                    "error": "bad JSON",
+                    "type": "invalid_tool_call",
+                }
+            ],
+            usage_metadata={"input_tokens": 5, "output_tokens": 7, "total_tokens": 12},
+            response_metadata={"model_name": "fake", "stop_reason": "tool_use"},
+            additional_kwargs={"custom": [1, 2]},
+        ),
+        ToolMessage(
+            "a cat",
+            tool_call_id="t1",
+            id="tool-1",
+            artifact={"pixels": [1, 2, 3]},
+            status="error",
+        ),
+        HumanMessage(
+            [
+                {"type": "text", "text": "And this file?"},
+                {
+                    "type": "file",
+                    "base64": "JVBERg==",
+                    "mime_type": "application/pdf",
+                    "id": "f1",
+                    "extras": {"filename": "a.pdf"},
+                },
+            ],
+            id="h2",
+        ),
+        AIMessage("A PDF.", id="run-2"),
+    ]
+
+
+def test_langchain_round_trip() -> None:
+    original = _langchain_messages()
+    stored = from_langchain(original)
+    assert to_langchain(stored) == original
+
+
+def test_langchain_messages_read_as_chatledger_fields() -> None:
+    system, user, ai, tool, pdf, answer = from_langchain(_langchain_messages())
+    assert (system.role, system.content) == (Role.SYSTEM, "Be brief.")
+    assert user.content == "What is this?"
+    assert ai.content == "Let me look."
+    assert ai.tool_calls == (ToolCall("t1", "look", '{"at":"a.png"}'),)
+    extras: Any = ai.metadata["langchain"]
+    assert extras["usage_metadata"]["total_tokens"] == 12
+    assert tool.tool_responses == (ToolResponse("t1", "", "a cat"),)
+    assert pdf.media == (Media("application/pdf", b"%PDF", name="a.pdf", id="f1"),)
+    assert pdf.metadata == {}
+    assert answer.id == "run-2"
+
+
+def test_messages_without_id_get_one() -> None:
+    first, second = from_langchain([HumanMessage("a"), HumanMessage("a")])
+    assert first.id != second.id
+
+
+def test_consecutive_tool_messages_with_one_id_make_one_message() -> None:
+    parts = [
+        ToolMessage("1", tool_call_id="a", id="t"),
+        ToolMessage("2", tool_call_id="b", id="t"),
+        ToolMessage("3", tool_call_id="c", id="u"),
+        ToolMessage("4", tool_call_id="d"),
+    ]
+    merged = from_langchain(parts)
+    assert [len(m.tool_responses) for m in merged] == [2, 1, 1]
+
+
+def test_created_at_travels() -> None:
+    moment = datetime(2024, 5, 1, 12, 0, tzinfo=UTC)
+    [stored] = from_langchain(to_langchain([Message.user("hi").stamped(moment)]))
+    assert stored.created_at == moment
+
+
+@pytest.mark.parametrize(
+    ("messages", "where"),
+    [
+        ([HumanMessage("a"), FunctionMessage(content="x", name="f")], r"messages\[1\]"),
+        ([ChatMessage(content="x", role="critic")], r"messages\[0\]"),
+        ([ChatMessage(content="x", role="user")], r"messages\[0\].*HumanMessage"),
+        (
+            [HumanMessage("a"), ToolMessage("x", tool_call_id="t", artifact=object())],
+            r"messages\[1\].*artifact",
+        ),
+        (
+            [AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": None}])],
+            r"messages\[0\]\.tool_calls\[0\]\.id",
+        ),
+        (["text"], r"messages\[0\]"),
+    ],
+)
+def test_refusals_name_the_message(messages: list[Any], where: str) -> None:
+    with pytest.raises(UnsupportedContentError, match=where):
+        from_langchain(messages)
+
+
+def test_a_tool_message_without_response_is_refused() -> None:
+    with pytest.raises(UnsupportedContentError, match=r"messages\[1\]"):
+        to_langchain([Message.user("a"), Message.tool([])])
