@@ -20,9 +20,11 @@ round trips are exact: ``from_langchain(to_langchain(m)) == m`` and
 ``to_langchain(from_langchain(lc)) == lc``.
 
 - Into LangChain, in ``response_metadata["chatledger"]`` (a field no chat
-  model integration sends): the message's ``metadata``, ``created_at``, a
-  ``None`` content, a tool message's own content, and tool calls whose
-  argument text is not the compact JSON of an object (kept exactly).
+  model integration sends): the message's ``metadata``, a ``None`` content,
+  a tool message's own content, and tool calls whose argument text is not
+  the compact JSON of an object (kept exactly). ``created_at`` is storage's
+  own and is not carried, so a stored LangChain message reads back equal to
+  the one added.
 - Into chatledger, in ``metadata["langchain"]``: ``additional_kwargs``, the
   rest of ``response_metadata``, ``name``, ``usage_metadata``,
   ``invalid_tool_calls``, a tool message's ``artifact`` and ``status``, and a
@@ -42,7 +44,6 @@ import binascii
 import json
 import uuid
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 from typing import Any
 
 from langchain_core.messages import (
@@ -137,8 +138,6 @@ def _side(message: Message, **fields: Any) -> dict[str, Any]:
     metadata = {k: thaw(v) for k, v in message.metadata.items() if k != EXTRAS_KEY}
     if metadata:
         side["metadata"] = metadata
-    if message.created_at is not None:
-        side["created_at"] = message.created_at.isoformat()
     side.update(fields)
     return side
 
@@ -350,18 +349,6 @@ def _metadata(side: Mapping[str, Any], extras: Mapping[str, Any]) -> dict[str, A
     return metadata
 
 
-def _created_at(side: Mapping[str, Any], where: str) -> datetime | None:
-    value = side.get("created_at")
-    if value is None:
-        return None
-    try:
-        return datetime.fromisoformat(value)
-    except (TypeError, ValueError) as exc:
-        raise UnsupportedContentError(
-            f"{where}.response_metadata[{SIDE_KEY!r}]['created_at'] is not an ISO date"
-        ) from exc
-
-
 def _role_of(message: BaseMessage, where: str) -> Role:
     if isinstance(message, SystemMessage):
         return Role.SYSTEM
@@ -433,7 +420,6 @@ def _one_from_langchain(message: BaseMessage, where: str) -> Message:
             media=media,
             metadata=_metadata(side, extras),
             id=message.id or str(uuid.uuid4()),
-            created_at=_created_at(side, where),
         )
     except InvalidMessageError as exc:
         raise UnsupportedContentError(f"{where}: {exc}") from exc
@@ -473,7 +459,6 @@ def _tool_from_langchain(group: list[ToolMessage], where: str) -> Message:
             tool_responses=responses,
             metadata=_metadata(side, extras),
             id=group[0].id or str(uuid.uuid4()),
-            created_at=_created_at(side, where),
         )
     except InvalidMessageError as exc:
         raise UnsupportedContentError(f"{where}: {exc}") from exc
