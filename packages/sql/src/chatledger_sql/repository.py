@@ -56,7 +56,7 @@ from chatledger_sql.dialects.base import (
     RetryTransaction,
     SqlDialect,
 )
-from chatledger_sql.schema import Tables, build_tables, check_name
+from chatledger_sql.schema import Tables, build_tables, check_name, check_table_name
 from chatledger_sql.statements import Statements
 
 __all__ = ["SqlChatMemoryRepository"]
@@ -214,7 +214,8 @@ class SqlChatMemoryRepository(ClosingContext):
             class, or registered product name) to use instead of the detected
             one; a mismatch with the detected product warns.
         table_name: The messages table; the conversations table is named
-            ``<table_name>_conversation``.
+            ``<table_name>_conversation``, so a name ending in
+            ``_conversation`` is refused (it would be another repository's).
         schema: The database schema (namespace) holding both tables; it must
             exist. ``None`` uses the connection's default.
         create_schema: Create the tables if they are missing (idempotent and
@@ -262,7 +263,7 @@ class SqlChatMemoryRepository(ClosingContext):
     ) -> None:
         """Detect the dialect and create the tables unless told not to."""
         self.ttl: timedelta | None = to_ttl(ttl)
-        check_name(table_name, "table name")
+        check_table_name(table_name)
         if schema is not None:
             check_name(schema, "schema name")
         if not isinstance(engine, Engine):
