@@ -31,6 +31,7 @@ from urllib.parse import unquote
 
 from chatledger import codec
 from chatledger.connect import (
+    adapter_parameters,
     connect,
     install_hint,
     redact_text,
@@ -42,10 +43,13 @@ from chatledger.demo import describe, play
 from chatledger.errors import (
     ChatLedgerError,
     InvalidConversationIdError,
+    InvalidOptionError,
+    InvalidUrlError,
     UnknownBackendError,
 )
 from chatledger.messages import Message
 from chatledger.repository import ChatMemoryRepository, SupportsWindowAppend
+from chatledger.validation import validate_conversation_id
 
 __all__ = ["main"]
 
@@ -92,7 +96,21 @@ def _err(text: str) -> None:
     print(_SECRETS.scrub(text), file=sys.stderr)
 
 
-def _open(url: str, options: dict[str, Any]) -> ChatMemoryRepository:
+#: The constructor flags with which adapters create their tables, indexes or
+#: constraints on opening; commands that only read turn them off.
+_CREATE_FLAGS = ("create_schema", "create_indexes")
+
+
+def _open(
+    url: str, options: dict[str, Any], *, create: bool = True
+) -> ChatMemoryRepository:
+    """Open ``url``; with ``create=False`` the adapter creates no storage."""
+    if not create:
+        options = dict(options)
+        declared = adapter_parameters(url)
+        for flag in _CREATE_FLAGS:
+            if flag in declared:
+                options.setdefault(flag, False)
     return connect(url, **options)
 
 
@@ -112,7 +130,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _ls(args: argparse.Namespace) -> int:
-    repository = _open(args.url, args.options)
+    repository = _open(args.url, args.options, create=False)
     for cid in sorted(repository.find_conversation_ids()):
         if not args.long:
             _out(cid)
@@ -136,7 +154,8 @@ def _read(repository: ChatMemoryRepository, url: str, cid: str) -> list[Message]
 
 
 def _show(args: argparse.Namespace) -> int:
-    repository = _open(args.url, args.options)
+    validate_conversation_id(args.id)
+    repository = _open(args.url, args.options, create=False)
     messages = _read(repository, args.url, args.id)
     for number, message in enumerate(messages, start=1):
         stamp = (
@@ -152,7 +171,10 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _rm(args: argparse.Namespace) -> int:
-    repository = _open(args.url, args.options)
+    for cid in args.ids:
+        validate_conversation_id(cid)
+    # Nothing to remove from a store that does not exist: do not create it.
+    repository = _open(args.url, args.options, create=False)
     known = set(repository.find_conversation_ids())
     missing = [cid for cid in args.ids if cid not in known]
     if missing and not args.force:
@@ -200,7 +222,9 @@ def _output(path: str | None) -> Iterator[IO[str]]:
 
 
 def _export(args: argparse.Namespace) -> int:
-    repository = _open(args.url, args.options)
+    for cid in args.ids:
+        validate_conversation_id(cid)
+    repository = _open(args.url, args.options, create=False)
     conversations: Iterable[tuple[str, list[Message]]]
     if args.ids:
         # Named conversations are all checked before the first line is written.
@@ -287,7 +311,7 @@ class _Progress:
 
 
 def _copy(args: argparse.Namespace) -> int:
-    source = _open(args.source, args.options)
+    source = _open(args.source, args.options, create=False)
     target = _open(args.target, args.target_options)
     ids = sorted(source.find_conversation_ids())
     progress = _Progress(len(ids), sys.stderr.isatty() and not args.no_progress)
@@ -669,7 +693,17 @@ def _driver_hint(args: argparse.Namespace) -> str:
     return f"; the database driver is missing: {' / '.join(hints)}" if hints else ""
 
 
-_USAGE_ERRORS = (UsageError, UnknownBackendError, InvalidConversationIdError)
+# A missing driver (MissingDriverError, an UnknownBackendError, or an
+# ImportError from a third-party adapter) is a usage error like a missing
+# adapter: the command cannot work as installed.
+_USAGE_ERRORS = (
+    UsageError,
+    UnknownBackendError,
+    InvalidConversationIdError,
+    InvalidOptionError,
+    InvalidUrlError,
+    ImportError,
+)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -18,8 +18,12 @@ __all__ = [
     "InvalidConversationIdError",
     "InvalidMessageError",
     "InvalidNameError",
+    "InvalidOptionError",
     "InvalidTTLError",
+    "InvalidUrlError",
     "MessageTooLargeError",
+    "MissingDriverError",
+    "StoreNotFoundError",
     "UnknownBackendError",
 ]
 
@@ -44,6 +48,13 @@ class InvalidNameError(ChatLedgerError, ValueError):
     """A table, schema, key prefix, collection or label name is not allowed."""
 
 
+class InvalidOptionError(ChatLedgerError, TypeError):
+    """An adapter was given an option it does not take; the message lists those it does.
+
+    It is a ``TypeError``, like any call with an unexpected keyword argument.
+    """
+
+
 class InvalidTTLError(ChatLedgerError, ValueError, TypeError):
     """A ``ttl`` is not a positive duration (a ``timedelta`` or seconds).
 
@@ -52,9 +63,29 @@ class InvalidTTLError(ChatLedgerError, ValueError, TypeError):
     """
 
 
+class InvalidUrlError(ChatLedgerError, ValueError):
+    """A URL has the right scheme but cannot name a store as written."""
+
+
 class MessageTooLargeError(ChatLedgerError, ValueError):
     """A write would exceed a documented size limit of the backend."""
 
 
 class UnknownBackendError(ChatLedgerError, LookupError):
     """No installed adapter handles the URL scheme given to ``connect``."""
+
+
+class MissingDriverError(UnknownBackendError):
+    """The adapter is installed but the database driver its URL needs is not.
+
+    The message names the ``pip install`` line that adds it. It is an
+    :class:`UnknownBackendError`: the backend cannot be used as installed.
+    """
+
+
+class StoreNotFoundError(ChatLedgerError, LookupError):
+    """The database file, folder or table a repository was opened on is missing.
+
+    Raised by reads of a repository told not to create its storage, which
+    therefore never create a file, a table or a key.
+    """

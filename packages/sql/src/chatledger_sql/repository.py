@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import json
 import json.scanner
 import random
@@ -33,12 +34,17 @@ from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
+import sqlalchemy
 from sqlalchemy import Connection, Engine, Select, create_engine, event, exc
-from sqlalchemy.engine import make_url
 
 from chatledger import codec
 from chatledger.closing import ClosingContext
-from chatledger.errors import InvalidMessageError, MessageTooLargeError
+from chatledger.errors import (
+    InvalidMessageError,
+    InvalidOptionError,
+    MessageTooLargeError,
+    StoreNotFoundError,
+)
 from chatledger.faults import FaultPoints
 from chatledger.messages import Message, Role
 from chatledger.repository import AppendResult
@@ -58,6 +64,7 @@ from chatledger_sql.dialects.base import (
 )
 from chatledger_sql.schema import Tables, build_tables, check_name, check_table_name
 from chatledger_sql.statements import Statements
+from chatledger_sql.urls import check_database_file, engine_url, missing_driver
 
 __all__ = ["SqlChatMemoryRepository"]
 
@@ -297,18 +304,36 @@ class SqlChatMemoryRepository(ClosingContext):
 
         Args:
             url: A SQLAlchemy URL, e.g. ``sqlite:///chat.db`` or
-                ``postgresql+psycopg://user@host/db``.
+                ``postgresql+psycopg://user@host/db``; the scheme's case does
+                not matter, ``postgres://`` means PostgreSQL, and a URL
+                without a driver uses the one the package's extra installs
+                when SQLAlchemy's default is missing
+                (:func:`chatledger_sql.urls.engine_url`).
             engine_options: Keyword arguments for ``sqlalchemy.create_engine``.
             **options: Keyword arguments of the constructor.
 
-        :meth:`close` disposes the engine made here.
+        :meth:`close` disposes the engine made here. With
+        ``create_schema=False`` a missing SQLite or DuckDB file is an error,
+        never created.
+
+        Raises:
+            InvalidOptionError: an option the constructor does not take; the
+                message lists those it does.
+            InvalidUrlError: a URL that cannot work as written
+                (``sqlite://chat.db``: two slashes, a host where a path was
+                meant).
+            MissingDriverError: the database driver is not installed; the
+                message names the ``pip install`` line.
+            StoreNotFoundError: the folder of a database file is missing, or
+                the file is, with ``create_schema=False``.
         """
+        _check_options(cls, options)
         to_ttl(options.get("ttl"))
         # No pool_pre_ping: it costs a round trip per operation. A connection
         # the server dropped fails its first statement instead, and every
         # operation runs once more on a fresh one (see _write and _read).
         settings: dict[str, Any] = dict(engine_options or {})
-        parsed = make_url(url)
+        parsed = engine_url(url)
         skip_idle_rollback = (
             parsed.get_backend_name() in ("mysql", "mariadb")
             and parsed.get_driver_name() == "pymysql"
@@ -316,7 +341,18 @@ class SqlChatMemoryRepository(ClosingContext):
         )
         if skip_idle_rollback:
             settings["pool_reset_on_return"] = None
-        engine = create_engine(parsed, **settings)
+        try:
+            engine = create_engine(parsed, **settings)
+        except (ImportError, exc.NoSuchModuleError) as error:
+            raise missing_driver(parsed, error) from error
+        try:
+            # The engine has not connected yet: SQLite has created no file.
+            check_database_file(
+                parsed, must_exist=not options.get("create_schema", True)
+            )
+        except BaseException:
+            engine.dispose()
+            raise
         if engine.dialect.name == "sqlite":
             event.listen(engine, "connect", _sqlite_on_connect)
         if skip_idle_rollback:
@@ -533,9 +569,33 @@ class SqlChatMemoryRepository(ClosingContext):
                 return work(connection)
         except exc.DBAPIError as error:
             if not error.connection_invalidated:
+                self._raise_if_tables_missing(error)
                 raise
         with self.engine.connect() as connection:
             return work(connection)
+
+    def _raise_if_tables_missing(self, error: exc.DBAPIError) -> None:
+        """Name the missing table when a read failed for want of one.
+
+        Only a repository opened with ``create_schema=False`` gets here;
+        the check runs on the failure path, so reads cost nothing more.
+        """
+        try:
+            present = sqlalchemy.inspect(self.engine)
+            schema = self.tables.messages.schema
+            missing = [
+                table.name
+                for table in (self.tables.messages, self.tables.conversations)
+                if not present.has_table(table.name, schema=schema)
+            ]
+        except exc.DBAPIError:
+            return
+        if missing:
+            where = self.engine.url.render_as_string(hide_password=True)
+            raise StoreNotFoundError(
+                f"table {missing[0]!r} does not exist in {where} (check table_name "
+                "and schema; a read never creates it)"
+            ) from error
 
     def _check_sizes(self, batch: list[Message]) -> None:
         """Refuse, before writing, a message whose row the server would refuse."""
@@ -836,6 +896,19 @@ class SqlChatMemoryRepository(ClosingContext):
         self.fault_points.reach("after_evict")
         connection.execute(self._sql.update_conversation, update)
         return AppendResult(new, evicted_ids)
+
+
+def _check_options(cls: type[SqlChatMemoryRepository], options: dict[str, Any]) -> None:
+    """Refuse an option the constructor would not take, listing those it takes."""
+    parameters = inspect.signature(cls.__init__).parameters.values()
+    valid = {p.name for p in parameters if p.kind is p.KEYWORD_ONLY}
+    unknown = sorted(set(options) - valid)
+    if unknown:
+        listed = ", ".join(sorted(valid | {"engine_options"}))
+        raise InvalidOptionError(
+            f"{cls.__name__}.from_url takes no option {unknown[0]!r}; "
+            f"its options are: {listed}"
+        )
 
 
 def _rollback_unless_idle(
