@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import IO, Any, NoReturn
 from urllib.parse import unquote
 
-from chatledger import codec
 from chatledger.connect import (
     adapter_parameters,
     connect,
@@ -47,6 +46,7 @@ from chatledger.errors import (
     InvalidUrlError,
     UnknownBackendError,
 )
+from chatledger.jsonl import export_line, read_export
 from chatledger.messages import Message
 from chatledger.repository import ChatMemoryRepository, SupportsWindowAppend
 from chatledger.validation import validate_conversation_id
@@ -199,7 +199,7 @@ def _export_lines(
         try:
             if fmt == "jsonl":
                 for message in messages:
-                    yield _json({"conversation_id": cid, **codec.to_dict(message)})
+                    yield export_line(cid, message)
             elif fmt == "openai":
                 yield _json({"conversation_id": cid, "messages": to_openai(messages)})
             else:
@@ -240,48 +240,41 @@ def _export(args: argparse.Namespace) -> int:
     return 0
 
 
-def _parse_jsonl(handle: IO[str], name: str) -> dict[str, list[Message]]:
-    conversations: dict[str, list[Message]] = {}
-    for number, line in enumerate(handle, start=1):
-        if not line.strip():
-            continue
-        where = f"{name}:{number}"
-        try:
-            data = json.loads(line)
-        except ValueError as exc:
-            raise ChatLedgerError(f"{where}: not JSON ({exc})") from exc
-        if not isinstance(data, dict) or not isinstance(
-            data.get("conversation_id"), str
-        ):
-            raise ChatLedgerError(
-                f"{where}: expected a JSON object with a conversation_id "
-                f"(as written by {PROG} export --format jsonl)"
-            )
-        cid = data.pop("conversation_id")
-        try:
-            message = codec.from_dict(data)
-        except ChatLedgerError as exc:
-            raise ChatLedgerError(f"{where}: {exc}") from exc
-        conversations.setdefault(cid, []).append(message)
-    return conversations
-
-
 def _import(args: argparse.Namespace) -> int:
     if args.file == "-":
-        conversations = _parse_jsonl(sys.stdin, "<stdin>")
+        conversations = read_export(sys.stdin.buffer, "<stdin>")
+        name = "<stdin>"
     else:
-        with open(args.file, encoding="utf-8") as handle:
-            conversations = _parse_jsonl(handle, args.file)
+        with open(args.file, "rb") as handle:
+            conversations = read_export(handle, args.file)
+        name = args.file
+    # The whole file is checked: from here on only the store can refuse.
     repository = _open(args.url, args.options)
     total = 0
-    for cid, messages in conversations.items():
-        repository.save_all(cid, messages)
-        total += len(messages)
+    for done, conversation in enumerate(conversations):
+        try:
+            repository.save_all(conversation.conversation_id, conversation.messages)
+        except Exception as exc:
+            raise ChatLedgerError(
+                f"{name}:{conversation.lines[0]}: conversation "
+                f"{conversation.conversation_id!r} ({conversation.where}) was not "
+                f"imported into {redact_url(args.url)}: {_describe(exc)}; the "
+                f"{done} conversations before it were"
+            ) from exc
+        total += len(conversation.messages)
     _out(
         f"imported {total} messages in {len(conversations)} conversations "
         f"into {redact_url(args.url)}"
     )
     return 0
+
+
+def _describe(exc: Exception) -> str:
+    """An exception as one line: a driver's also says its type."""
+    text = str(exc) or type(exc).__name__
+    if not isinstance(exc, ChatLedgerError):
+        text = f"{type(exc).__name__}: {text}"
+    return text
 
 
 # --- copy ------------------------------------------------------------------
