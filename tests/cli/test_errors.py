@@ -108,3 +108,15 @@ class TestSqlUrls:
         assert done.code == 2
         line = _one_line_error(done.err)
         assert "driver for postgresql+nosuch:// URLs is not installed" in line
+
+
+def test_show_and_rm_give_the_same_id_error(cli: Cli, tmp_path: Path) -> None:
+    url = file_url("testfile", tmp_path / "store")
+    assert cli("import", url, "-", stdin=_jsonl(_sample())).code == 0
+    lines = set()
+    for command in (["show", url, ""], ["rm", url, ""], ["export", url, ""]):
+        done = cli(*command)
+        assert done.code == 2, command
+        lines.add(_one_line_error(done.err))
+    assert lines == {"chatledger: error: conversation id must not be empty"}
+    assert len(cli("ls", url).out.splitlines()) == 2
