@@ -306,12 +306,13 @@ class TestDataCommands:
         self, chatledger_script: str, plugin_folder: Path, tmp_path: Path, cli: Cli
     ) -> None:
         source = file_url("testfile", tmp_path / "source")
+        target = file_url("testfile", tmp_path / "target")
         assert cli("import", source, "-", stdin=_jsonl(_sample())).code == 0
         controller, terminal = pty.openpty()
         env = dict(os.environ, PYTHONPATH=str(plugin_folder))
         try:
             done = subprocess.run(
-                [chatledger_script, "copy", source, "memory://"],
+                [chatledger_script, "copy", source, target],
                 stdout=subprocess.PIPE,
                 stderr=terminal,
                 env=env,

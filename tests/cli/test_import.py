@@ -107,3 +107,19 @@ def test_a_store_that_refuses_a_conversation_is_named(cli: Cli, tmp_path: Path) 
     assert "longer than 255 bytes" in line
     assert line.endswith("the 1 conversations before it were")
     assert cli("ls", url).out.splitlines() == ["ok"]
+
+
+@pytest.mark.parametrize(
+    "url", ["memory://", "sqlite://", "sqlite:///", "sqlite:///:memory:", "duckdb://"]
+)
+def test_writing_where_nothing_outlives_the_process_is_refused(
+    cli: Cli, tmp_path: Path, url: str
+) -> None:
+    source = file_url("testfile", tmp_path / "source")
+    assert cli("import", source, "-", stdin=_jsonl(_sample())).code == 0
+    for command in (["import", url, "-"], ["copy", source, url]):
+        done = cli(*command, stdin=_jsonl(_sample()))
+        assert done.code == 2, done.out
+        line = _one_line_error(done.err)
+        assert f"{url} keeps data in this process only" in line
+        assert done.out == ""

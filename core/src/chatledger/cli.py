@@ -241,6 +241,7 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
+    _refuse_in_process(args.url, "import")
     if args.file == "-":
         conversations = read_export(sys.stdin.buffer, "<stdin>")
         name = "<stdin>"
@@ -277,6 +278,22 @@ def _describe(exc: Exception) -> str:
     return text
 
 
+def _refuse_in_process(url: str, command: str) -> None:
+    """Refuse to write where nothing outlives this process."""
+    family = url_scheme(url).partition("+")[0]
+    path, _, query = url.partition("://")[2].partition("?")
+    in_memory = family == "memory" or (
+        family in ("sqlite", "duckdb")
+        and (path in ("", "/", "/:memory:") or "mode=memory" in query)
+    )
+    if in_memory:
+        raise UsageError(
+            f"{redact_url(url)} keeps data in this process only: {command} would "
+            "report success and the data would be gone when it exits; give a "
+            "store that outlives it, such as sqlite:///chat.db"
+        )
+
+
 # --- copy ------------------------------------------------------------------
 
 
@@ -304,6 +321,7 @@ class _Progress:
 
 
 def _copy(args: argparse.Namespace) -> int:
+    _refuse_in_process(args.target, "copy")
     source = _open(args.source, args.options, create=False)
     target = _open(args.target, args.target_options)
     ids = sorted(source.find_conversation_ids())
