@@ -6,6 +6,7 @@ missing driver) exit 2 like a missing adapter, and change nothing.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
@@ -120,3 +121,30 @@ def test_show_and_rm_give_the_same_id_error(cli: Cli, tmp_path: Path) -> None:
         lines.add(_one_line_error(done.err))
     assert lines == {"chatledger: error: conversation id must not be empty"}
     assert len(cli("ls", url).out.splitlines()) == 2
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("chatledger_mongodb") is None,
+    reason="chatledger-mongodb is not installed (pip install -e ./packages/mongodb)",
+)
+@pytest.mark.parametrize(
+    ("extra", "timeout"),
+    [
+        ((), "3.0s"),
+        (("-o", "serverSelectionTimeoutMS=500"), "0.5s"),
+        (("-o", "serverselectiontimeoutms=400"), "0.4s"),
+        (("?serverSelectionTimeoutMS=700",), "0.7s"),
+    ],
+)
+def test_an_unreachable_mongodb_is_given_seconds_not_half_a_minute(
+    cli: Cli, extra: tuple[str, ...], timeout: str
+) -> None:
+    # Nothing listens on port 1: the command waits for server selection only.
+    url = "mongodb://127.0.0.1:1/chat"
+    if extra and extra[0].startswith("?"):
+        url, extra = url + extra[0], ()
+    done = cli("ls", url, *extra)
+    assert done.code == 1
+    line = _one_line_error(done.err)
+    assert line.startswith("chatledger: error: ServerSelectionTimeoutError: ")
+    assert f"Timeout: {timeout}," in line

@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, NoReturn
-from urllib.parse import unquote
+from urllib.parse import parse_qs, unquote
 
 from chatledger.connect import (
     adapter_parameters,
@@ -101,12 +101,26 @@ def _err(text: str) -> None:
 _CREATE_FLAGS = ("create_schema", "create_indexes")
 
 
+#: Client settings the command gives, unless -o does, by scheme family: it
+#: should fail in seconds when a server does not answer (pymongo waits 30 s).
+_CLIENT_DEFAULTS: dict[str, dict[str, Any]] = {
+    "mongodb": {"serverSelectionTimeoutMS": 3000},
+}
+
+
 def _open(
     url: str, options: dict[str, Any], *, create: bool = True
 ) -> ChatMemoryRepository:
     """Open ``url``; with ``create=False`` the adapter creates no storage."""
+    options = dict(options)
+    query = url.partition("?")[2].partition("#")[0]
+    given = {name.lower() for name in [*options, *parse_qs(query)]}
+    family = url_scheme(url).partition("+")[0]
+    for name, value in _CLIENT_DEFAULTS.get(family, {}).items():
+        # Given as -o or in the URL's query, in any case (as pymongo reads it).
+        if name.lower() not in given:
+            options[name] = value
     if not create:
-        options = dict(options)
         declared = adapter_parameters(url)
         for flag in _CREATE_FLAGS:
             if flag in declared:
