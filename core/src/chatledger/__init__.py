@@ -36,6 +36,7 @@ from chatledger.messages import Media, Message, Role, ToolCall, ToolResponse
 from chatledger.repository import (
     AppendResult,
     ChatMemoryRepository,
+    SupportsSaveMany,
     SupportsWindowAppend,
 )
 from chatledger.window import MessageWindow, TokenWindow, Window
@@ -63,6 +64,7 @@ __all__ = [
     "MissingDriverError",
     "Role",
     "StoreNotFoundError",
+    "SupportsSaveMany",
     "SupportsWindowAppend",
     "TokenWindow",
     "TokenWindowChatMemory",

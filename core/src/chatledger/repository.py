@@ -15,14 +15,19 @@ added beside these without changing them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from chatledger.messages import Message
 from chatledger.window import Window
 
-__all__ = ["AppendResult", "ChatMemoryRepository", "SupportsWindowAppend"]
+__all__ = [
+    "AppendResult",
+    "ChatMemoryRepository",
+    "SupportsSaveMany",
+    "SupportsWindowAppend",
+]
 
 
 @runtime_checkable
@@ -114,4 +119,25 @@ class SupportsWindowAppend(Protocol):
         self, conversation_id: str, messages: Sequence[Message], window: Window
     ) -> AppendResult:
         """Append ``messages`` and evict by ``window`` in one atomic step."""
+        ...
+
+
+@runtime_checkable
+class SupportsSaveMany(Protocol):
+    """Optional capability: replace several conversations in one atomic step.
+
+    For bulk loads (``chatledger copy`` and ``import`` use it when a target
+    has it): a store whose every write pays a commit or a round trip (DuckDB,
+    a distant server) then pays it once per batch. The contract:
+
+    1. Before any I/O: validate every id and every batch as
+       :meth:`ChatMemoryRepository.save_all` does; a bad one raises and
+       nothing is written.
+    2. The effect is that of ``save_all(id, messages)`` for each item, in one
+       atomic unit: each conversation is replaced whole (``[]`` removes it),
+       and either every conversation of the call is written or none is.
+    """
+
+    def save_many(self, conversations: Mapping[str, Sequence[Message]]) -> None:
+        """Replace each conversation in ``conversations``, all in one step."""
         ...

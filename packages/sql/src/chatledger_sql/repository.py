@@ -30,7 +30,7 @@ import random
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
@@ -40,6 +40,7 @@ from sqlalchemy import Connection, Engine, Select, create_engine, event, exc
 from chatledger import codec
 from chatledger.closing import ClosingContext
 from chatledger.errors import (
+    ChatLedgerError,
     InvalidMessageError,
     InvalidOptionError,
     MessageTooLargeError,
@@ -58,6 +59,7 @@ from chatledger.validation import (
 from chatledger.window import Window, count_evictions, merge_system
 from chatledger_sql.dialects import DialectSpec, resolve_dialect
 from chatledger_sql.dialects.base import (
+    MAX_IDS_PER_STATEMENT,
     ConversationState,
     RetryTransaction,
     SqlDialect,
@@ -212,8 +214,9 @@ def _check_ids(batch: list[Message]) -> None:
 class SqlChatMemoryRepository(ClosingContext):
     """A chat memory repository in one SQL table (plus one row per conversation).
 
-    Implements :class:`chatledger.ChatMemoryRepository` and
-    :class:`chatledger.SupportsWindowAppend`.
+    Implements :class:`chatledger.ChatMemoryRepository`,
+    :class:`chatledger.SupportsWindowAppend` and
+    :class:`chatledger.SupportsSaveMany`.
 
     Args:
         engine: A SQLAlchemy 2 engine. The repository never disposes it.
@@ -489,6 +492,74 @@ class SqlChatMemoryRepository(ClosingContext):
             )
 
         self._write(work)
+
+    def save_many(self, conversations: Mapping[str, Sequence[Message]]) -> None:
+        """Replace several conversations in one transaction; ``[]`` deletes one.
+
+        The effect of :meth:`save_all` on each, all or none, for the cost of
+        one transaction and a few statements per batch instead of several per
+        conversation (see :class:`chatledger.SupportsSaveMany`). Every id and
+        message is checked before any I/O. Rows are locked in id order.
+        """
+        batches: dict[str, list[Message]] = {}
+        for conversation_id, messages in conversations.items():
+            validate_conversation_id(conversation_id)
+            try:
+                batch = validate_messages(messages)
+                _check_ids(batch)
+                if batch:
+                    self._check_sizes(batch)
+            except ChatLedgerError as error:
+                named = f"conversation {conversation_id!r}: {error}"
+                raise type(error)(named) from error
+            batches[conversation_id] = batch
+        if batches:
+            self._write(functools.partial(self._save_many, batches=batches))
+
+    def _save_many(
+        self, connection: Connection, batches: dict[str, list[Message]]
+    ) -> None:
+        now = utc_now()
+        ids = sorted(batches)
+        kept = [cid for cid in ids if batches[cid]]
+        gone = [cid for cid in ids if not batches[cid]]
+        next_seq = self.dialect.lock_many(connection, self._sql, kept, now)
+        for conversation_id in gone:
+            self.dialect.lock_conversation(
+                connection, self._sql, conversation_id, now, create=False
+            )
+        self.fault_points.reach("after_lock")
+        for start in range(0, len(ids), MAX_IDS_PER_STATEMENT):
+            chunk = ids[start : start + MAX_IDS_PER_STATEMENT]
+            connection.execute(self._sql.purge_messages, {"ids": chunk})
+        for start in range(0, len(gone), MAX_IDS_PER_STATEMENT):
+            chunk = gone[start : start + MAX_IDS_PER_STATEMENT]
+            connection.execute(self._sql.purge_conversations, {"ids": chunk})
+        self.fault_points.reach("after_delete")
+        rows: list[dict[str, Any]] = []
+        updates: list[dict[str, Any]] = []
+        for conversation_id in kept:
+            stamped = stamp_messages(batches[conversation_id], now)
+            base = next_seq[conversation_id]
+            rows += [
+                _encode(conversation_id, base + index, message, None)
+                for index, message in enumerate(stamped)
+            ]
+            system = sum(1 for m in stamped if m.role is _SYSTEM)
+            updates.append(
+                self._update_parameters(
+                    conversation_id,
+                    now,
+                    next_seq=base + len(stamped),
+                    system_count=system,
+                    other_count=len(stamped) - system,
+                    weights=None,
+                )
+            )
+        if rows:
+            connection.execute(self._sql.insert_messages, rows)
+            self.fault_points.reach("after_insert")
+            connection.execute(self._sql.update_conversation, updates)
 
     def delete_by_conversation_id(self, conversation_id: str) -> None:
         """Remove a conversation; an unknown id does nothing."""

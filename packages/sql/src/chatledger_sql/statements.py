@@ -119,6 +119,10 @@ class Statements:
         self.insert_conversation: Insert = insert(tables.conversations).values(
             **self.new_conversation
         )
+        #: The next sequence number of each of ``ids`` that has a row.
+        self.next_seqs: Select[Any] = select(c.conversation_id, c.next_seq).where(
+            c.conversation_id.in_(ids)
+        )
         self.known_ids: Select[Any] = select(m.message_id).where(
             m.conversation_id == cid, m.message_id.in_(bindparam("ids", expanding=True))
         )

@@ -27,6 +27,7 @@ class DuckDBDialect(SqlDialect):
     """DuckDB 1.0 and later, through ``duckdb-engine``."""
 
     name = "duckdb"
+    writes_exclusively = True
 
     def serialize_in_process(self) -> bool:
         """Yes: DuckDB has no row locks."""

@@ -35,6 +35,7 @@ class SQLiteDialect(SqlDialect):
     """
 
     name = "sqlite"
+    writes_exclusively = True
 
     def __init__(self, busy_timeout_ms: int = 30_000) -> None:
         """Wait up to ``busy_timeout_ms`` for the write lock."""
