@@ -103,9 +103,29 @@ def test_a_store_that_refuses_a_conversation_is_named(cli: Cli, tmp_path: Path) 
     done = cli("import", url, "-", stdin=text)
     assert done.code == 1
     line = _one_line_error(done.err)
-    assert "<stdin>:2: conversation 'long' (line 2) was not imported into" in line
-    assert "longer than 255 bytes" in line
-    assert line.endswith("the 1 conversations before it were")
+    assert (
+        "<stdin>:1: conversations 'ok' to 'long' (one batch of 2, none of it "
+        "written) were not imported into sqlite:///" in line
+    )
+    assert "(lines 1-2): conversation 'long': messages[0] has an id longer" in line
+    assert line.endswith("the 0 conversations before them were")
+    assert cli("ls", url).out == ""
+
+
+def test_a_store_without_batches_is_named_per_conversation(
+    cli: Cli, tmp_path: Path
+) -> None:
+    # The test adapter refuses nothing by itself: make its file unwritable.
+    url = file_url("testfile", tmp_path / "store")
+    assert cli("import", url, "-", stdin=_line("ok", Message.user("fine"))).code == 0
+    (tmp_path / "store.partial").mkdir()
+    text = _line("a", Message.user("one")) + _line("b", Message.user("two"))
+    done = cli("import", url, "-", stdin=text)
+    assert done.code == 1
+    line = _one_line_error(done.err)
+    assert "<stdin>:1: conversation 'a' was not imported into testfile://" in line
+    assert "(line 1): IsADirectoryError: " in line
+    assert line.endswith("the 0 conversations before it were")
     assert cli("ls", url).out.splitlines() == ["ok"]
 
 

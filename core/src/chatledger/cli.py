@@ -26,9 +26,10 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any, NoReturn
+from typing import IO, Any, NoReturn, TypeVar
 from urllib.parse import parse_qs, unquote
 
+from chatledger.bulk import BulkSaveError, save_conversations
 from chatledger.connect import (
     adapter_parameters,
     connect,
@@ -48,10 +49,13 @@ from chatledger.errors import (
 )
 from chatledger.jsonl import export_line, read_export
 from chatledger.messages import Message
+from chatledger.progress import DEFAULT_EVERY, Progress
 from chatledger.repository import ChatMemoryRepository, SupportsWindowAppend
 from chatledger.validation import validate_conversation_id
 
 __all__ = ["main"]
+
+_T = TypeVar("_T")
 
 PROG = "chatledger"
 DEMO_URL = "sqlite:///chatledger-demo.db"
@@ -243,14 +247,19 @@ def _export(args: argparse.Namespace) -> int:
     if args.ids:
         # Named conversations are all checked before the first line is written.
         conversations = [(c, _read(repository, args.url, c)) for c in args.ids]
+        total = len(args.ids)
     else:
-        conversations = (
-            (c, repository.find_by_conversation_id(c))
-            for c in sorted(repository.find_conversation_ids())
-        )
-    with _output(args.output) as handle:
-        for line in _export_lines(args.format, conversations):
-            handle.write(line + "\n")
+        ids = sorted(repository.find_conversation_ids())
+        conversations = ((c, repository.find_by_conversation_id(c)) for c in ids)
+        total = len(ids)
+    progress = _progress(args, "exporting", total)
+    counted = _counted(conversations, progress)
+    try:
+        with _output(args.output) as handle:
+            for line in _export_lines(args.format, counted):
+                handle.write(line + "\n")
+    finally:
+        progress.close()
     return 0
 
 
@@ -265,18 +274,24 @@ def _import(args: argparse.Namespace) -> int:
         name = args.file
     # The whole file is checked: from here on only the store can refuse.
     repository = _open(args.url, args.options)
-    total = 0
-    for done, conversation in enumerate(conversations):
-        try:
-            repository.save_all(conversation.conversation_id, conversation.messages)
-        except Exception as exc:
-            raise ChatLedgerError(
-                f"{name}:{conversation.lines[0]}: conversation "
-                f"{conversation.conversation_id!r} ({conversation.where}) was not "
-                f"imported into {redact_url(args.url)}: {_describe(exc)}; the "
-                f"{done} conversations before it were"
-            ) from exc
-        total += len(conversation.messages)
+    progress = _progress(args, "importing", len(conversations))
+    try:
+        save_conversations(
+            repository,
+            ((c.conversation_id, c.messages) for c in conversations),
+            on_saved=progress.update,
+        )
+    except BulkSaveError as exc:
+        failed = conversations[exc.saved : exc.saved + len(exc.conversation_ids)]
+        first, last = failed[0].lines[0], failed[-1].lines[-1]
+        lines = f"line {first}" if first == last else f"lines {first}-{last}"
+        raise ChatLedgerError(
+            f"{name}:{first}: {_not_written(exc, 'imported into', args.url)} "
+            f"({lines}): {exc}; {_written_before(exc)}"
+        ) from exc
+    finally:
+        progress.close()
+    total = sum(len(c.messages) for c in conversations)
     _out(
         f"imported {total} messages in {len(conversations)} conversations "
         f"into {redact_url(args.url)}"
@@ -284,12 +299,20 @@ def _import(args: argparse.Namespace) -> int:
     return 0
 
 
-def _describe(exc: Exception) -> str:
-    """An exception as one line: a driver's also says its type."""
-    text = str(exc) or type(exc).__name__
-    if not isinstance(exc, ChatLedgerError):
-        text = f"{type(exc).__name__}: {text}"
-    return text
+def _not_written(exc: BulkSaveError, verb: str, url: str) -> str:
+    """``conversation 'a' was not copied to URL``, or the range of a batch."""
+    ids = exc.conversation_ids
+    if len(ids) == 1:
+        return f"conversation {ids[0]!r} was not {verb} {redact_url(url)}"
+    return (
+        f"conversations {ids[0]!r} to {ids[-1]!r} (one batch of {len(ids)}, none "
+        f"of it written) were not {verb} {redact_url(url)}"
+    )
+
+
+def _written_before(exc: BulkSaveError) -> str:
+    these = "it" if len(exc.conversation_ids) == 1 else "them"
+    return f"the {exc.saved} conversations before {these} were"
 
 
 def _refuse_in_process(url: str, command: str) -> None:
@@ -311,27 +334,24 @@ def _refuse_in_process(url: str, command: str) -> None:
 # --- copy ------------------------------------------------------------------
 
 
-class _Progress:
-    """A one-line progress bar on stderr, drawn only when stderr is a terminal."""
+def _progress(
+    args: argparse.Namespace, verb: str, total: int, unit: str = "conversations"
+) -> Progress:
+    return Progress(
+        verb,
+        total,
+        unit,
+        stream=sys.stderr,
+        every=args.progress_every,
+        enabled=not args.no_progress,
+    )
 
-    def __init__(self, total: int, enabled: bool) -> None:
-        self.total = total
-        self.enabled = enabled and total > 0
 
-    def update(self, done: int) -> None:
-        if not self.enabled:
-            return
-        width = 30
-        filled = width * done // self.total
-        sys.stderr.write(
-            f"\rcopying [{'#' * filled}{'.' * (width - filled)}] {done}/{self.total}"
-        )
-        sys.stderr.flush()
-
-    def close(self) -> None:
-        if self.enabled:
-            sys.stderr.write("\n")
-            sys.stderr.flush()
+def _counted(items: Iterable[_T], progress: Progress) -> Iterator[_T]:
+    """Yield ``items``, telling ``progress`` after each one."""
+    for done, item in enumerate(items, start=1):
+        yield item
+        progress.update(done)
 
 
 def _copy(args: argparse.Namespace) -> int:
@@ -339,22 +359,35 @@ def _copy(args: argparse.Namespace) -> int:
     source = _open(args.source, args.options, create=False)
     target = _open(args.target, args.target_options)
     ids = sorted(source.find_conversation_ids())
-    progress = _Progress(len(ids), sys.stderr.isatty() and not args.no_progress)
-    copied = messages_copied = 0
-    try:
-        for done, cid in enumerate(ids, start=1):
+    progress = _progress(args, "copying", len(ids))
+    read = 0
+    copied: list[int] = []
+
+    def conversations() -> Iterator[tuple[str, list[Message]]]:
+        nonlocal read
+        for cid in ids:
             messages = source.find_by_conversation_id(cid)
+            read += 1
+            # Gone since the listing (deleted, expired): nothing to copy.
             if messages:
-                # save_all keeps ids and created_at, and replaces: a re-run
-                # gives the same target, never duplicates.
-                target.save_all(cid, messages)
-                copied += 1
-                messages_copied += len(messages)
-            progress.update(done)
+                copied.append(len(messages))
+                yield cid, messages
+
+    try:
+        # save_all and save_many keep ids and created_at, and replace: a
+        # re-run gives the same target, never duplicates.
+        save_conversations(
+            target, conversations(), on_saved=lambda _: progress.update(read)
+        )
+    except BulkSaveError as exc:
+        raise ChatLedgerError(
+            f"{_not_written(exc, 'copied to', args.target)}: {exc}; "
+            f"{_written_before(exc)}"
+        ) from exc
     finally:
         progress.close()
     _out(
-        f"copied {copied} conversations ({messages_copied} messages) from "
+        f"copied {len(copied)} conversations ({sum(copied)} messages) from "
         f"{redact_url(args.source)} to {redact_url(args.target)}"
     )
     return 0
@@ -398,13 +431,22 @@ class TestConformance(ChatMemoryRepositoryTests):
 
 
 class _Tally:
-    """A pytest plugin that counts outcomes, for the one-line summary."""
+    """A pytest plugin that counts outcomes, for the one-line summary and progress."""
 
-    def __init__(self) -> None:
+    def __init__(self, progress: Callable[[int], Progress]) -> None:
         self.counts: dict[str, int] = {}
         self.failed: list[str] = []
+        self.finished = 0
+        self._make_progress = progress
+        self.progress: Progress | None = None
+
+    def pytest_collection_finish(self, session: Any) -> None:
+        self.progress = self._make_progress(len(session.items))
 
     def pytest_runtest_logreport(self, report: Any) -> None:
+        if report.when == "teardown" and self.progress is not None:
+            self.finished += 1
+            self.progress.update(self.finished)
         outcome: str | None = None
         if hasattr(report, "wasxfail"):
             outcome = "xfailed" if report.skipped else "xpassed"
@@ -484,7 +526,7 @@ def _run_suite(
         "CHATLEDGER_CONFORMANCE_ATOMIC": "1" if atomic else "0",
     }
     saved = {key: os.environ.get(key) for key in environment}
-    tally = _Tally()
+    tally = _Tally(lambda total: _progress(args, "testing", total, "tests"))
     with tempfile.TemporaryDirectory(prefix="chatledger-conformance-") as folder:
         module = Path(folder) / "test_conformance.py"
         module.write_text(_CONFORMANCE_MODULE, encoding="utf-8")
@@ -507,6 +549,8 @@ def _run_suite(
                 plugins=[tally],
             )
         finally:
+            if tally.progress is not None:
+                tally.progress.close()
             for key, value in saved.items():
                 if value is None:
                     os.environ.pop(key, None)
@@ -551,6 +595,32 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
         default=[],
         help="an option for the adapter's from_url (VALUE is read as JSON when "
         "it parses, else as text); repeatable",
+    )
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected seconds (0 or more), not {text!r}")
+    return value
+
+
+def _add_progress_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="report no progress on stderr",
+    )
+    parser.add_argument(
+        "--progress-every",
+        type=_seconds,
+        default=DEFAULT_EVERY,
+        metavar="SECONDS",
+        help="when stderr is not a terminal, one progress line (done/total, "
+        f"rate) this often (default {DEFAULT_EVERY:g}; on a terminal a bar)",
     )
 
 
@@ -625,6 +695,7 @@ def build_parser() -> argparse.ArgumentParser:
         "conversation per line in that API's request shape",
     )
     export.add_argument("--output", metavar="FILE", help="write here, not to stdout")
+    _add_progress_options(export)
     _add_options(export)
     export.set_defaults(run=_export)
 
@@ -634,6 +705,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     imp.add_argument("url", type=_url)
     imp.add_argument("file", help="a file written by export --format jsonl, or -")
+    _add_progress_options(imp)
     _add_options(imp)
     imp.set_defaults(run=_import)
 
@@ -643,9 +715,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     copy.add_argument("source", type=_url, metavar="SRC_URL")
     copy.add_argument("target", type=_url, metavar="DST_URL")
-    copy.add_argument(
-        "--no-progress", action="store_true", help="no progress bar, even on a TTY"
-    )
+    _add_progress_options(copy)
     _add_options(copy)
     copy.add_argument(
         "--target-option",
@@ -681,6 +751,7 @@ def build_parser() -> argparse.ArgumentParser:
         "a fresh value for this run; without it the store must be empty",
     )
     conformance.add_argument("-v", "--verbose", action="store_true")
+    _add_progress_options(conformance)
     _add_options(conformance)
     conformance.set_defaults(run=_conformance)
     return parser
