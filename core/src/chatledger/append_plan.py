@@ -1,8 +1,17 @@
 """What one atomic window append writes and deletes, from the few rows it reads.
 
 Example:
+    from chatledger import Message, MessageWindow, Role
+    from chatledger.append_plan import StoredEntry, plan_append
+
+    oldest_first = [
+        StoredEntry("m1", Role.USER, 1),
+        StoredEntry("m2", Role.ASSISTANT, 1),
+        StoredEntry("m3", Role.USER, 1),
+    ]
     plan = plan_append(
         stored_system=[],
+        stored_count=3,
         stored_total=3,
         stored_entries=iter(oldest_first),
         fresh=[Message.user("next")],

@@ -1,6 +1,6 @@
 """The ``chatledger`` command line: a demo, and tools to inspect and move memory.
 
-Example:
+Example (shell):
     chatledger demo                        # a SQLite file; needs chatledger-sql
     chatledger ls sqlite:///chat.db --long
     chatledger show sqlite:///chat.db c1

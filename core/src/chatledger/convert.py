@@ -1,11 +1,12 @@
 """Turn stored messages into the request shapes of model APIs.
 
 Example:
+    from chatledger import Message
     from chatledger.convert import to_anthropic, to_openai
 
-    history = memory.get("c1")
-    openai_client.chat.completions.create(model=..., messages=to_openai(history))
-    anthropic_client.messages.create(model=..., max_tokens=512, **to_anthropic(history))
+    history = [Message.system("Be brief."), Message.user("Weather in Rome?")]
+    to_openai(history)     # for chat.completions.create(model=..., messages=...)
+    to_anthropic(history)  # for messages.create(model=..., max_tokens=512, **...)
 
 Both converters are pure and lossless for what the target API can carry. What
 a target has no place for is said here, never dropped at random: ``id``,

@@ -5,6 +5,10 @@ subclasses :class:`ChatLedgerError` and the fitting builtin, so callers can catc
 either.
 
 Example:
+    from chatledger import InMemoryChatMemoryRepository, Message
+    from chatledger import InvalidConversationIdError, MessageWindowChatMemory
+
+    memory = MessageWindowChatMemory(InMemoryChatMemoryRepository())
     try:
         memory.add("  ", Message.user("hi"))
     except InvalidConversationIdError as exc:

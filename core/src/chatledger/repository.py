@@ -1,7 +1,7 @@
 """The storage contracts: what a repository of conversations must do.
 
 Example:
-    from chatledger import ChatMemoryRepository, InMemoryChatMemoryRepository
+    from chatledger import ChatMemoryRepository, InMemoryChatMemoryRepository, Message
 
     repository: ChatMemoryRepository = InMemoryChatMemoryRepository()
     repository.save_all("c1", [Message.user("hi")])

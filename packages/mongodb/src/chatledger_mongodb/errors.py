@@ -1,7 +1,12 @@
 """Errors the MongoDB repository raises for problems it detects itself.
 
-Example:
+Example (needs a MongoDB server):
+    from chatledger import Message, MessageWindowChatMemory
+    from chatledger_mongodb import MongoDBChatMemoryRepository
     from chatledger_mongodb.errors import ConcurrentUpdateError
+
+    repository = MongoDBChatMemoryRepository.from_url("mongodb://localhost/app")
+    memory = MessageWindowChatMemory(repository)
 
     try:
         memory.add("c1", Message.user("hi"))

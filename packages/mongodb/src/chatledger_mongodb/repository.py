@@ -1,6 +1,6 @@
 """MongoDB conversation memory: one document per conversation.
 
-Example:
+Example (needs a MongoDB server):
     from datetime import timedelta
     from pymongo import MongoClient
     from chatledger import MessageWindowChatMemory

@@ -1,7 +1,9 @@
 """``RedisChatMemoryRepository``: conversations in plain Redis 6.2+ or Valkey.
 
-Example:
-    from chatledger import MessageWindowChatMemory
+Example (needs a Redis server):
+    from datetime import timedelta
+
+    from chatledger import Message, MessageWindowChatMemory
     from chatledger_redis import RedisChatMemoryRepository
 
     repository = RedisChatMemoryRepository.from_url(

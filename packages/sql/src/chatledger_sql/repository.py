@@ -1,6 +1,6 @@
 """Chat memory in a SQL database, through SQLAlchemy Core.
 
-Example:
+Example (needs a PostgreSQL server):
     from chatledger import Message, MessageWindowChatMemory
     from chatledger_sql import SqlChatMemoryRepository
 

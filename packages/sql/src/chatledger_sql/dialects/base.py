@@ -1,10 +1,13 @@
 """What a SQL dialect decides: column types, guarded DDL, locking and retries.
 
 Example:
+    from chatledger_sql import PostgresDialect
     from chatledger_sql.dialects.base import SqlDialect
 
     class CockroachDialect(PostgresDialect):
         name = "cockroachdb"
+
+    assert issubclass(CockroachDialect, SqlDialect)
 
 A dialect never imports a database driver: the engine owns the driver. The base
 class holds the portable defaults; each built-in dialect overrides only what its

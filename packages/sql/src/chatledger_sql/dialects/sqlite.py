@@ -1,6 +1,8 @@
 """SQLite: ``BEGIN IMMEDIATE`` on a WAL database serialises writers.
 
 Example:
+    from chatledger_sql import SqlChatMemoryRepository
+
     repository = SqlChatMemoryRepository.from_url("sqlite:///chat.db")
 
 A deferred transaction that reads before it writes cannot upgrade its lock
