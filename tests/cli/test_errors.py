@@ -148,3 +148,14 @@ def test_an_unreachable_mongodb_is_given_seconds_not_half_a_minute(
     line = _one_line_error(done.err)
     assert line.startswith("chatledger: error: ServerSelectionTimeoutError: ")
     assert f"Timeout: {timeout}," in line
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("chatledger_redis") is None,
+    reason="chatledger-redis is not installed (pip install -e ./packages/redis)",
+)
+def test_an_unknown_redis_option_lists_the_valid_ones(cli: Cli) -> None:
+    done = cli("ls", "redis://127.0.0.1:1/0", "-o", "bogus=1")
+    assert done.code == 2
+    line = _one_line_error(done.err)
+    assert "takes no option 'bogus'; its options are cluster, key_prefix" in line

@@ -42,6 +42,7 @@ crash. Call ``client.wait(...)`` after a write if you need more.
 from __future__ import annotations
 
 import functools
+import inspect
 import itertools
 import math
 import os
@@ -55,7 +56,7 @@ from redis.exceptions import NoScriptError
 
 from chatledger import codec
 from chatledger.closing import ClosingContext
-from chatledger.errors import ChatLedgerError
+from chatledger.errors import ChatLedgerError, InvalidOptionError
 from chatledger.faults import FaultPoints
 from chatledger.messages import Message, Role
 from chatledger.repository import AppendResult
@@ -87,6 +88,52 @@ __all__ = ["RedisChatMemoryRepository"]
 _RESIZE_ATTEMPTS = 8
 
 _CLUSTER_SUFFIX = "+cluster"
+
+
+@functools.cache
+def _client_option_names() -> frozenset[str]:
+    """Every keyword a ``redis.Redis`` made from a URL passes on and accepts."""
+    from redis import ConnectionPool
+    from redis.connection import (
+        AbstractConnection,
+        Connection,
+        SSLConnection,
+        UnixDomainSocketConnection,
+    )
+
+    names: set[str] = set()
+    for target in (
+        Redis.__init__,
+        ConnectionPool.__init__,
+        AbstractConnection.__init__,
+        Connection.__init__,
+        SSLConnection.__init__,
+        UnixDomainSocketConnection.__init__,
+    ):
+        parameters = inspect.signature(target).parameters.values()
+        names.update(
+            p.name
+            for p in parameters
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        )
+    names.discard("self")
+    return frozenset(names)
+
+
+def _check_client_options(options: dict[str, Any]) -> None:
+    """Refuse, before any connection, an option no part of the client takes.
+
+    redis-py would raise only when its first connection is made, from deep
+    inside, naming neither the repository nor the options it takes.
+    """
+    unknown = sorted(set(options) - _client_option_names())
+    if unknown:
+        raise InvalidOptionError(
+            f"RedisChatMemoryRepository.from_url takes no option {unknown[0]!r}; "
+            "its options are cluster, key_prefix and ttl, and those of "
+            "redis.Redis (socket_timeout, socket_connect_timeout, username, "
+            "password, max_connections, ...)"
+        )
 
 
 def _ttl_milliseconds(ttl: object) -> int:
@@ -176,6 +223,11 @@ class RedisChatMemoryRepository(ClosingContext):
         ``redis+cluster://`` and ``rediss+cluster://`` (or ``cluster=True``)
         make a ``RedisCluster``. ``key_prefix`` and ``ttl`` go to the
         repository, every other option to the client's ``from_url``.
+
+        Raises:
+            InvalidOptionError: an option neither the repository nor the
+                ``redis.Redis`` client takes (checked before any connection;
+                a cluster client's options are its own to check).
         """
         repository_options = {
             name: options.pop(name) for name in ("key_prefix", "ttl") if name in options
@@ -186,6 +238,8 @@ class RedisChatMemoryRepository(ClosingContext):
             cluster = True
             url = scheme[: -len(_CLUSTER_SUFFIX)] + separator + rest
         # Validate our own options before a client (and its pool) exists.
+        if not cluster:
+            _check_client_options(options)
         validate_key_prefix(repository_options.get("key_prefix", "chatledger:"))
         _ttl_milliseconds(repository_options.get("ttl"))
         client: Redis | RedisCluster = (
