@@ -8,9 +8,11 @@ Example (shell):
     chatledger copy sqlite:///chat.db postgresql+psycopg://app@db/chat
     chatledger conformance redis://127.0.0.1:6379/0 --namespace-option key_prefix
 
-Exit codes: 0 success, 1 runtime error, 2 usage error (a bad argument, an
-unknown URL scheme, a missing adapter). An error is one line on stderr; ``--debug``
-adds the traceback. Passwords in URLs are never printed.
+Exit codes: 0 success, 1 runtime error, 2 usage error (a bad argument, URL or
+option, an unknown URL scheme, a missing adapter or database driver). An error
+is one line on stderr; ``--debug`` adds the traceback. Passwords in URLs are
+never printed. Commands that only read create nothing; long commands report
+progress on stderr, a bar on a terminal and a line every few seconds elsewhere.
 """
 
 from __future__ import annotations
