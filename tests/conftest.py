@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from typing import Any
 
@@ -26,6 +27,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="run the long stress tests (marked slow)",
     )
+    parser.addoption(
+        "--run-install",
+        action="store_true",
+        help="install the README's lines into fresh virtualenvs (marked install; "
+        "also CHATLEDGER_RUN_INSTALL=1)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -35,12 +42,20 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_collection_modifyitems(
     config: pytest.Config, items: list[pytest.Item]
 ) -> None:
-    if config.getoption("--run-slow"):
-        return
+    run_slow = config.getoption("--run-slow")
+    run_install = config.getoption("--run-install") or (
+        os.environ.get("CHATLEDGER_RUN_INSTALL") == "1"
+    )
     skip_slow = pytest.mark.skip(reason="slow stress test: run with --run-slow")
+    skip_install = pytest.mark.skip(
+        reason="installs from PyPI into fresh virtualenvs: run with --run-install"
+    )
     for item in items:
-        if "slow" in item.keywords:
+        if "slow" in item.keywords and not run_slow:
             item.add_marker(skip_slow)
+        # A marker, not a keyword: the folder tests/install is a keyword too.
+        if item.get_closest_marker("install") and not run_install:
+            item.add_marker(skip_install)
 
 
 @pytest.fixture(scope="session")

@@ -40,13 +40,20 @@ class FileChatMemoryRepository:
 
     @classmethod
     def from_url(
-        cls, url: str, *, namespace: str | None = None
+        cls, url: str, *, namespace: str | None = None, create_schema: bool = True
     ) -> FileChatMemoryRepository:
-        """Open ``testfile:///absolute/path.json``; a namespace picks a sibling file."""
+        """Open ``testfile:///absolute/path.json``; a namespace picks a sibling file.
+
+        Like an adapter that creates its tables on opening, it writes an empty
+        store when there is none, unless ``create_schema`` is false.
+        """
         path = Path(url.partition("://")[2])
         if namespace is not None:
             path = path.with_name(f"{path.stem}.{namespace}{path.suffix}")
-        return cls(path)
+        repository = cls(path)
+        if create_schema and not path.exists():
+            repository._store({})
+        return repository
 
     def drop(self) -> None:
         """Remove the file and everything in it."""

@@ -8,6 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from sqlalchemy import create_engine, inspect
 
 from chatledger import connect
 from tests.backends import backend_url
@@ -79,5 +80,34 @@ class TestPostgresqlCli:
             assert cli("export", source).out == text
         finally:
             repository = connect(target, table_name=table)
+            repository.drop_schema()  # type: ignore[attr-defined]
+            repository.close()  # type: ignore[attr-defined]
+
+    def test_reading_a_missing_table_names_it_and_creates_none(self, cli: Cli) -> None:
+        url = backend_url("postgresql")
+        table = f"cli_{uuid.uuid4().hex[:12]}"
+        for command in (["ls", url], ["show", url, "c1"], ["export", url]):
+            done = cli(*command, "-o", f"table_name={table}")
+            assert done.code == 1, done.err
+            assert f"table '{table}' does not exist" in done.err
+        engine = create_engine(url)
+        try:
+            assert not inspect(engine).has_table(table)
+        finally:
+            engine.dispose()
+
+    def test_postgres_scheme_reaches_postgresql(self, cli: Cli, tmp_path: Path) -> None:
+        url = backend_url("postgresql")
+        scheme, rest = url.split("://", 1)
+        assert scheme.partition("+")[0] == "postgresql"
+        table = f"cli_{uuid.uuid4().hex[:12]}"
+        option = f"table_name={table}"
+        text = _jsonl(_sample())
+        try:
+            done = cli("import", f"postgres://{rest}", "-", "-o", option, stdin=text)
+            assert done.code == 0, done.err
+            assert cli("export", url, "-o", option).out == text
+        finally:
+            repository = connect(url, table_name=table)
             repository.drop_schema()  # type: ignore[attr-defined]
             repository.close()  # type: ignore[attr-defined]

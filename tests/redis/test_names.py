@@ -9,7 +9,7 @@ import pytest
 from redis import Redis
 from redis.crc import key_slot
 
-from chatledger import InvalidNameError
+from chatledger import InvalidNameError, InvalidOptionError
 from chatledger.testing.samples import ODD_CONVERSATION_IDS
 from chatledger_redis import RedisChatMemoryRepository
 from chatledger_redis.keys import ConversationKeys, decode_tag, encode_tag
@@ -100,3 +100,23 @@ def test_distinct_ids_get_distinct_keys() -> None:
 @pytest.mark.parametrize("tag", ["", "YQ=", "YR", "!!", "_w"])
 def test_non_canonical_tags_name_no_conversation(tag: str) -> None:
     assert decode_tag(tag) is None
+
+
+def test_an_unknown_option_is_refused_before_any_connection() -> None:
+    """A typo in an option is named with the valid ones, before a client exists."""
+    with pytest.raises(InvalidOptionError, match="takes no option 'key_prefx'") as e:
+        RedisChatMemoryRepository.from_url("redis://127.0.0.1:1/0", key_prefx="a:")
+    assert "key_prefix" in str(e.value)
+    assert isinstance(e.value, TypeError)
+
+
+def test_client_options_still_reach_the_client() -> None:
+    repository = RedisChatMemoryRepository.from_url(
+        "redis://127.0.0.1:1/0", socket_timeout=2, socket_connect_timeout=1
+    )
+    try:
+        kwargs = repository.client.connection_pool.connection_kwargs
+        assert kwargs["socket_timeout"] == 2
+        assert kwargs["socket_connect_timeout"] == 1
+    finally:
+        repository.close()

@@ -74,3 +74,25 @@ def test_longest_name_derives_a_short_conversation_table(tmp_path: Path) -> None
         assert inspect(engine).has_table(derived)
     finally:
         engine.dispose()
+
+
+@pytest.mark.parametrize(
+    "name", ["chat_memory_conversation", "Chat_Memory_CONVERSATION", "_conversation"]
+)
+def test_a_companion_table_name_is_refused_before_io(name: str) -> None:
+    """A name ending in _conversation would share a table with another repository."""
+    engine = create_engine("postgresql+psycopg://nobody@127.0.0.1:1/none")
+    with pytest.raises(InvalidNameError, match="_conversation") as raised:
+        SqlChatMemoryRepository(engine, table_name=name)
+    assert "collide" in str(raised.value)
+    assert engine.pool.checkedout() == 0  # type: ignore[attr-defined]
+
+
+def test_two_repositories_never_share_a_table(tmp_path: Path) -> None:
+    """The default repository's conversations table cannot be opened as messages."""
+    url = f"sqlite:///{tmp_path / 'chat.db'}"
+    with SqlChatMemoryRepository.from_url(url) as repository:
+        repository.save_all("c", [Message.user("hi")])
+        with pytest.raises(InvalidNameError):
+            SqlChatMemoryRepository.from_url(url, table_name="chat_memory_conversation")
+        assert [m.content for m in repository.find_by_conversation_id("c")] == ["hi"]

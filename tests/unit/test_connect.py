@@ -15,7 +15,13 @@ from chatledger import (
     connect,
     redact_url,
 )
-from chatledger.connect import install_hint, installed_schemes, redact_text, url_scheme
+from chatledger.connect import (
+    adapter_parameters,
+    install_hint,
+    installed_schemes,
+    redact_text,
+    url_scheme,
+)
 
 SECRET = "s3cr3t-pa55"
 
@@ -199,3 +205,27 @@ def test_adapter_that_cannot_be_imported_is_one_clear_error(plugins: Path) -> No
         connect(f"clbroken://u:{SECRET}@h")
     with pytest.raises(UnknownBackendError, match="not callable"):
         connect("clvalue://h")
+
+
+@pytest.mark.parametrize(
+    ("url", "module", "flag"),
+    [
+        ("sqlite:///chat.db", "chatledger_sql", "create_schema"),
+        ("postgres://app@db/chat", "chatledger_sql", "create_schema"),
+        ("mongodb://db/chat", "chatledger_mongodb", "create_indexes"),
+        ("cassandra://db/chat", "chatledger_cassandra", "create_schema"),
+        ("neo4j://db", "chatledger_neo4j", "create_schema"),
+    ],
+)
+def test_adapter_parameters_name_the_flag_that_creates_storage(
+    url: str, module: str, flag: str
+) -> None:
+    """What the command turns off so that reading creates nothing."""
+    pytest.importorskip(module)
+    assert flag in adapter_parameters(url)
+
+
+def test_adapter_parameters_of_an_adapter_without_options() -> None:
+    assert adapter_parameters("memory://") == frozenset()
+    with pytest.raises(UnknownBackendError):
+        adapter_parameters("nosuchdb://x")

@@ -30,7 +30,12 @@ meaning within a minor version. It holds
   :func:`to_ttl` (one meaning of ``ttl``);
 - the errors an adapter raises: :class:`ContentionError` when it gives up
   under contention, :class:`InvalidNameError` for a bad table, prefix or
-  label, :class:`MessageTooLargeError`, :class:`InvalidTTLError`.
+  label, :class:`InvalidOptionError` for an option the adapter does not
+  take, :class:`StoreNotFoundError` when a read-only open finds no store,
+  :class:`MessageTooLargeError`, :class:`InvalidTTLError`,
+  :class:`InvalidUrlError` and :class:`MissingDriverError` (with
+  :func:`install_hint`, the ``pip install`` line of a driver) for a URL;
+  :func:`redact_url` keeps passwords out of messages.
 
 An adapter proves itself by passing the conformance suite,
 :class:`chatledger.testing.ChatMemoryRepositoryTests`.
@@ -48,14 +53,19 @@ from chatledger.append_plan import (
     rows_to_peek,
 )
 from chatledger.closing import ClosingContext
+from chatledger.connect import install_hint, redact_url
 from chatledger.errors import (
     ChatLedgerError,
     ContentionError,
     InvalidMessageError,
     InvalidNameError,
+    InvalidOptionError,
     InvalidPageError,
     InvalidTTLError,
+    InvalidUrlError,
     MessageTooLargeError,
+    MissingDriverError,
+    StoreNotFoundError,
 )
 from chatledger.faults import FAULT_POINTS, FaultPoints
 from chatledger.messages import Message, Role
@@ -91,20 +101,26 @@ __all__ = [
     "FaultPoints",
     "InvalidMessageError",
     "InvalidNameError",
+    "InvalidOptionError",
     "InvalidPageError",
     "InvalidTTLError",
+    "InvalidUrlError",
     "Message",
     "MessageTooLargeError",
+    "MissingDriverError",
     "Role",
+    "StoreNotFoundError",
     "StoredEntry",
     "StoredWindow",
     "Window",
     "apply_window",
     "codec",
     "count_evictions",
+    "install_hint",
     "merge_system",
     "needs_stored_system",
     "plan_append",
+    "redact_url",
     "rows_to_peek",
     "stamp_messages",
     "system_key",

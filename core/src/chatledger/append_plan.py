@@ -1,12 +1,20 @@
 """What one atomic window append writes and deletes, from the little it reads.
 
 Example:
+    from chatledger import Message, MessageWindow, Role
+    from chatledger.append_plan import StoredEntry, StoredWindow, plan_append
+
+    oldest_first = [
+        StoredEntry("m1", Role.USER, 1, position=0),
+        StoredEntry("m2", Role.ASSISTANT, 1, position=1),
+        StoredEntry("m3", Role.USER, 1, position=2),
+    ]
     stored = StoredWindow(
         system_count=0,
         system_size=0,
         count=3,
         total=3,
-        read_oldest=lambda expected: iter(oldest_first),  # StoredEntry objects
+        read_oldest=lambda expected: iter(oldest_first),
     )
     plan = plan_append(stored, [Message.user("next")], MessageWindow(3))
     plan.insert        # the new messages to write, in order

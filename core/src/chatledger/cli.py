@@ -1,6 +1,6 @@
 """The ``chatledger`` command line: a demo, and tools to inspect and move memory.
 
-Example:
+Example (shell):
     chatledger demo                        # a SQLite file; needs chatledger-sql
     chatledger ls sqlite:///chat.db --long
     chatledger show sqlite:///chat.db c1
@@ -8,9 +8,11 @@ Example:
     chatledger copy sqlite:///chat.db postgresql+psycopg://app@db/chat
     chatledger conformance redis://127.0.0.1:6379/0 --namespace-option key_prefix
 
-Exit codes: 0 success, 1 runtime error, 2 usage error (a bad argument, an
-unknown URL scheme, a missing adapter). An error is one line on stderr; ``--debug``
-adds the traceback. Passwords in URLs are never printed.
+Exit codes: 0 success, 1 runtime error, 2 usage error (a bad argument, URL or
+option, an unknown URL scheme, a missing adapter or database driver). An error
+is one line on stderr; ``--debug`` adds the traceback. Passwords in URLs are
+never printed. Commands that only read create nothing; long commands report
+progress on stderr, a bar on a terminal and a line every few seconds elsewhere.
 """
 
 from __future__ import annotations
@@ -26,11 +28,12 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any, NoReturn
-from urllib.parse import unquote
+from typing import IO, Any, NoReturn, TypeVar
+from urllib.parse import parse_qs, unquote
 
-from chatledger import codec
+from chatledger.bulk import BulkSaveError, save_conversations
 from chatledger.connect import (
+    adapter_parameters,
     connect,
     install_hint,
     redact_text,
@@ -42,12 +45,19 @@ from chatledger.demo import describe, play
 from chatledger.errors import (
     ChatLedgerError,
     InvalidConversationIdError,
+    InvalidOptionError,
+    InvalidUrlError,
     UnknownBackendError,
 )
+from chatledger.jsonl import export_line, read_export
 from chatledger.messages import Message
+from chatledger.progress import DEFAULT_EVERY, Progress
 from chatledger.repository import ChatMemoryRepository, SupportsWindowAppend
+from chatledger.validation import validate_conversation_id
 
 __all__ = ["main"]
+
+_T = TypeVar("_T")
 
 PROG = "chatledger"
 DEMO_URL = "sqlite:///chatledger-demo.db"
@@ -92,7 +102,35 @@ def _err(text: str) -> None:
     print(_SECRETS.scrub(text), file=sys.stderr)
 
 
-def _open(url: str, options: dict[str, Any]) -> ChatMemoryRepository:
+#: The constructor flags with which adapters create their tables, indexes or
+#: constraints on opening; commands that only read turn them off.
+_CREATE_FLAGS = ("create_schema", "create_indexes")
+
+
+#: Client settings the command gives, unless -o does, by scheme family: it
+#: should fail in seconds when a server does not answer (pymongo waits 30 s).
+_CLIENT_DEFAULTS: dict[str, dict[str, Any]] = {
+    "mongodb": {"serverSelectionTimeoutMS": 3000},
+}
+
+
+def _open(
+    url: str, options: dict[str, Any], *, create: bool = True
+) -> ChatMemoryRepository:
+    """Open ``url``; with ``create=False`` the adapter creates no storage."""
+    options = dict(options)
+    query = url.partition("?")[2].partition("#")[0]
+    given = {name.lower() for name in [*options, *parse_qs(query)]}
+    family = url_scheme(url).partition("+")[0]
+    for name, value in _CLIENT_DEFAULTS.get(family, {}).items():
+        # Given as -o or in the URL's query, in any case (as pymongo reads it).
+        if name.lower() not in given:
+            options[name] = value
+    if not create:
+        declared = adapter_parameters(url)
+        for flag in _CREATE_FLAGS:
+            if flag in declared:
+                options.setdefault(flag, False)
     return connect(url, **options)
 
 
@@ -112,7 +150,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _ls(args: argparse.Namespace) -> int:
-    repository = _open(args.url, args.options)
+    repository = _open(args.url, args.options, create=False)
     for cid in sorted(repository.find_conversation_ids()):
         if not args.long:
             _out(cid)
@@ -136,7 +174,8 @@ def _read(repository: ChatMemoryRepository, url: str, cid: str) -> list[Message]
 
 
 def _show(args: argparse.Namespace) -> int:
-    repository = _open(args.url, args.options)
+    validate_conversation_id(args.id)
+    repository = _open(args.url, args.options, create=False)
     messages = _read(repository, args.url, args.id)
     for number, message in enumerate(messages, start=1):
         stamp = (
@@ -152,7 +191,10 @@ def _show(args: argparse.Namespace) -> int:
 
 
 def _rm(args: argparse.Namespace) -> int:
-    repository = _open(args.url, args.options)
+    for cid in args.ids:
+        validate_conversation_id(cid)
+    # Nothing to remove from a store that does not exist: do not create it.
+    repository = _open(args.url, args.options, create=False)
     known = set(repository.find_conversation_ids())
     missing = [cid for cid in args.ids if cid not in known]
     if missing and not args.force:
@@ -177,7 +219,7 @@ def _export_lines(
         try:
             if fmt == "jsonl":
                 for message in messages:
-                    yield _json({"conversation_id": cid, **codec.to_dict(message)})
+                    yield export_line(cid, message)
             elif fmt == "openai":
                 yield _json({"conversation_id": cid, "messages": to_openai(messages)})
             else:
@@ -200,59 +242,58 @@ def _output(path: str | None) -> Iterator[IO[str]]:
 
 
 def _export(args: argparse.Namespace) -> int:
-    repository = _open(args.url, args.options)
+    for cid in args.ids:
+        validate_conversation_id(cid)
+    repository = _open(args.url, args.options, create=False)
     conversations: Iterable[tuple[str, list[Message]]]
     if args.ids:
         # Named conversations are all checked before the first line is written.
         conversations = [(c, _read(repository, args.url, c)) for c in args.ids]
+        total = len(args.ids)
     else:
-        conversations = (
-            (c, repository.find_by_conversation_id(c))
-            for c in sorted(repository.find_conversation_ids())
-        )
-    with _output(args.output) as handle:
-        for line in _export_lines(args.format, conversations):
-            handle.write(line + "\n")
+        ids = sorted(repository.find_conversation_ids())
+        conversations = ((c, repository.find_by_conversation_id(c)) for c in ids)
+        total = len(ids)
+    progress = _progress(args, "exporting", total)
+    counted = _counted(conversations, progress)
+    try:
+        with _output(args.output) as handle:
+            for line in _export_lines(args.format, counted):
+                handle.write(line + "\n")
+    finally:
+        progress.close()
     return 0
 
 
-def _parse_jsonl(handle: IO[str], name: str) -> dict[str, list[Message]]:
-    conversations: dict[str, list[Message]] = {}
-    for number, line in enumerate(handle, start=1):
-        if not line.strip():
-            continue
-        where = f"{name}:{number}"
-        try:
-            data = json.loads(line)
-        except ValueError as exc:
-            raise ChatLedgerError(f"{where}: not JSON ({exc})") from exc
-        if not isinstance(data, dict) or not isinstance(
-            data.get("conversation_id"), str
-        ):
-            raise ChatLedgerError(
-                f"{where}: expected a JSON object with a conversation_id "
-                f"(as written by {PROG} export --format jsonl)"
-            )
-        cid = data.pop("conversation_id")
-        try:
-            message = codec.from_dict(data)
-        except ChatLedgerError as exc:
-            raise ChatLedgerError(f"{where}: {exc}") from exc
-        conversations.setdefault(cid, []).append(message)
-    return conversations
-
-
 def _import(args: argparse.Namespace) -> int:
+    _refuse_in_process(args.url, "import")
     if args.file == "-":
-        conversations = _parse_jsonl(sys.stdin, "<stdin>")
+        conversations = read_export(sys.stdin.buffer, "<stdin>")
+        name = "<stdin>"
     else:
-        with open(args.file, encoding="utf-8") as handle:
-            conversations = _parse_jsonl(handle, args.file)
+        with open(args.file, "rb") as handle:
+            conversations = read_export(handle, args.file)
+        name = args.file
+    # The whole file is checked: from here on only the store can refuse.
     repository = _open(args.url, args.options)
-    total = 0
-    for cid, messages in conversations.items():
-        repository.save_all(cid, messages)
-        total += len(messages)
+    progress = _progress(args, "importing", len(conversations))
+    try:
+        save_conversations(
+            repository,
+            ((c.conversation_id, c.messages) for c in conversations),
+            on_saved=progress.update,
+        )
+    except BulkSaveError as exc:
+        failed = conversations[exc.saved : exc.saved + len(exc.conversation_ids)]
+        first, last = failed[0].lines[0], failed[-1].lines[-1]
+        lines = f"line {first}" if first == last else f"lines {first}-{last}"
+        raise ChatLedgerError(
+            f"{name}:{first}: {_not_written(exc, 'imported into', args.url)} "
+            f"({lines}): {exc}; {_written_before(exc)}"
+        ) from exc
+    finally:
+        progress.close()
+    total = sum(len(c.messages) for c in conversations)
     _out(
         f"imported {total} messages in {len(conversations)} conversations "
         f"into {redact_url(args.url)}"
@@ -260,52 +301,95 @@ def _import(args: argparse.Namespace) -> int:
     return 0
 
 
+def _not_written(exc: BulkSaveError, verb: str, url: str) -> str:
+    """``conversation 'a' was not copied to URL``, or the range of a batch."""
+    ids = exc.conversation_ids
+    if len(ids) == 1:
+        return f"conversation {ids[0]!r} was not {verb} {redact_url(url)}"
+    return (
+        f"conversations {ids[0]!r} to {ids[-1]!r} (one batch of {len(ids)}, none "
+        f"of it written) were not {verb} {redact_url(url)}"
+    )
+
+
+def _written_before(exc: BulkSaveError) -> str:
+    these = "it" if len(exc.conversation_ids) == 1 else "them"
+    return f"the {exc.saved} conversations before {these} were"
+
+
+def _refuse_in_process(url: str, command: str) -> None:
+    """Refuse to write where nothing outlives this process."""
+    family = url_scheme(url).partition("+")[0]
+    path, _, query = url.partition("://")[2].partition("?")
+    in_memory = family == "memory" or (
+        family in ("sqlite", "duckdb")
+        and (path in ("", "/", "/:memory:") or "mode=memory" in query)
+    )
+    if in_memory:
+        raise UsageError(
+            f"{redact_url(url)} keeps data in this process only: {command} would "
+            "report success and the data would be gone when it exits; give a "
+            "store that outlives it, such as sqlite:///chat.db"
+        )
+
+
 # --- copy ------------------------------------------------------------------
 
 
-class _Progress:
-    """A one-line progress bar on stderr, drawn only when stderr is a terminal."""
+def _progress(
+    args: argparse.Namespace, verb: str, total: int, unit: str = "conversations"
+) -> Progress:
+    return Progress(
+        verb,
+        total,
+        unit,
+        stream=sys.stderr,
+        every=args.progress_every,
+        enabled=not args.no_progress,
+    )
 
-    def __init__(self, total: int, enabled: bool) -> None:
-        self.total = total
-        self.enabled = enabled and total > 0
 
-    def update(self, done: int) -> None:
-        if not self.enabled:
-            return
-        width = 30
-        filled = width * done // self.total
-        sys.stderr.write(
-            f"\rcopying [{'#' * filled}{'.' * (width - filled)}] {done}/{self.total}"
-        )
-        sys.stderr.flush()
-
-    def close(self) -> None:
-        if self.enabled:
-            sys.stderr.write("\n")
-            sys.stderr.flush()
+def _counted(items: Iterable[_T], progress: Progress) -> Iterator[_T]:
+    """Yield ``items``, telling ``progress`` after each one."""
+    for done, item in enumerate(items, start=1):
+        yield item
+        progress.update(done)
 
 
 def _copy(args: argparse.Namespace) -> int:
-    source = _open(args.source, args.options)
+    _refuse_in_process(args.target, "copy")
+    source = _open(args.source, args.options, create=False)
     target = _open(args.target, args.target_options)
     ids = sorted(source.find_conversation_ids())
-    progress = _Progress(len(ids), sys.stderr.isatty() and not args.no_progress)
-    copied = messages_copied = 0
-    try:
-        for done, cid in enumerate(ids, start=1):
+    progress = _progress(args, "copying", len(ids))
+    read = 0
+    copied: list[int] = []
+
+    def conversations() -> Iterator[tuple[str, list[Message]]]:
+        nonlocal read
+        for cid in ids:
             messages = source.find_by_conversation_id(cid)
+            read += 1
+            # Gone since the listing (deleted, expired): nothing to copy.
             if messages:
-                # save_all keeps ids and created_at, and replaces: a re-run
-                # gives the same target, never duplicates.
-                target.save_all(cid, messages)
-                copied += 1
-                messages_copied += len(messages)
-            progress.update(done)
+                copied.append(len(messages))
+                yield cid, messages
+
+    try:
+        # save_all and save_many keep ids and created_at, and replace: a
+        # re-run gives the same target, never duplicates.
+        save_conversations(
+            target, conversations(), on_saved=lambda _: progress.update(read)
+        )
+    except BulkSaveError as exc:
+        raise ChatLedgerError(
+            f"{_not_written(exc, 'copied to', args.target)}: {exc}; "
+            f"{_written_before(exc)}"
+        ) from exc
     finally:
         progress.close()
     _out(
-        f"copied {copied} conversations ({messages_copied} messages) from "
+        f"copied {len(copied)} conversations ({sum(copied)} messages) from "
         f"{redact_url(args.source)} to {redact_url(args.target)}"
     )
     return 0
@@ -349,13 +433,22 @@ class TestConformance(ChatMemoryRepositoryTests):
 
 
 class _Tally:
-    """A pytest plugin that counts outcomes, for the one-line summary."""
+    """A pytest plugin that counts outcomes, for the one-line summary and progress."""
 
-    def __init__(self) -> None:
+    def __init__(self, progress: Callable[[int], Progress]) -> None:
         self.counts: dict[str, int] = {}
         self.failed: list[str] = []
+        self.finished = 0
+        self._make_progress = progress
+        self.progress: Progress | None = None
+
+    def pytest_collection_finish(self, session: Any) -> None:
+        self.progress = self._make_progress(len(session.items))
 
     def pytest_runtest_logreport(self, report: Any) -> None:
+        if report.when == "teardown" and self.progress is not None:
+            self.finished += 1
+            self.progress.update(self.finished)
         outcome: str | None = None
         if hasattr(report, "wasxfail"):
             outcome = "xfailed" if report.skipped else "xpassed"
@@ -435,7 +528,7 @@ def _run_suite(
         "CHATLEDGER_CONFORMANCE_ATOMIC": "1" if atomic else "0",
     }
     saved = {key: os.environ.get(key) for key in environment}
-    tally = _Tally()
+    tally = _Tally(lambda total: _progress(args, "testing", total, "tests"))
     with tempfile.TemporaryDirectory(prefix="chatledger-conformance-") as folder:
         module = Path(folder) / "test_conformance.py"
         module.write_text(_CONFORMANCE_MODULE, encoding="utf-8")
@@ -458,6 +551,8 @@ def _run_suite(
                 plugins=[tally],
             )
         finally:
+            if tally.progress is not None:
+                tally.progress.close()
             for key, value in saved.items():
                 if value is None:
                     os.environ.pop(key, None)
@@ -502,6 +597,32 @@ def _add_options(parser: argparse.ArgumentParser) -> None:
         default=[],
         help="an option for the adapter's from_url (VALUE is read as JSON when "
         "it parses, else as text); repeatable",
+    )
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value >= 0:
+        raise argparse.ArgumentTypeError(f"expected seconds (0 or more), not {text!r}")
+    return value
+
+
+def _add_progress_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="report no progress on stderr",
+    )
+    parser.add_argument(
+        "--progress-every",
+        type=_seconds,
+        default=DEFAULT_EVERY,
+        metavar="SECONDS",
+        help="when stderr is not a terminal, one progress line (done/total, "
+        f"rate) this often (default {DEFAULT_EVERY:g}; on a terminal a bar)",
     )
 
 
@@ -576,6 +697,7 @@ def build_parser() -> argparse.ArgumentParser:
         "conversation per line in that API's request shape",
     )
     export.add_argument("--output", metavar="FILE", help="write here, not to stdout")
+    _add_progress_options(export)
     _add_options(export)
     export.set_defaults(run=_export)
 
@@ -585,6 +707,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     imp.add_argument("url", type=_url)
     imp.add_argument("file", help="a file written by export --format jsonl, or -")
+    _add_progress_options(imp)
     _add_options(imp)
     imp.set_defaults(run=_import)
 
@@ -594,9 +717,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     copy.add_argument("source", type=_url, metavar="SRC_URL")
     copy.add_argument("target", type=_url, metavar="DST_URL")
-    copy.add_argument(
-        "--no-progress", action="store_true", help="no progress bar, even on a TTY"
-    )
+    _add_progress_options(copy)
     _add_options(copy)
     copy.add_argument(
         "--target-option",
@@ -632,6 +753,7 @@ def build_parser() -> argparse.ArgumentParser:
         "a fresh value for this run; without it the store must be empty",
     )
     conformance.add_argument("-v", "--verbose", action="store_true")
+    _add_progress_options(conformance)
     _add_options(conformance)
     conformance.set_defaults(run=_conformance)
     return parser
@@ -669,7 +791,17 @@ def _driver_hint(args: argparse.Namespace) -> str:
     return f"; the database driver is missing: {' / '.join(hints)}" if hints else ""
 
 
-_USAGE_ERRORS = (UsageError, UnknownBackendError, InvalidConversationIdError)
+# A missing driver (MissingDriverError, an UnknownBackendError, or an
+# ImportError from a third-party adapter) is a usage error like a missing
+# adapter: the command cannot work as installed.
+_USAGE_ERRORS = (
+    UsageError,
+    UnknownBackendError,
+    InvalidConversationIdError,
+    InvalidOptionError,
+    InvalidUrlError,
+    ImportError,
+)
 
 
 def _run(args: argparse.Namespace) -> int:

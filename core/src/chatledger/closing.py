@@ -1,6 +1,8 @@
 """``with repository:`` support shared by every adapter that owns a connection.
 
 Example:
+    from chatledger_sql import SqlChatMemoryRepository
+
     with SqlChatMemoryRepository.from_url("sqlite:///chat.db") as repository:
         repository.find_conversation_ids()
     # the engine from_url made is disposed here

@@ -1,8 +1,9 @@
 """The one versioned JSON codec every adapter stores messages through.
 
 Example:
-    from chatledger import codec
+    from chatledger import Message, codec
 
+    message = Message.user("hi", metadata={"n": 2**63 + 1})
     text = codec.to_json(message)
     assert codec.from_json(text) == message
 

@@ -20,6 +20,7 @@ is never shown: every message here goes through :func:`redact_url`.
 
 from __future__ import annotations
 
+import inspect
 import re
 from collections.abc import Callable
 from importlib.metadata import EntryPoint, entry_points
@@ -30,6 +31,7 @@ from chatledger.repository import ChatMemoryRepository
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "adapter_parameters",
     "connect",
     "install_hint",
     "installed_schemes",
@@ -205,6 +207,32 @@ def _resolve(scheme: str, url: str) -> Callable[..., Any]:
             f"{ENTRY_POINT_GROUP} is not callable"
         )
     return factory  # type: ignore[no-any-return]
+
+
+def adapter_parameters(url: str) -> frozenset[str]:
+    """Return the keyword options the installed adapter for ``url`` names.
+
+    They are the keyword-only parameters of its ``from_url`` and, when that
+    is a class's method, of the class's constructor: what a caller can rely
+    on without knowing the adapter (``create_schema``, say). Options an
+    adapter passes on to its driver are not among them.
+
+    Raises:
+        UnknownBackendError: as :func:`connect` does.
+    """
+    factory = _resolve(url_scheme(url), url)
+    callables: list[Callable[..., Any]] = [factory]
+    owner = getattr(factory, "__self__", None)
+    if isinstance(owner, type):
+        callables.append(owner)
+    names: set[str] = set()
+    for function in callables:
+        try:
+            parameters = inspect.signature(function).parameters.values()
+        except (TypeError, ValueError):
+            continue
+        names.update(p.name for p in parameters if p.kind is p.KEYWORD_ONLY)
+    return frozenset(names)
 
 
 def connect(url: str, **options: Any) -> ChatMemoryRepository:

@@ -1,12 +1,13 @@
 """Turn stored messages into the request shapes of model APIs, and back.
 
 Example:
+    from chatledger import Message
     from chatledger.convert import from_openai, to_anthropic, to_openai
 
-    history = memory.get("c1")
-    openai_client.chat.completions.create(model=..., messages=to_openai(history))
-    anthropic_client.messages.create(model=..., max_tokens=512, **to_anthropic(history))
-    memory.add("c2", from_openai(saved_openai_messages))
+    history = [Message.system("Be brief."), Message.user("Weather in Rome?")]
+    to_openai(history)     # for chat.completions.create(model=..., messages=...)
+    to_anthropic(history)  # for messages.create(model=..., max_tokens=512, **...)
+    from_openai(to_openai(history)) == history   # and back
 
 Every converter is pure and lossless for what the other side can carry. What
 a target has no place for is said here, never dropped at random: ``id``,

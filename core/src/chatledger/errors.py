@@ -5,6 +5,10 @@ subclasses :class:`ChatLedgerError` and the fitting builtin, so callers can catc
 either.
 
 Example:
+    from chatledger import InMemoryChatMemoryRepository, Message
+    from chatledger import InvalidConversationIdError, MessageWindowChatMemory
+
+    memory = MessageWindowChatMemory(InMemoryChatMemoryRepository())
     try:
         memory.add("  ", Message.user("hi"))
     except InvalidConversationIdError as exc:
@@ -19,9 +23,13 @@ __all__ = [
     "InvalidConversationIdError",
     "InvalidMessageError",
     "InvalidNameError",
+    "InvalidOptionError",
     "InvalidPageError",
     "InvalidTTLError",
+    "InvalidUrlError",
     "MessageTooLargeError",
+    "MissingDriverError",
+    "StoreNotFoundError",
     "UnknownBackendError",
 ]
 
@@ -76,6 +84,13 @@ class InvalidPageError(ChatLedgerError, ValueError, TypeError):
     """A page request's ``limit`` or ``cursor`` is not valid."""
 
 
+class InvalidOptionError(ChatLedgerError, TypeError):
+    """An adapter was given an option it does not take; the message lists those it does.
+
+    It is a ``TypeError``, like any call with an unexpected keyword argument.
+    """
+
+
 class InvalidTTLError(ChatLedgerError, ValueError, TypeError):
     """A ``ttl`` is not a positive duration (a ``timedelta`` or seconds).
 
@@ -84,9 +99,29 @@ class InvalidTTLError(ChatLedgerError, ValueError, TypeError):
     """
 
 
+class InvalidUrlError(ChatLedgerError, ValueError):
+    """A URL has the right scheme but cannot name a store as written."""
+
+
 class MessageTooLargeError(ChatLedgerError, ValueError):
     """A write would exceed a documented size limit of the backend."""
 
 
 class UnknownBackendError(ChatLedgerError, LookupError):
     """No installed adapter handles the URL scheme given to ``connect``."""
+
+
+class MissingDriverError(UnknownBackendError):
+    """The adapter is installed but the database driver its URL needs is not.
+
+    The message names the ``pip install`` line that adds it. It is an
+    :class:`UnknownBackendError`: the backend cannot be used as installed.
+    """
+
+
+class StoreNotFoundError(ChatLedgerError, LookupError):
+    """The database file, folder or table a repository was opened on is missing.
+
+    Raised by reads of a repository told not to create its storage, which
+    therefore never create a file, a table or a key.
+    """

@@ -1,14 +1,21 @@
 """Named points inside a write where tests inject faults.
 
-Example (in a test):
+Example (in a test, a fault that fails the write after its insert):
+    import pytest
+    from chatledger import Message, MessageWindowChatMemory
+    from chatledger_sql import SqlChatMemoryRepository
+
+    repository = SqlChatMemoryRepository.from_url("sqlite:///chat.db")
+    memory = MessageWindowChatMemory(repository)
 
     def kill(point: str) -> None:
-        terminate_my_connection()
+        raise ConnectionError(f"connection lost {point}")
 
     repository.fault_points.on("after_insert", kill)
-    with pytest.raises(OperationalError):
+    with pytest.raises(ConnectionError):
         memory.add("c1", Message.user("hi"))
     repository.fault_points.clear()
+    assert memory.get("c1") == []   # rolled back
 
 Every adapter owns a :class:`FaultPoints` and calls :meth:`FaultPoints.reach`
 at the same named steps, so one fault-injection test covers every backend. In

@@ -1,7 +1,7 @@
 """The storage contracts: what a repository of conversations must do.
 
 Example:
-    from chatledger import ChatMemoryRepository, InMemoryChatMemoryRepository
+    from chatledger import ChatMemoryRepository, InMemoryChatMemoryRepository, Message
 
     repository: ChatMemoryRepository = InMemoryChatMemoryRepository()
     repository.save_all("c1", [Message.user("hi")])
@@ -15,7 +15,7 @@ added beside these without changing them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
@@ -28,6 +28,7 @@ __all__ = [
     "ConversationPage",
     "SupportsConversationPages",
     "SupportsCountMessages",
+    "SupportsSaveMany",
     "SupportsWindowAppend",
 ]
 
@@ -166,4 +167,24 @@ class SupportsConversationPages(Protocol):
                 :data:`chatledger.validation.MAX_PAGE_SIZE`, or ``cursor`` is
                 not one this repository gave; before any I/O.
         """
+
+
+@runtime_checkable
+class SupportsSaveMany(Protocol):
+    """Optional capability: replace several conversations in one atomic step.
+
+    For bulk loads (``chatledger copy`` and ``import`` use it when a target
+    has it): a store whose every write pays a commit or a round trip (DuckDB,
+    a distant server) then pays it once per batch. The contract:
+
+    1. Before any I/O: validate every id and every batch as
+       :meth:`ChatMemoryRepository.save_all` does; a bad one raises and
+       nothing is written.
+    2. The effect is that of ``save_all(id, messages)`` for each item, in one
+       atomic unit: each conversation is replaced whole (``[]`` removes it),
+       and either every conversation of the call is written or none is.
+    """
+
+    def save_many(self, conversations: Mapping[str, Sequence[Message]]) -> None:
+        """Replace each conversation in ``conversations``, all in one step."""
         ...

@@ -1,11 +1,12 @@
 """Token counters for :class:`~chatledger.TokenWindowChatMemory`.
 
 Example:
-    from chatledger import TokenWindowChatMemory
-    from chatledger.tokens import estimate_tokens, tiktoken_counter
+    from chatledger import InMemoryChatMemoryRepository, Message, TokenWindowChatMemory
+    from chatledger.tokens import estimate_tokens
 
+    repository = InMemoryChatMemoryRepository()
     memory = TokenWindowChatMemory(repository, max_tokens=4000)  # estimate_tokens
-    memory = TokenWindowChatMemory(repository, 4000, token_counter=tiktoken_counter())
+    estimate_tokens(Message.user("How many tokens is this?"))
 
 The default estimator needs no dependency: about four characters a token, plus
 a fixed overhead per message and per attachment. ``tiktoken_counter`` counts

@@ -1,6 +1,7 @@
 """Checks every layer runs before any I/O: conversation ids and message batches.
 
 Example:
+    from chatledger import Message
     from chatledger.validation import validate_conversation_id, validate_messages
 
     conversation_id = validate_conversation_id("user-42")

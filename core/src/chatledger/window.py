@@ -1,8 +1,10 @@
 """The window policy: a pure function that decides what a chat memory keeps.
 
 Example:
+    from chatledger import Message
     from chatledger.window import MessageWindow, apply_window
 
+    stored = [Message.system("Be brief."), Message.user("hi"), Message.assistant("yo")]
     update = apply_window(stored, [Message.user("next question")], MessageWindow(20))
     update.messages   # the whole window to store
     update.evicted    # what fell out of it

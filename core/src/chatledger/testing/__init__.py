@@ -14,10 +14,12 @@ Example (a third-party adapter proves itself with one subclass and one fixture):
             yield repo          # must be EMPTY
             repo.drop_schema()
 
-Capabilities are class attributes (``supports_atomic_append``, ``supports_ttl``).
-A subclass may not override a suite test (nor set its name to ``None``) except
-to mark it ``pytest.mark.xfail(reason=...)``: defining such a subclass raises
-``TypeError``. Install with ``pip install 'chatledger[testing]'`` and pin its version.
+Capabilities are class attributes (``supports_atomic_append``, ``supports_ttl``);
+the ``save_many``, ``count_messages`` and ``find_conversation_ids_page`` tests
+run when the repository has them. A subclass may not override a suite test (nor
+set its name to ``None``) except to mark it ``pytest.mark.xfail(reason=...)``:
+defining such a subclass raises ``TypeError``. Install with
+``pip install 'chatledger[testing]'`` and pin its version.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import pytest
 
 pytest.register_assert_rewrite(
     "chatledger.testing.repository_tests",
+    "chatledger.testing.save_many_tests",
     "chatledger.testing.window_tests",
     "chatledger.testing.ttl_tests",
     "chatledger.testing.capability_tests",
@@ -38,6 +41,7 @@ from chatledger.testing.capability_tests import CapabilityTests  # noqa: E402
 from chatledger.testing.guard import check_no_overrides  # noqa: E402
 from chatledger.testing.repository_tests import RepositoryContractTests  # noqa: E402
 from chatledger.testing.samples import every_kind  # noqa: E402
+from chatledger.testing.save_many_tests import SaveManyTests  # noqa: E402
 from chatledger.testing.ttl_tests import TTLTests  # noqa: E402
 from chatledger.testing.turn_tests import TurnTests  # noqa: E402
 from chatledger.testing.window_tests import WindowMemoryTests, random_turns  # noqa: E402
@@ -46,6 +50,7 @@ __all__ = [
     "CapabilityTests",
     "ChatMemoryRepositoryTests",
     "RepositoryContractTests",
+    "SaveManyTests",
     "TTLTests",
     "TurnTests",
     "WindowMemoryTests",
@@ -58,12 +63,18 @@ _SUITE = (
     WindowMemoryTests,
     TTLTests,
     CapabilityTests,
+    SaveManyTests,
     TurnTests,
 )
 
 
 class ChatMemoryRepositoryTests(
-    RepositoryContractTests, WindowMemoryTests, TTLTests, CapabilityTests, TurnTests
+    RepositoryContractTests,
+    WindowMemoryTests,
+    TTLTests,
+    CapabilityTests,
+    SaveManyTests,
+    TurnTests,
 ):
     """The whole suite: subclass it and override the ``repository`` fixture."""
 

@@ -1,6 +1,6 @@
 """chatledger-cassandra: conversation memory in Apache Cassandra or ScyllaDB.
 
-Example:
+Example (needs a Cassandra server):
     from chatledger import Message, MessageWindowChatMemory
     from chatledger_cassandra import CassandraChatMemoryRepository
 

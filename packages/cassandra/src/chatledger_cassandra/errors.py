@@ -1,7 +1,11 @@
 """Errors the Cassandra adapter raises for problems it detects itself.
 
-Example:
-    from chatledger_cassandra import ContentionError
+Example (needs a Cassandra server):
+    from chatledger import Message, MessageWindowChatMemory
+    from chatledger_cassandra import CassandraChatMemoryRepository, ContentionError
+
+    repository = CassandraChatMemoryRepository.from_url("cassandra://127.0.0.1/chat")
+    memory = MessageWindowChatMemory(repository)
 
     try:
         memory.add("c1", Message.user("hi"))

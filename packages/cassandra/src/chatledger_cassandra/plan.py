@@ -1,6 +1,7 @@
 """What one write of a conversation does, decided in pure Python before any I/O.
 
 Example:
+    from chatledger import Message, MessageWindow
     from chatledger_cassandra.plan import Snapshot, plan_append
 
     plan = plan_append("c1", Snapshot(None, []), [Message.user("hi")],

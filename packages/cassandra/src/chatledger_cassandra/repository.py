@@ -1,8 +1,8 @@
 """Conversation memory in Apache Cassandra (and ScyllaDB), on cassandra-driver.
 
-Example:
+Example (needs a Cassandra server):
     from cassandra.cluster import Cluster
-    from chatledger import MessageWindowChatMemory
+    from chatledger import Message, MessageWindowChatMemory
     from chatledger_cassandra import CassandraChatMemoryRepository
 
     session = Cluster(["127.0.0.1"]).connect()

@@ -1,6 +1,6 @@
 """MongoDB repository for chatledger.
 
-Example:
+Example (needs a MongoDB server):
     from chatledger import MessageWindowChatMemory
     from chatledger_mongodb import MongoDBChatMemoryRepository
 

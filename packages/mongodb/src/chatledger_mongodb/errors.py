@@ -1,7 +1,11 @@
 """Errors the MongoDB repository raises for problems it detects itself.
 
-Example:
-    from chatledger import ContentionError
+Example (needs a MongoDB server):
+    from chatledger import ContentionError, Message, MessageWindowChatMemory
+    from chatledger_mongodb import MongoDBChatMemoryRepository
+
+    repository = MongoDBChatMemoryRepository.from_url("mongodb://localhost/app")
+    memory = MessageWindowChatMemory(repository)
 
     try:
         memory.add("c1", Message.user("hi"))

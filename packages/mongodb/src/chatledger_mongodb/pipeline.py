@@ -1,11 +1,15 @@
 """The stored shape of a message and the one-document window-append update.
 
 Example:
+    from chatledger import Message, MessageWindow
+    from chatledger.validation import stamp_messages, utc_now
     from chatledger_mongodb.pipeline import append_pipeline, encode_element
 
+    now, window = utc_now(), MessageWindow(20)
+    stamped_messages = stamp_messages([Message.user("hi")], now)
     batch = [encode_element(m, window) for m in stamped_messages]
     update = append_pipeline(batch, window, version="v2", expires_at=None, now=now)
-    collection.find_one_and_update({"_id": cid}, update, upsert=True, ...)
+    # collection.find_one_and_update({"_id": cid}, update, upsert=True, ...)
 
 Nothing here does I/O: this module builds plain dicts. :func:`append_pipeline`
 is :func:`chatledger.window.apply_window` written as MongoDB aggregation

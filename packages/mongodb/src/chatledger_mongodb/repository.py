@@ -1,6 +1,6 @@
 """MongoDB conversation memory: one document per conversation.
 
-Example:
+Example (needs a MongoDB server):
     from datetime import timedelta
     from pymongo import MongoClient
     from chatledger import MessageWindowChatMemory
@@ -52,6 +52,7 @@ monitor runs about once a minute) and count as empty for an append.
 
 from __future__ import annotations
 
+import inspect
 import re
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
@@ -175,14 +176,21 @@ class MongoDBChatMemoryRepository(ClosingContext):
         """Connect with a ``mongodb://`` or ``mongodb+srv://`` URL.
 
         The database comes from the URL path (``mongodb://host/mydb``) unless
-        ``database=`` is given; other keyword options go to the constructor.
+        ``database=`` is given. The constructor's options (``database``,
+        ``collection``, ``ttl``, ``create_indexes``) go to it; every other
+        option goes to ``MongoClient`` (``serverSelectionTimeoutMS=3000``,
+        say), which refuses one it does not know.
         The repository owns this client: :meth:`close` closes it.
         """
+        parameters = inspect.signature(cls.__init__).parameters.values()
+        own = {p.name for p in parameters if p.kind is p.KEYWORD_ONLY}
+        client_options = {k: v for k, v in options.items() if k not in own}
+        options = {k: v for k, v in options.items() if k in own}
         if "database" not in options:
             path_database = _database_from_url(url)
             if path_database:
                 options["database"] = path_database
-        client: MongoClient[Any] = MongoClient(url)
+        client: MongoClient[Any] = MongoClient(url, **client_options)
         try:
             repository = cls(client, **options)
         except BaseException:

@@ -1,6 +1,6 @@
 """chatledger-neo4j: chatledger conversation memory stored in Neo4j 5.
 
-Example:
+Example (needs a Neo4j server):
     from chatledger import MessageWindowChatMemory
     from chatledger_neo4j import Neo4jChatMemoryRepository
 

@@ -1,7 +1,7 @@
 """A chat memory repository on Neo4j 5, through the official ``neo4j`` driver.
 
-Example:
-    from chatledger import MessageWindowChatMemory
+Example (needs a Neo4j server):
+    from chatledger import Message, MessageWindowChatMemory
     from chatledger_neo4j import Neo4jChatMemoryRepository
 
     repository = Neo4jChatMemoryRepository.from_url("neo4j://neo4j:secret@localhost")

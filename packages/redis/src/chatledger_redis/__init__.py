@@ -1,6 +1,6 @@
 """chatledger-redis: chatledger conversation memory in Redis 6.2+ or Valkey.
 
-Example:
+Example (needs a Redis server):
     from chatledger import Message, MessageWindowChatMemory
     from chatledger_redis import RedisChatMemoryRepository
 

@@ -1,7 +1,8 @@
 """The compact per-message markers the window script reads instead of the JSON.
 
 Example:
-    from chatledger_redis.markers import turn_marker, system_marker
+    from chatledger import Message
+    from chatledger_redis.markers import system_marker, turn_marker
 
     turn_marker(Message.user("hi", id="m1"), size=3, seq=7)     # 'u:3:7:m1'
     system_marker(Message.system("Be brief."), size=4, seq=0)   # '4:0:36:<id><key>'

@@ -1,7 +1,9 @@
 """``RedisChatMemoryRepository``: conversations in plain Redis 6.2+ or Valkey.
 
-Example:
-    from chatledger import MessageWindowChatMemory
+Example (needs a Redis server):
+    from datetime import timedelta
+
+    from chatledger import Message, MessageWindowChatMemory
     from chatledger_redis import RedisChatMemoryRepository
 
     repository = RedisChatMemoryRepository.from_url(
@@ -41,6 +43,7 @@ from __future__ import annotations
 
 import bisect
 import functools
+import inspect
 import itertools
 import math
 import os
@@ -58,6 +61,7 @@ from chatledger.adapters import (
     ContentionError,
     ConversationPage,
     FaultPoints,
+    InvalidOptionError,
     Message,
     Role,
     Window,
@@ -89,6 +93,52 @@ __all__ = ["RedisChatMemoryRepository"]
 _RESIZE_ATTEMPTS = 8
 
 _CLUSTER_SUFFIX = "+cluster"
+
+
+@functools.cache
+def _client_option_names() -> frozenset[str]:
+    """Every keyword a ``redis.Redis`` made from a URL passes on and accepts."""
+    from redis import ConnectionPool
+    from redis.connection import (
+        AbstractConnection,
+        Connection,
+        SSLConnection,
+        UnixDomainSocketConnection,
+    )
+
+    names: set[str] = set()
+    for target in (
+        Redis.__init__,
+        ConnectionPool.__init__,
+        AbstractConnection.__init__,
+        Connection.__init__,
+        SSLConnection.__init__,
+        UnixDomainSocketConnection.__init__,
+    ):
+        parameters = inspect.signature(target).parameters.values()
+        names.update(
+            p.name
+            for p in parameters
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        )
+    names.discard("self")
+    return frozenset(names)
+
+
+def _check_client_options(options: dict[str, Any]) -> None:
+    """Refuse, before any connection, an option no part of the client takes.
+
+    redis-py would raise only when its first connection is made, from deep
+    inside, naming neither the repository nor the options it takes.
+    """
+    unknown = sorted(set(options) - _client_option_names())
+    if unknown:
+        raise InvalidOptionError(
+            f"RedisChatMemoryRepository.from_url takes no option {unknown[0]!r}; "
+            "its options are cluster, key_prefix and ttl, and those of "
+            "redis.Redis (socket_timeout, socket_connect_timeout, username, "
+            "password, max_connections, ...)"
+        )
 
 
 def _ttl_milliseconds(ttl: object) -> int:
@@ -178,6 +228,11 @@ class RedisChatMemoryRepository(ClosingContext):
         ``redis+cluster://`` and ``rediss+cluster://`` (or ``cluster=True``)
         make a ``RedisCluster``. ``key_prefix`` and ``ttl`` go to the
         repository, every other option to the client's ``from_url``.
+
+        Raises:
+            InvalidOptionError: an option neither the repository nor the
+                ``redis.Redis`` client takes (checked before any connection;
+                a cluster client's options are its own to check).
         """
         repository_options = {
             name: options.pop(name) for name in ("key_prefix", "ttl") if name in options
@@ -188,6 +243,8 @@ class RedisChatMemoryRepository(ClosingContext):
             cluster = True
             url = scheme[: -len(_CLUSTER_SUFFIX)] + separator + rest
         # Validate our own options before a client (and its pool) exists.
+        if not cluster:
+            _check_client_options(options)
         validate_key_prefix(repository_options.get("key_prefix", "chatledger:"))
         _ttl_milliseconds(repository_options.get("ttl"))
         client: Redis | RedisCluster = (

@@ -1,6 +1,6 @@
 """The Lua scripts that make every write one atomic step on the server.
 
-Example:
+Example (needs a Redis server and a conversation's keys):
     from chatledger_redis.scripts import APPEND
 
     script = client.register_script(APPEND)   # EVALSHA, reloaded on NOSCRIPT

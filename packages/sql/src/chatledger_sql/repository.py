@@ -1,6 +1,6 @@
 """Chat memory in a SQL database, through SQLAlchemy Core.
 
-Example:
+Example (needs a PostgreSQL server):
     from chatledger import Message, MessageWindowChatMemory
     from chatledger_sql import SqlChatMemoryRepository
 
@@ -23,31 +23,35 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import json
 import json.scanner
 import random
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
+import sqlalchemy
 from sqlalchemy import Connection, Engine, Select, create_engine, event, exc
-from sqlalchemy.engine import make_url
 
 from chatledger.adapters import (
     AppendResult,
+    ChatLedgerError,
     ClosingContext,
     ContentionError,
     ConversationPage,
     FaultPoints,
     InvalidMessageError,
+    InvalidOptionError,
     Message,
     MessageTooLargeError,
     Role,
     StoredEntry,
     StoredWindow,
+    StoreNotFoundError,
     Window,
     codec,
     needs_stored_system,
@@ -62,12 +66,14 @@ from chatledger.adapters import (
 )
 from chatledger_sql.dialects import DialectSpec, resolve_dialect
 from chatledger_sql.dialects.base import (
+    MAX_IDS_PER_STATEMENT,
     ConversationState,
     RetryTransaction,
     SqlDialect,
 )
-from chatledger_sql.schema import Tables, build_tables, check_name
+from chatledger_sql.schema import Tables, build_tables, check_name, check_table_name
 from chatledger_sql.statements import Statements
+from chatledger_sql.urls import check_database_file, engine_url, missing_driver
 
 __all__ = ["SqlChatMemoryRepository"]
 
@@ -215,8 +221,9 @@ def _check_ids(batch: list[Message]) -> None:
 class SqlChatMemoryRepository(ClosingContext):
     """A chat memory repository in one SQL table (plus one row per conversation).
 
-    Implements :class:`chatledger.ChatMemoryRepository` and
-    :class:`chatledger.SupportsWindowAppend`.
+    Implements :class:`chatledger.ChatMemoryRepository`,
+    :class:`chatledger.SupportsWindowAppend` and
+    :class:`chatledger.SupportsSaveMany`.
 
     Args:
         engine: A SQLAlchemy 2 engine. The repository never disposes it.
@@ -224,7 +231,8 @@ class SqlChatMemoryRepository(ClosingContext):
             class, or registered product name) to use instead of the detected
             one; a mismatch with the detected product warns.
         table_name: The messages table; the conversations table is named
-            ``<table_name>_conversation``.
+            ``<table_name>_conversation``, so a name ending in
+            ``_conversation`` is refused (it would be another repository's).
         schema: The database schema (namespace) holding both tables; it must
             exist. ``None`` uses the connection's default.
         create_schema: Create the tables if they are missing (idempotent and
@@ -272,7 +280,7 @@ class SqlChatMemoryRepository(ClosingContext):
     ) -> None:
         """Detect the dialect and create the tables unless told not to."""
         self.ttl: timedelta | None = to_ttl(ttl)
-        check_name(table_name, "table name")
+        check_table_name(table_name)
         if schema is not None:
             check_name(schema, "schema name")
         if not isinstance(engine, Engine):
@@ -307,18 +315,36 @@ class SqlChatMemoryRepository(ClosingContext):
 
         Args:
             url: A SQLAlchemy URL, e.g. ``sqlite:///chat.db`` or
-                ``postgresql+psycopg://user@host/db``.
+                ``postgresql+psycopg://user@host/db``; the scheme's case does
+                not matter, ``postgres://`` means PostgreSQL, and a URL
+                without a driver uses the one the package's extra installs
+                when SQLAlchemy's default is missing
+                (:func:`chatledger_sql.urls.engine_url`).
             engine_options: Keyword arguments for ``sqlalchemy.create_engine``.
             **options: Keyword arguments of the constructor.
 
-        :meth:`close` disposes the engine made here.
+        :meth:`close` disposes the engine made here. With
+        ``create_schema=False`` a missing SQLite or DuckDB file is an error,
+        never created.
+
+        Raises:
+            InvalidOptionError: an option the constructor does not take; the
+                message lists those it does.
+            InvalidUrlError: a URL that cannot work as written
+                (``sqlite://chat.db``: two slashes, a host where a path was
+                meant).
+            MissingDriverError: the database driver is not installed; the
+                message names the ``pip install`` line.
+            StoreNotFoundError: the folder of a database file is missing, or
+                the file is, with ``create_schema=False``.
         """
+        _check_options(cls, options)
         to_ttl(options.get("ttl"))
         # No pool_pre_ping: it costs a round trip per operation. A connection
         # the server dropped fails its first statement instead, and every
         # operation runs once more on a fresh one (see _write and _read).
         settings: dict[str, Any] = dict(engine_options or {})
-        parsed = make_url(url)
+        parsed = engine_url(url)
         skip_idle_rollback = (
             parsed.get_backend_name() in ("mysql", "mariadb")
             and parsed.get_driver_name() == "pymysql"
@@ -326,7 +352,18 @@ class SqlChatMemoryRepository(ClosingContext):
         )
         if skip_idle_rollback:
             settings["pool_reset_on_return"] = None
-        engine = create_engine(parsed, **settings)
+        try:
+            engine = create_engine(parsed, **settings)
+        except (ImportError, exc.NoSuchModuleError) as error:
+            raise missing_driver(parsed, error) from error
+        try:
+            # The engine has not connected yet: SQLite has created no file.
+            check_database_file(
+                parsed, must_exist=not options.get("create_schema", True)
+            )
+        except BaseException:
+            engine.dispose()
+            raise
         if engine.dialect.name == "sqlite":
             event.listen(engine, "connect", _sqlite_on_connect)
         if skip_idle_rollback:
@@ -506,6 +543,75 @@ class SqlChatMemoryRepository(ClosingContext):
 
         self._write(conversation_id, work)
 
+    def save_many(self, conversations: Mapping[str, Sequence[Message]]) -> None:
+        """Replace several conversations in one transaction; ``[]`` deletes one.
+
+        The effect of :meth:`save_all` on each, all or none, for the cost of
+        one transaction and a few statements per batch instead of several per
+        conversation (see :class:`chatledger.SupportsSaveMany`). Every id and
+        message is checked before any I/O. Rows are locked in id order.
+        """
+        batches: dict[str, list[Message]] = {}
+        for conversation_id, messages in conversations.items():
+            validate_conversation_id(conversation_id)
+            try:
+                batch = validate_messages(messages)
+                _check_ids(batch)
+                if batch:
+                    self._check_sizes(batch)
+            except ChatLedgerError as error:
+                named = f"conversation {conversation_id!r}: {error}"
+                raise type(error)(named) from error
+            batches[conversation_id] = batch
+        if batches:
+            label = f"{len(batches)} conversations, from {min(batches)}"
+            self._write(label, functools.partial(self._save_many, batches=batches))
+
+    def _save_many(
+        self, connection: Connection, batches: dict[str, list[Message]]
+    ) -> None:
+        now = utc_now()
+        ids = sorted(batches)
+        kept = [cid for cid in ids if batches[cid]]
+        gone = [cid for cid in ids if not batches[cid]]
+        next_seq = self.dialect.lock_many(connection, self._sql, kept, now)
+        for conversation_id in gone:
+            self.dialect.lock_conversation(
+                connection, self._sql, conversation_id, now, create=False
+            )
+        self.fault_points.reach("after_lock")
+        for start in range(0, len(ids), MAX_IDS_PER_STATEMENT):
+            chunk = ids[start : start + MAX_IDS_PER_STATEMENT]
+            connection.execute(self._sql.purge_messages, {"ids": chunk})
+        for start in range(0, len(gone), MAX_IDS_PER_STATEMENT):
+            chunk = gone[start : start + MAX_IDS_PER_STATEMENT]
+            connection.execute(self._sql.purge_conversations, {"ids": chunk})
+        self.fault_points.reach("after_delete")
+        rows: list[dict[str, Any]] = []
+        updates: list[dict[str, Any]] = []
+        for conversation_id in kept:
+            stamped = stamp_messages(batches[conversation_id], now)
+            base = next_seq[conversation_id]
+            rows += [
+                _encode(conversation_id, base + index, message, None)
+                for index, message in enumerate(stamped)
+            ]
+            system = sum(1 for m in stamped if m.role is _SYSTEM)
+            updates.append(
+                self._update_parameters(
+                    conversation_id,
+                    now,
+                    next_seq=base + len(stamped),
+                    system_count=system,
+                    other_count=len(stamped) - system,
+                    weights=None,
+                )
+            )
+        if rows:
+            connection.execute(self._sql.insert_messages, rows)
+            self.fault_points.reach("after_insert")
+            connection.execute(self._sql.update_conversation, updates)
+
     def delete_by_conversation_id(self, conversation_id: str) -> None:
         """Remove a conversation; an unknown id does nothing."""
         validate_conversation_id(conversation_id)
@@ -588,9 +694,33 @@ class SqlChatMemoryRepository(ClosingContext):
                 return work(connection)
         except exc.DBAPIError as error:
             if not error.connection_invalidated:
+                self._raise_if_tables_missing(error)
                 raise
         with self.engine.connect() as connection:
             return work(connection)
+
+    def _raise_if_tables_missing(self, error: exc.DBAPIError) -> None:
+        """Name the missing table when a read failed for want of one.
+
+        Only a repository opened with ``create_schema=False`` gets here;
+        the check runs on the failure path, so reads cost nothing more.
+        """
+        try:
+            present = sqlalchemy.inspect(self.engine)
+            schema = self.tables.messages.schema
+            missing = [
+                table.name
+                for table in (self.tables.messages, self.tables.conversations)
+                if not present.has_table(table.name, schema=schema)
+            ]
+        except exc.DBAPIError:
+            return
+        if missing:
+            where = self.engine.url.render_as_string(hide_password=True)
+            raise StoreNotFoundError(
+                f"table {missing[0]!r} does not exist in {where} (check table_name "
+                "and schema; a read never creates it)"
+            ) from error
 
     def _check_sizes(self, batch: list[Message]) -> None:
         """Refuse, before writing, a message whose row the server would refuse."""
@@ -879,6 +1009,19 @@ class SqlChatMemoryRepository(ClosingContext):
             total=state.other_count if counted else state.other_weight or 0,
             read_oldest=read_oldest,
             system=system,
+        )
+
+
+def _check_options(cls: type[SqlChatMemoryRepository], options: dict[str, Any]) -> None:
+    """Refuse an option the constructor would not take, listing those it takes."""
+    parameters = inspect.signature(cls.__init__).parameters.values()
+    valid = {p.name for p in parameters if p.kind is p.KEYWORD_ONLY}
+    unknown = sorted(set(options) - valid)
+    if unknown:
+        listed = ", ".join(sorted(valid | {"engine_options"}))
+        raise InvalidOptionError(
+            f"{cls.__name__}.from_url takes no option {unknown[0]!r}; "
+            f"its options are: {listed}"
         )
 
 

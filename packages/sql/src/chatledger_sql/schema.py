@@ -40,12 +40,23 @@ from chatledger.adapters import (
 if TYPE_CHECKING:
     from chatledger_sql.dialects.base import SqlDialect
 
-__all__ = ["MAX_NAME_LENGTH", "NAME_PATTERN", "Tables", "build_tables", "check_name"]
+__all__ = [
+    "CONVERSATION_SUFFIX",
+    "MAX_NAME_LENGTH",
+    "NAME_PATTERN",
+    "Tables",
+    "build_tables",
+    "check_name",
+    "check_table_name",
+]
 
 #: Table and schema names must match this, whole.
 NAME_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
 #: The longest identifier every supported database accepts (PostgreSQL: 63).
 MAX_NAME_LENGTH = 63
+
+#: What the conversations table adds to the messages table's name.
+CONVERSATION_SUFFIX = "_conversation"
 
 ROLES = tuple(role.value for role in Role)
 
@@ -62,6 +73,29 @@ def check_name(value: object, what: str) -> str:
             "and underscores, not starting with a digit"
         )
     return value
+
+
+def check_table_name(value: object) -> str:
+    """Return ``value`` if it may name a messages table, else raise.
+
+    Beyond :func:`check_name`, the name must not end with ``_conversation``
+    (in any case): ``chat_memory_conversation`` is the conversations table of
+    the repository named ``chat_memory``, and the two repositories would read
+    each other's rows. Databases that fold case would collide on any spelling.
+
+    Raises:
+        InvalidNameError: for a name that is not allowed.
+    """
+    name = check_name(value, "table name")
+    if name.lower().endswith(CONVERSATION_SUFFIX):
+        base = name[: -len(CONVERSATION_SUFFIX)]
+        raise InvalidNameError(
+            f"table name {name!r} is not allowed: it ends with "
+            f"{CONVERSATION_SUFFIX!r}, like the conversations table "
+            f"{base + CONVERSATION_SUFFIX!r} of the repository named {base!r}, "
+            "and the two would collide; choose a name without that ending"
+        )
+    return name
 
 
 def derived_name(base: str, suffix: str) -> str:
@@ -94,7 +128,7 @@ def build_tables(dialect: SqlDialect, table_name: str, schema: str | None) -> Ta
     The names are validated again here, so no unchecked name reaches SQL.
     SQLAlchemy quotes them for the database in use.
     """
-    check_name(table_name, "table name")
+    check_table_name(table_name)
     if schema is not None:
         check_name(schema, "schema name")
     metadata = MetaData(schema=schema)
@@ -119,7 +153,7 @@ def build_tables(dialect: SqlDialect, table_name: str, schema: str | None) -> Ta
         **options,
     )
     conversations = Table(
-        derived_name(table_name, "_conversation"),
+        derived_name(table_name, CONVERSATION_SUFFIX),
         metadata,
         Column("conversation_id", dialect.id_type(), nullable=False),
         Column("next_seq", BigInteger(), nullable=False),

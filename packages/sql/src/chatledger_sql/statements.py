@@ -1,8 +1,16 @@
 """Every SQL statement the repository runs, built once per repository.
 
 Example:
-    statements = Statements(tables, dialect)
-    connection.execute(statements.read, {"cid": "c1"})
+    from sqlalchemy import create_engine
+    from chatledger_sql.dialects import SQLiteDialect
+    from chatledger_sql.schema import build_tables
+    from chatledger_sql.statements import Statements
+
+    dialect = SQLiteDialect()
+    statements = Statements(build_tables(dialect, "chat_memory", None), dialect)
+    with create_engine("sqlite://").connect() as connection:
+        statements.tables.metadata.create_all(connection)
+        connection.execute(statements.read, {"cid": "c1", "now": None}).all()
 
 Statements are SQLAlchemy Core constructs with bound parameters, built once, so
 SQLAlchemy caches their compiled form (and drivers that prepare statements,
@@ -130,6 +138,10 @@ class Statements:
         }
         self.insert_conversation: Insert = insert(tables.conversations).values(
             **self.new_conversation
+        )
+        #: The next sequence number of each of ``ids`` that has a row.
+        self.next_seqs: Select[Any] = select(c.conversation_id, c.next_seq).where(
+            c.conversation_id.in_(ids)
         )
         self.known_ids: Select[Any] = select(m.message_id).where(
             m.conversation_id == cid, m.message_id.in_(bindparam("ids", expanding=True))

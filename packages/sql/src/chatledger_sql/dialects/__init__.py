@@ -1,10 +1,11 @@
 """The dialect registry: which :class:`SqlDialect` serves which database product.
 
 Example:
+    from sqlalchemy import create_engine
     from chatledger_sql.dialects import detect_dialect, register_dialect
 
     register_dialect("cockroachdb", "my_package.dialects:CockroachDialect")
-    dialect = detect_dialect(engine)
+    dialect = detect_dialect(create_engine("sqlite://"))   # SQLiteDialect()
 
 Keys are the product names SQLAlchemy gives (``engine.dialect.name``), plus
 ``"mariadb"`` for a MariaDB server behind a ``mysql://`` URL. Values stay

@@ -1,10 +1,13 @@
 """What a SQL dialect decides: column types, guarded DDL, locking and retries.
 
 Example:
+    from chatledger_sql import PostgresDialect
     from chatledger_sql.dialects.base import SqlDialect
 
     class CockroachDialect(PostgresDialect):
         name = "cockroachdb"
+
+    assert issubclass(CockroachDialect, SqlDialect)
 
 A dialect never imports a database driver: the engine owns the driver. The base
 class holds the portable defaults; each built-in dialect overrides only what its
@@ -43,7 +46,17 @@ if TYPE_CHECKING:
 
     from chatledger_sql.statements import Statements
 
-__all__ = ["ConversationState", "RetryTransaction", "SqlDialect", "StoredRow"]
+__all__ = [
+    "MAX_IDS_PER_STATEMENT",
+    "ConversationState",
+    "RetryTransaction",
+    "SqlDialect",
+    "StoredRow",
+]
+
+#: The most ids one ``IN`` list holds (Oracle's limit; SQL Server allows
+#: 2100 parameters in a statement).
+MAX_IDS_PER_STATEMENT = 1000
 
 
 class RetryTransaction(Exception):
@@ -155,6 +168,10 @@ class SqlDialect:
     #: The dialect's ``upsert_conversation`` returns the state and the count
     #: of known ids: locking a conversation is one statement.
     lock_returns_state: ClassVar[bool] = False
+    #: A write transaction already excludes every other writer of the
+    #: database (SQLite's ``BEGIN IMMEDIATE``, DuckDB's in-process lock), so
+    #: :meth:`lock_many` reads and creates rows without locking each.
+    writes_exclusively: ClassVar[bool] = False
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
@@ -428,3 +445,45 @@ class SqlDialect:
         except exc.IntegrityError as error:
             raise RetryTransaction from error
         return ConversationState.empty()
+
+    def lock_many(
+        self,
+        connection: Connection,
+        statements: Statements,
+        conversation_ids: list[str],
+        now: datetime,
+    ) -> dict[str, int]:
+        """Lock the rows of several conversations, creating missing ones.
+
+        Returns the ``next_seq`` of each. ``conversation_ids`` come sorted,
+        so writers of overlapping sets lock in one order. By default each row
+        is locked by :meth:`lock_conversation`, whose first call also begins
+        the transaction the dialect's way; with :attr:`writes_exclusively`
+        the rows are read in one statement per chunk and the missing ones
+        inserted in one.
+        """
+        if not self.writes_exclusively:
+            found: dict[str, int] = {}
+            for conversation_id in conversation_ids:
+                state = self.lock_conversation(
+                    connection, statements, conversation_id, now, create=True
+                )
+                assert state is not None
+                found[conversation_id] = state.next_seq
+            return found
+        found = {}
+        for start in range(0, len(conversation_ids), MAX_IDS_PER_STATEMENT):
+            chunk = conversation_ids[start : start + MAX_IDS_PER_STATEMENT]
+            rows = connection.execute(statements.next_seqs, {"ids": chunk})
+            found.update((cid, int(next_seq)) for cid, next_seq in rows)
+        missing = [cid for cid in conversation_ids if cid not in found]
+        if missing:
+            try:
+                connection.execute(
+                    statements.insert_conversation,
+                    [{"cid": cid, "now": now} for cid in missing],
+                )
+            except exc.IntegrityError as error:
+                raise RetryTransaction from error
+            found.update((cid, 0) for cid in missing)
+        return found

@@ -1,6 +1,6 @@
 """Several statements in one round trip: MariaDB's ``BEGIN NOT ATOMIC ... END``.
 
-Example:
+Example (needs a MariaDB server):
     block = CompoundStatement(engine.dialect, [upsert, read])
     row = connection.exec_driver_sql(block.sql, block.parameters(values)).one()
 

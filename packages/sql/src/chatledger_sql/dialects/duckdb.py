@@ -1,6 +1,8 @@
 """DuckDB: writers of one process queue on a lock; conflicts are retried.
 
 Example:
+    from chatledger_sql import SqlChatMemoryRepository
+
     repository = SqlChatMemoryRepository.from_url("duckdb:///chat.duckdb")
 
 DuckDB has no row locks: concurrent transactions that touch the same row fail
@@ -27,6 +29,7 @@ class DuckDBDialect(SqlDialect):
     """DuckDB 1.0 and later, through ``duckdb-engine``."""
 
     name = "duckdb"
+    writes_exclusively = True
 
     def serialize_in_process(self) -> bool:
         """Yes: DuckDB has no row locks."""

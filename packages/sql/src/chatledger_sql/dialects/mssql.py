@@ -1,6 +1,8 @@
 """Microsoft SQL Server: ``UPDLOCK, HOLDLOCK`` and guarded DDL.
 
-Example:
+Example (needs a SQL Server):
+    from chatledger_sql import SqlChatMemoryRepository
+
     repository = SqlChatMemoryRepository.from_url(
         "mssql+pyodbc://user:pass@host/db?driver=ODBC+Driver+18+for+SQL+Server"
     )

@@ -1,6 +1,10 @@
 """MySQL and MariaDB: ``utf8mb4``, ``LONGTEXT``, ``DATETIME(6)`` and an upsert lock.
 
-Example:
+Example (needs a MySQL or MariaDB server):
+    from sqlalchemy import create_engine
+    from chatledger_sql import MySQLDialect, SqlChatMemoryRepository
+
+    engine = create_engine("mysql+pymysql://app@localhost/chat")
     repository = SqlChatMemoryRepository(engine)          # detected
     repository = SqlChatMemoryRepository(engine, dialect=MySQLDialect())
 

@@ -1,6 +1,8 @@
 """Oracle Database: ``CLOB``, ``FOR UPDATE`` and DDL that tolerates ORA-00955.
 
-Example:
+Example (needs an Oracle server):
+    from chatledger_sql import SqlChatMemoryRepository
+
     repository = SqlChatMemoryRepository.from_url(
         "oracle+oracledb://user:pass@host:1521/?service_name=FREEPDB1"
     )

@@ -1,7 +1,6 @@
 """One PostgreSQL write transaction in two round trips: psycopg 3's pipeline mode.
 
-Example (what :class:`~chatledger_sql.dialects.PostgresDialect` does):
-
+Example (needs a PostgreSQL server; what :class:`PostgresDialect` does):
     write = PipelinedWrite.start(connection)  # None: not psycopg 3, or no pipelines
     state = write.lock(lock_sql, parameters)  # BEGIN and the lock: one round trip
     write.send(append_sql, parameters)        # sent, its answer not awaited

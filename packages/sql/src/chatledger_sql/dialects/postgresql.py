@@ -1,6 +1,10 @@
 """PostgreSQL: one ``INSERT ... ON CONFLICT DO UPDATE ... RETURNING`` locks a row.
 
-Example:
+Example (needs a PostgreSQL server):
+    from sqlalchemy import create_engine
+    from chatledger_sql import PostgresDialect, SqlChatMemoryRepository
+
+    engine = create_engine("postgresql+psycopg://app@localhost/chat")
     repository = SqlChatMemoryRepository(engine, dialect=PostgresDialect())
 
 The upsert creates the conversation row or takes its row lock, returns its

@@ -1,6 +1,8 @@
 """SQLite: ``BEGIN IMMEDIATE`` on a WAL database serialises writers.
 
 Example:
+    from chatledger_sql import SqlChatMemoryRepository
+
     repository = SqlChatMemoryRepository.from_url("sqlite:///chat.db")
 
 A deferred transaction that reads before it writes cannot upgrade its lock
@@ -35,6 +37,7 @@ class SQLiteDialect(SqlDialect):
     """
 
     name = "sqlite"
+    writes_exclusively = True
 
     def __init__(self, busy_timeout_ms: int = 30_000) -> None:
         """Wait up to ``busy_timeout_ms`` for the write lock."""

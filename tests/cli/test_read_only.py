@@ -1,0 +1,111 @@
+"""Commands that only read (ls, show, export, copy's source, rm) create nothing.
+
+A typo in a path or a table name is an error naming what is missing, never a
+new empty store that the command then reports as empty.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from tests.cli.conftest import HAVE_SQL, NO_SQL, Cli, file_url
+from tests.cli.test_cli import _jsonl, _one_line_error, _sample
+
+needs_sql = pytest.mark.skipif(not HAVE_SQL, reason=NO_SQL)
+
+READERS = [
+    ("ls", "{url}"),
+    ("ls", "{url}", "--long"),
+    ("show", "{url}", "beta"),
+    ("export", "{url}"),
+    ("export", "{url}", "beta"),
+    ("copy", "{url}", "{other}"),
+    ("rm", "{url}", "beta"),
+]
+
+
+def _tables(path: Path) -> list[str]:
+    with sqlite3.connect(path) as connection:
+        rows = connection.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        return sorted(name for (name,) in rows)
+
+
+def _fill(command: tuple[str, ...], url: str, other: str) -> list[str]:
+    return [part.format(url=url, other=other) for part in command]
+
+
+@needs_sql
+@pytest.mark.parametrize("kind", ["sqlite", "duckdb"])
+@pytest.mark.parametrize("command", READERS, ids=" ".join)
+def test_a_missing_database_file_is_named_and_not_created(
+    cli: Cli, tmp_path: Path, kind: str, command: tuple[str, ...]
+) -> None:
+    if kind == "duckdb":
+        pytest.importorskip("duckdb_engine")
+    path = tmp_path / f"typo.{kind}"
+    url = f"{kind}:///{path}"
+    done = cli(*_fill(command, url, file_url("testfile", tmp_path / "other")))
+    assert done.code == 1, done.out + done.err
+    line = _one_line_error(done.err)
+    assert f"no {kind} database at '{path}'" in line
+    assert not path.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+@needs_sql
+@pytest.mark.parametrize("command", READERS, ids=" ".join)
+def test_a_missing_table_is_named_and_not_created(
+    cli: Cli, tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    url = file_url("sqlite", tmp_path / "store")
+    assert cli("import", url, "-", stdin=_jsonl(_sample())).code == 0
+    before = _tables(tmp_path / "store.db")
+    args = _fill(command, url, file_url("testfile", tmp_path / "other"))
+    done = cli(*args, "-o", "table_name=typo")
+    assert done.code == 1, done.out + done.err
+    assert "table 'typo' does not exist in sqlite:///" in _one_line_error(done.err)
+    assert _tables(tmp_path / "store.db") == before
+
+
+@needs_sql
+def test_a_missing_duckdb_table_is_named_and_not_created(
+    cli: Cli, tmp_path: Path
+) -> None:
+    pytest.importorskip("duckdb_engine")
+    url = f"duckdb:///{tmp_path / 'store.duckdb'}"
+    assert cli("import", url, "-", stdin=_jsonl(_sample())).code == 0
+    done = cli("ls", url, "-o", "table_name=typo")
+    assert done.code == 1
+    assert "table 'typo' does not exist" in _one_line_error(done.err)
+    listed = cli("ls", url)
+    assert listed.code == 0
+    assert len(listed.out.splitlines()) == 2
+
+
+@needs_sql
+def test_reading_an_existing_store_works_and_adds_no_file(
+    cli: Cli, tmp_path: Path
+) -> None:
+    url = file_url("sqlite", tmp_path / "store")
+    assert cli("import", url, "-", stdin=_jsonl(_sample())).code == 0
+    before = sorted(p.name for p in tmp_path.iterdir())
+    for command in READERS[:5]:
+        done = cli(*_fill(command, url, ""))
+        assert done.code == 0, done.err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+def test_an_adapter_that_creates_on_opening_is_told_not_to(
+    cli: Cli, tmp_path: Path
+) -> None:
+    # The test adapter declares create_schema, as the first-party ones do.
+    url = file_url("testfile", tmp_path / "absent")
+    for command in READERS:
+        done = cli(*_fill(command, url, file_url("testfile", tmp_path / "other")))
+        assert done.code in (0, 1), done.err
+        assert not (tmp_path / "absent.json").exists(), command
+    assert cli("import", url, "-", stdin=_jsonl(_sample())).code == 0
+    assert (tmp_path / "absent.json").exists()

@@ -1,0 +1,189 @@
+"""The examples of the documentation: found, and run in a process of their own.
+
+Two sources:
+
+- every ``Example:`` section of a public module's docstring (the indented
+  block under it), in ``core/src`` and ``packages/*/src``;
+- every fenced ``python`` block of the READMEs (the repository's, the
+  core's and each package's); the blocks of one README run in order, in one
+  namespace, as a reader follows them.
+
+An example that cannot run here says so where it is written, with the reason
+the test reports when it skips it: ``Example (needs a Redis server):`` or
+``Example (shell):`` in a docstring, ``<!-- example: needs a Redis server -->``
+on the line before a README block.
+
+Run as a program, this module runs the examples whose names it is given, in
+a fresh temporary folder each, with TCP connections refused (an example
+that needs a server and is not marked fails instead of writing to one), and
+prints a JSON object: each name and its traceback, or ``null``.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import socket
+import sys
+import tempfile
+import textwrap
+import traceback
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+
+_HEADER = re.compile(r"^(?P<indent>[ \t]*)Examples?(?: \((?P<note>.*)\))?:[ \t]*$")
+_MARKER = re.compile(r"^<!--\s*example:\s*(?P<note>.*?)\s*-->\s*$")
+_FENCE = re.compile(r"^```(?P<language>\S*)\s*$")
+
+
+@dataclass(frozen=True)
+class Example:
+    """One example: where it is, its code, and why it is not run, if it is not.
+
+    Attributes:
+        name: ``path:line`` of its first line of code.
+        code: The Python code.
+        skip: The reason it is not run here, or ``None``.
+        group: Examples of one group share a namespace (a README's blocks).
+    """
+
+    name: str
+    code: str
+    skip: str | None
+    group: str
+
+
+def _skip_reason(note: str | None) -> str | None:
+    if note is None:
+        return None
+    if note.startswith("needs "):
+        return note
+    if note.startswith("shell"):
+        return "shell commands (tests/cli runs the command itself)"
+    return None
+
+
+def _public_modules() -> Iterator[Path]:
+    for source in [ROOT / "core" / "src", *sorted((ROOT / "packages").glob("*/src"))]:
+        for path in sorted(source.rglob("*.py")):
+            parts = path.relative_to(source).parts
+            if not any(p.startswith("_") and p != "__init__.py" for p in parts):
+                yield path
+
+
+def _docstrings(tree: ast.Module) -> Iterator[tuple[int, str]]:
+    """``(line of the docstring's first line, its raw text)`` of every docstring."""
+    nodes: list[Any] = [tree]
+    nodes += [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+    ]
+    for node in nodes:
+        if node.body and isinstance(node.body[0], ast.Expr):
+            value = node.body[0].value
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                yield value.lineno, value.value
+
+
+def docstring_examples() -> list[Example]:
+    """Every ``Example:`` section of the public modules' docstrings."""
+    found = []
+    for path in _public_modules():
+        relative = path.relative_to(ROOT).as_posix()
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for first_line, text in _docstrings(tree):
+            lines = text.splitlines()
+            for index, line in enumerate(lines):
+                header = _HEADER.match(line)
+                if header is None:
+                    continue
+                indent = len(header.group("indent").expandtabs())
+                block: list[str] = []
+                for following in lines[index + 1 :]:
+                    width = len(following) - len(following.lstrip())
+                    if following.strip() and width <= indent:
+                        break
+                    block.append(following)
+                code = textwrap.dedent("\n".join(block)).strip("\n")
+                name = f"{relative}:{first_line + index + 1}"
+                skip = _skip_reason(header.group("note"))
+                found.append(Example(name, code, skip, name))
+    return found
+
+
+def readme_examples() -> list[Example]:
+    """Every fenced ``python`` block of the READMEs, in document order."""
+    readmes = [ROOT / "README.md", ROOT / "core" / "README.md"]
+    readmes += sorted((ROOT / "packages").glob("*/README.md"))
+    found = []
+    for path in readmes:
+        relative = path.relative_to(ROOT).as_posix()
+        lines = path.read_text(encoding="utf-8").splitlines()
+        index = 0
+        while index < len(lines):
+            fence = _FENCE.match(lines[index])
+            if fence is None or fence.group("language") != "python":
+                index += 1
+                continue
+            start = index + 1
+            end = start
+            while end < len(lines) and not _FENCE.match(lines[end]):
+                end += 1
+            previous = lines[index - 1] if index else ""
+            marker = _MARKER.match(previous)
+            skip = marker.group("note") if marker else None
+            code = "\n".join(lines[start:end])
+            found.append(Example(f"{relative}:{start + 1}", code, skip, relative))
+            index = end + 1
+    return found
+
+
+def all_examples() -> list[Example]:
+    """The README blocks, then the docstring examples."""
+    return readme_examples() + docstring_examples()
+
+
+def _refuse_tcp(self: socket.socket, address: Any) -> Any:
+    if self.family in (socket.AF_INET, socket.AF_INET6):
+        raise ConnectionRefusedError(
+            f"examples run offline: connecting to {address} was refused; mark an "
+            "example that needs a server (see tests/docs/examples.py)"
+        )
+    return _connect(self, address)
+
+
+_connect = socket.socket.connect
+
+
+def run(names: list[str]) -> dict[str, str | None]:
+    """Run the examples called ``names``; return each one's traceback or ``None``."""
+    socket.socket.connect = _refuse_tcp  # type: ignore[method-assign,assignment]
+    wanted = set(names)
+    namespaces: dict[str, dict[str, Any]] = {}
+    results: dict[str, str | None] = {}
+    home = Path.cwd()
+    for example in all_examples():
+        if example.name not in wanted:
+            continue
+        namespace = namespaces.setdefault(example.group, {"__name__": "__example__"})
+        with tempfile.TemporaryDirectory(prefix="chatledger-example-") as folder:
+            os.chdir(folder)
+            try:
+                exec(compile(example.code, example.name, "exec"), namespace)
+                results[example.name] = None
+            except BaseException:
+                results[example.name] = traceback.format_exc()
+            finally:
+                os.chdir(home)
+    return results
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(sys.argv[1:])))
