@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import NoScriptError
 
@@ -62,6 +62,8 @@ from chatledger_redis.scripts import APPEND, RESIZE, SAVE
 __all__ = ["AsyncRedisChatMemoryRepository"]
 
 AsyncClient = Redis | RedisCluster
+#: Connections a client made by ``from_url`` opens at most (redis-py's default).
+_DEFAULT_MAX_CONNECTIONS = 100
 
 
 class AsyncRedisChatMemoryRepository(AsyncClosingContext):
@@ -113,13 +115,22 @@ class AsyncRedisChatMemoryRepository(AsyncClosingContext):
         make a ``redis.asyncio.cluster.RedisCluster``. ``key_prefix`` and
         ``ttl`` go to the repository, every other option to the client's
         ``from_url``.
+
+        A ``Redis`` client made here takes its connections from a
+        ``BlockingConnectionPool``: when ``max_connections`` (100 by default)
+        calls are in flight, the next one waits for a connection (up to the
+        pool's ``timeout``) instead of failing with "Too many connections",
+        as an SQL engine's pool does. Pass ``connection_pool`` to choose.
         """
         url, cluster, repository_options = client_url(url, options)
-        client: AsyncClient = (
-            RedisCluster.from_url(url, **options)
-            if cluster
-            else Redis.from_url(url, **options)
-        )
+        client: AsyncClient
+        if cluster:
+            client = RedisCluster.from_url(url, **options)
+        elif "connection_pool" in options or options.get("single_connection_client"):
+            client = Redis.from_url(url, **options)
+        else:
+            options.setdefault("max_connections", _DEFAULT_MAX_CONNECTIONS)
+            client = Redis.from_pool(BlockingConnectionPool.from_url(url, **options))
         repository = cls(client, **repository_options)
         repository._owns_client = True
         return repository

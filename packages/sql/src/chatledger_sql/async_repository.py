@@ -308,7 +308,7 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         assert dialect is not None
         for attempt in range(1, MAX_ATTEMPTS + 1):
             try:
-                async with self._serialized(), self.engine.connect() as connection:
+                async with self._serialized(), self._connect() as connection:
                     await step(connection)
                     await connection.commit()
                 return
@@ -321,8 +321,9 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
     async def drop_schema(self) -> None:
         """Drop both tables and every conversation in them."""
         await self._detected()
-        async with self.engine.begin() as connection:
+        async with self._connect() as connection:
             await connection.run_sync(self.tables.metadata.drop_all, checkfirst=True)
+            await connection.commit()
 
     # -- reads -----------------------------------------------------------------
 
@@ -495,12 +496,12 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
     async def _read(self, work: Work[T]) -> T:
         """Run a read; once more on a fresh connection if the server dropped it."""
         try:
-            async with self.engine.connect() as connection:
+            async with self._connect() as connection:
                 return await work(connection)
         except exc.DBAPIError as error:
             if not error.connection_invalidated:
                 raise
-        async with self.engine.connect() as connection:
+        async with self._connect() as connection:
             return await work(connection)
 
     async def _check_sizes(self, batch: list[Message]) -> None:
@@ -508,7 +509,7 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         if self._statement_limit is _UNKNOWN:
             dialect = self.dialect
             assert dialect is not None
-            async with self.engine.connect() as connection:
+            async with self._connect() as connection:
                 limit = await connection.run_sync(dialect.max_statement_bytes)
             self._statement_limit = limit
         if self._statement_limit is not None:
@@ -526,7 +527,7 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         while True:
             attempt += 1
             try:
-                async with self._serialized(), self.engine.connect() as connection:
+                async with self._serialized(), self._connect() as connection:
                     result = await self._transaction(connection, work)
             except exc.DBAPIError as error:
                 if error.connection_invalidated and not reconnected:
@@ -562,6 +563,24 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
     def _dialect(self) -> SqlDialect:
         assert self.dialect is not None
         return self.dialect
+
+    @contextlib.asynccontextmanager
+    async def _connect(self) -> AsyncIterator[AsyncConnection]:
+        """A pooled connection, discarded rather than pooled after a cancellation.
+
+        A statement cancelled while its answer was on the way leaves the
+        driver's connection in a state nobody knows (a reply still to read, a
+        transaction the rollback did not reach); closing it is the one sure
+        way that the next user of the pool does not read it. The server rolls
+        back whatever the closed connection had begun.
+        """
+        async with self.engine.connect() as connection:
+            try:
+                yield connection
+            except BaseException as error:
+                if not isinstance(error, Exception):
+                    await connection.invalidate(error)
+                raise
 
     @contextlib.asynccontextmanager
     async def _serialized(self) -> AsyncIterator[None]:
