@@ -9,7 +9,7 @@ from sqlalchemy import Engine, create_engine
 
 from chatledger import Message
 from chatledger_sql import SqlChatMemoryRepository
-from chatledger_sql.repository import _moment
+from chatledger_sql.rows import moment as _moment
 from chatledger_sql.types import UtcDateTime
 from tests.sql.conftest import unique_table
 

@@ -15,7 +15,7 @@ from sqlalchemy import create_engine
 from chatledger import Message, MessageTooLargeError
 from chatledger.window import MessageWindow
 from chatledger_sql import SqlChatMemoryRepository
-from chatledger_sql.repository import STATEMENT_OVERHEAD_BYTES
+from chatledger_sql.rows import STATEMENT_OVERHEAD_BYTES
 from tests.backends import backend_url
 from tests.sql.conftest import unique_table
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from chatledger.testing import ChatMemoryRepositoryTests
+from chatledger.testing import (
+    AsyncChatMemoryRepositoryTests,
+    ChatMemoryRepositoryTests,
+)
 
 
 def test_a_case_set_to_none_is_refused() -> None:
@@ -36,3 +39,39 @@ def test_an_override_marked_xfail_with_a_reason_is_allowed() -> None:
             pass
 
     assert Limited.test_save_all_replaces_previous_messages is not None
+
+
+def test_the_async_suite_refuses_a_dropped_case_too() -> None:
+    with pytest.raises(TypeError, match="test_save_all_replaces_previous_messages"):
+
+        class Overriding(AsyncChatMemoryRepositoryTests):
+            def test_save_all_replaces_previous_messages(self) -> None:  # type: ignore[override]
+                pass
+
+    with pytest.raises(TypeError, match="test_no_overrides_DO_NOT_OVERRIDE"):
+
+        class Silencing(AsyncChatMemoryRepositoryTests):
+            test_no_overrides_DO_NOT_OVERRIDE = None  # type: ignore[assignment]
+
+
+def test_the_async_suite_keeps_its_facade_fixtures() -> None:
+    with pytest.raises(TypeError, match="override 'async_repository' instead"):
+
+        class Bypassing(AsyncChatMemoryRepositoryTests):
+            @pytest.fixture
+            def repository(self) -> None:
+                return None
+
+    with pytest.raises(TypeError, match="'make_async_repository_with_ttl'"):
+
+        class BypassingTTL(AsyncChatMemoryRepositoryTests):
+            @pytest.fixture
+            def make_repository_with_ttl(self) -> None:
+                return None
+
+
+def test_the_async_suite_runs_the_same_cases() -> None:
+    def cases(cls: type) -> set[str]:
+        return {name for name in dir(cls) if name.startswith("test_")}
+
+    assert cases(AsyncChatMemoryRepositoryTests) == cases(ChatMemoryRepositoryTests)

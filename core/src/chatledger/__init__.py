@@ -6,10 +6,28 @@ Example:
     memory = MessageWindowChatMemory(connect("sqlite:///chat.db"), max_messages=20)
     memory.add("c1", Message.user("Hello"))
     memory.get("c1")
+
+With asyncio, the same names start with ``Async`` and ``connect_async`` opens
+a URL: ``AsyncMessageWindowChatMemory(connect_async(url))``, then ``await
+memory.add(...)``.
 """
 
 from __future__ import annotations
 
+from chatledger.async_connect import connect_async
+from chatledger.async_in_memory import AsyncInMemoryChatMemoryRepository
+from chatledger.async_memory import (
+    AsyncChatMemory,
+    AsyncMessageWindowChatMemory,
+    AsyncTokenWindowChatMemory,
+    AsyncWindowChatMemory,
+)
+from chatledger.async_repository import (
+    AsyncChatMemoryRepository,
+    AsyncSupportsConversationPages,
+    AsyncSupportsCountMessages,
+    AsyncSupportsWindowAppend,
+)
 from chatledger.connect import connect, redact_url
 from chatledger.errors import (
     ChatLedgerError,
@@ -52,6 +70,15 @@ __version__ = "0.2.0"
 __all__ = [
     "CONVERSATION_ID",
     "AppendResult",
+    "AsyncChatMemory",
+    "AsyncChatMemoryRepository",
+    "AsyncInMemoryChatMemoryRepository",
+    "AsyncMessageWindowChatMemory",
+    "AsyncSupportsConversationPages",
+    "AsyncSupportsCountMessages",
+    "AsyncSupportsWindowAppend",
+    "AsyncTokenWindowChatMemory",
+    "AsyncWindowChatMemory",
     "ChatLedgerError",
     "ChatMemory",
     "ChatMemoryRepository",
@@ -90,5 +117,6 @@ __all__ = [
     "WindowChatMemory",
     "__version__",
     "connect",
+    "connect_async",
     "redact_url",
 ]

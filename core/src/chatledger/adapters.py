@@ -25,6 +25,10 @@ meaning within a minor version. It holds
   planner (:func:`plan_append` and its :class:`StoredWindow`,
   :class:`StoredEntry`, :class:`AppendPlan`), which every adapter that plans
   in Python calls instead of reworking the window arithmetic;
+- for async adapters: the protocols (:class:`AsyncChatMemoryRepository`
+  and the ``AsyncSupports...`` capabilities), :func:`plan_append_async`
+  (the planner over awaited reads, with :class:`AsyncStoredWindow`) and
+  :class:`AsyncClosingContext` (``async with`` awaits ``aclose()``);
 - the shared behaviours: :class:`ClosingContext` (``with`` closes),
   :class:`FaultPoints` (test hooks at the named steps of a write),
   :func:`to_ttl` (one meaning of ``ttl``);
@@ -52,7 +56,15 @@ from chatledger.append_plan import (
     plan_append,
     rows_to_peek,
 )
-from chatledger.closing import ClosingContext
+from chatledger.async_append_plan import AsyncStoredWindow, plan_append_async
+from chatledger.async_repository import (
+    AsyncChatMemoryRepository,
+    AsyncSupportsConversationPages,
+    AsyncSupportsCountMessages,
+    AsyncSupportsWindowAppend,
+    is_async_repository,
+)
+from chatledger.closing import AsyncClosingContext, ClosingContext
 from chatledger.connect import install_hint, redact_url
 from chatledger.errors import (
     ChatLedgerError,
@@ -94,6 +106,12 @@ __all__ = [
     "MAX_PAGE_SIZE",
     "AppendPlan",
     "AppendResult",
+    "AsyncChatMemoryRepository",
+    "AsyncClosingContext",
+    "AsyncStoredWindow",
+    "AsyncSupportsConversationPages",
+    "AsyncSupportsCountMessages",
+    "AsyncSupportsWindowAppend",
     "ChatLedgerError",
     "ClosingContext",
     "ContentionError",
@@ -117,9 +135,11 @@ __all__ = [
     "codec",
     "count_evictions",
     "install_hint",
+    "is_async_repository",
     "merge_system",
     "needs_stored_system",
     "plan_append",
+    "plan_append_async",
     "redact_url",
     "rows_to_peek",
     "stamp_messages",

@@ -8,14 +8,16 @@ Example:
     # the engine from_url made is disposed here
 
 A class that mixes in :class:`ClosingContext` defines ``close()``; leaving the
-``with`` block calls it, whether or not an exception is propagating.
+``with`` block calls it, whether or not an exception is propagating. Its async
+twin, :class:`AsyncClosingContext`, does the same for ``async with`` and
+``aclose()``.
 """
 
 from __future__ import annotations
 
 from typing import Self
 
-__all__ = ["ClosingContext"]
+__all__ = ["AsyncClosingContext", "ClosingContext"]
 
 
 class ClosingContext:
@@ -29,3 +31,17 @@ class ClosingContext:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+class AsyncClosingContext:
+    """Mixin for async repositories: ``async with`` returns the object, then awaits
+    its ``aclose()``, whether or not an exception is propagating."""
+
+    async def aclose(self) -> None:
+        """Release what the object owns; subclasses override this."""
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()

@@ -56,6 +56,12 @@ _INSTALL: dict[str, str] = {
     "mariadb": f"{_SQL}[mysql]",
     "mssql": f"{_SQL}[mssql]",
     "oracle": f"{_SQL}[oracle]",
+    "postgresql+asyncpg": f"{_SQL}[asyncpg]",
+    "sqlite+aiosqlite": f"{_SQL}[aiosqlite]",
+    "mysql+asyncmy": f"{_SQL}[asyncmy]",
+    "mysql+aiomysql": f"{_SQL}[aiomysql]",
+    "mariadb+asyncmy": f"{_SQL}[asyncmy]",
+    "mariadb+aiomysql": f"{_SQL}[aiomysql]",
     "redis": "chatledger-redis",
     "rediss": "chatledger-redis",
     "mongodb": "chatledger-mongodb",
@@ -139,16 +145,20 @@ def redact_text(text: str) -> str:
     return _URL_IN_TEXT.sub(lambda match: redact_url(match.group(0)), text)
 
 
-def _entry_points() -> dict[str, EntryPoint]:
+def _entry_points(group: str = ENTRY_POINT_GROUP) -> dict[str, EntryPoint]:
     found: dict[str, EntryPoint] = {}
-    for entry in entry_points(group=ENTRY_POINT_GROUP):
+    for entry in entry_points(group=group):
         found.setdefault(entry.name.lower(), entry)
     return found
 
 
-def installed_schemes() -> list[str]:
-    """Return the URL schemes the installed adapters handle, sorted."""
-    return sorted(_entry_points())
+def installed_schemes(group: str = ENTRY_POINT_GROUP) -> list[str]:
+    """Return the URL schemes the installed adapters handle, sorted.
+
+    ``group`` is the entry-point group to look in (the async adapters'
+    is :data:`chatledger.async_connect.ASYNC_ENTRY_POINT_GROUP`).
+    """
+    return sorted(_entry_points(group))
 
 
 def install_hint(scheme: str) -> str | None:
@@ -165,6 +175,8 @@ def install_hint(scheme: str) -> str | None:
 def _known_backends() -> str:
     by_distribution: dict[str, list[str]] = {}
     for scheme, distribution in _INSTALL.items():
+        if "+" in scheme:
+            continue  # a driver of a family already listed
         by_distribution.setdefault(distribution.partition("[")[0], []).append(scheme)
     parts = []
     for distribution, schemes in by_distribution.items():
@@ -177,8 +189,10 @@ def _known_backends() -> str:
     return ", ".join(parts)
 
 
-def _resolve(scheme: str, url: str) -> Callable[..., Any]:
-    available = _entry_points()
+def _resolve(
+    scheme: str, url: str, group: str = ENTRY_POINT_GROUP
+) -> Callable[..., Any]:
+    available = _entry_points(group)
     entry = available.get(scheme) or available.get(scheme.partition("+")[0])
     shown = redact_url(url)
     hint = install_hint(scheme)
@@ -204,7 +218,7 @@ def _resolve(scheme: str, url: str) -> Callable[..., Any]:
     if not callable(factory):
         raise UnknownBackendError(
             f"the entry point {entry.name} = {entry.value!r} in group "
-            f"{ENTRY_POINT_GROUP} is not callable"
+            f"{group} is not callable"
         )
     return factory  # type: ignore[no-any-return]
 

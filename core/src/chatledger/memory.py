@@ -29,7 +29,13 @@ from chatledger.repository import (
 from chatledger.tokens import estimate_tokens
 from chatledger.turn import OnError, TurnContext
 from chatledger.validation import validate_conversation_id, validate_messages
-from chatledger.window import MessageWindow, TokenWindow, Window, apply_window
+from chatledger.window import (
+    MessageWindow,
+    TokenWindow,
+    Window,
+    WindowUpdate,
+    apply_window,
+)
 
 __all__ = [
     "CONVERSATION_ID",
@@ -37,6 +43,7 @@ __all__ = [
     "MessageWindowChatMemory",
     "TokenWindowChatMemory",
     "WindowChatMemory",
+    "rewrite_window",
 ]
 
 #: The context key that carries the conversation id (Spring AI's name).
@@ -60,6 +67,21 @@ class ChatMemory(Protocol):
     def clear(self, conversation_id: str) -> None:
         """Forget a conversation."""
         ...
+
+
+def rewrite_window(
+    stored: Sequence[Message], batch: Sequence[Message], window: Window
+) -> WindowUpdate | None:
+    """The read-modify-write step: the window to save back, or ``None`` for no write.
+
+    Messages of ``batch`` whose id ``stored`` already holds are skipped (a
+    retried add is a no-op); ``None`` when nothing is left to add.
+    """
+    known = {m.id for m in stored}
+    fresh = [m for m in batch if m.id not in known]
+    if not fresh:
+        return None
+    return apply_window(stored, fresh, window)
 
 
 class WindowChatMemory:
@@ -101,11 +123,9 @@ class WindowChatMemory:
             appender = cast(SupportsWindowAppend, repository)
             return appender.append_to_window(conversation_id, batch, self.window)
         stored = self.repository.find_by_conversation_id(conversation_id)
-        known = {m.id for m in stored}
-        fresh = [m for m in batch if m.id not in known]
-        if not fresh:
+        update = rewrite_window(stored, batch, self.window)
+        if update is None:
             return AppendResult()
-        update = apply_window(stored, fresh, self.window)
         self.repository.save_all(conversation_id, update.messages)
         return AppendResult(update.appended, [m.id for m in update.evicted])
 

@@ -20,10 +20,27 @@ run when the repository has them. A subclass may not override a suite test (nor
 set its name to ``None``) except to mark it ``pytest.mark.xfail(reason=...)``:
 defining such a subclass raises ``TypeError``. Install with
 ``pip install 'chatledger[testing]'`` and pin its version.
+
+An async repository runs the same cases through
+:class:`AsyncChatMemoryRepositoryTests`, overriding ``async_repository``
+instead (and ``make_async_repository_with_ttl`` for TTLs). Its fixtures may
+await on the test class's event loop, the ``async_runner`` fixture:
+
+    class TestAcmeAsyncRepository(AsyncChatMemoryRepositoryTests):
+        supports_atomic_append = True
+
+        @pytest.fixture
+        def async_repository(self, async_runner):
+            repo = AsyncAcmeChatMemoryRepository.from_url(URL, namespace=unique_name())
+            yield repo          # must be EMPTY
+            async_runner.run(repo.drop_schema())
+            async_runner.run(repo.aclose())
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -37,6 +54,11 @@ pytest.register_assert_rewrite(
     "chatledger.testing.turn_tests",
 )
 
+from chatledger.testing.async_runner import (  # noqa: E402
+    EventLoopThread,
+    RepositoryFacade,
+    repository_facade,
+)
 from chatledger.testing.capability_tests import CapabilityTests  # noqa: E402
 from chatledger.testing.guard import check_no_overrides  # noqa: E402
 from chatledger.testing.repository_tests import RepositoryContractTests  # noqa: E402
@@ -47,6 +69,7 @@ from chatledger.testing.turn_tests import TurnTests  # noqa: E402
 from chatledger.testing.window_tests import WindowMemoryTests, random_turns  # noqa: E402
 
 __all__ = [
+    "AsyncChatMemoryRepositoryTests",
     "CapabilityTests",
     "ChatMemoryRepositoryTests",
     "RepositoryContractTests",
@@ -99,3 +122,71 @@ class ChatMemoryRepositoryTests(
             f"{type(self).__name__} overrides suite tests {offenders}; override a "
             "test only to mark it pytest.mark.xfail(reason=...)"
         )
+
+
+#: Fixtures the async suite keeps, and the ones a subclass overrides instead.
+_ASYNC_FIXTURES = (
+    ("repository", "async_repository"),
+    ("make_repository_with_ttl", "make_async_repository_with_ttl"),
+)
+
+
+class AsyncChatMemoryRepositoryTests(ChatMemoryRepositoryTests):
+    """The whole suite, the same cases, for an async repository.
+
+    Override the ``async_repository`` fixture (and, with ``supports_ttl``,
+    ``make_async_repository_with_ttl``). Each case drives the repository
+    through a facade that awaits every call on the class's event loop
+    (``async_runner``), and its memories are the async ones. The same
+    override rule as :class:`ChatMemoryRepositoryTests` holds, and the
+    ``repository`` fixtures stay the suite's own.
+    """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        for name, instead in _ASYNC_FIXTURES:
+            # Fixtures bind on attribute access: compare where each is defined.
+            owner = next(k for k in cls.__mro__ if name in vars(k))
+            if owner is not AsyncChatMemoryRepositoryTests:
+                raise TypeError(
+                    f"{cls.__name__} overrides the fixture {name!r}; override "
+                    f"{instead!r} instead"
+                )
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def async_runner(cls) -> Iterator[EventLoopThread]:
+        """The event loop the class's repositories and cases run on."""
+        runner = EventLoopThread()
+        yield runner
+        runner.close()
+
+    @pytest.fixture
+    def async_repository(self) -> Any:
+        """Yield an EMPTY async repository; override it in your subclass."""
+        raise NotImplementedError(
+            "Override the `async_repository` fixture to yield an empty "
+            "AsyncChatMemoryRepository"
+        )
+
+    @pytest.fixture
+    def make_async_repository_with_ttl(self) -> Callable[[timedelta], Any]:
+        """Return a factory of empty async repositories with a TTL, if supported."""
+        raise NotImplementedError(
+            "Override `make_async_repository_with_ttl` when supports_ttl"
+        )
+
+    @pytest.fixture
+    def repository(
+        self, async_repository: Any, async_runner: EventLoopThread
+    ) -> RepositoryFacade:
+        """The async repository behind the facade the cases call."""
+        return repository_facade(async_repository, async_runner)
+
+    @pytest.fixture
+    def make_repository_with_ttl(
+        self, request: pytest.FixtureRequest, async_runner: EventLoopThread
+    ) -> Callable[[timedelta], RepositoryFacade]:
+        """Facades over the repositories ``make_async_repository_with_ttl`` makes."""
+        make = request.getfixturevalue("make_async_repository_with_ttl")
+        return lambda ttl: repository_facade(make(ttl), async_runner)

@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 
 from chatledger.errors import InvalidConversationIdError, InvalidPageError
-from chatledger.memory import MessageWindowChatMemory
 from chatledger.messages import Message
 from chatledger.repository import SupportsConversationPages, SupportsCountMessages
+from chatledger.testing.async_runner import window_memory
+from chatledger.window import MessageWindow
 
 __all__ = ["CapabilityTests"]
 
@@ -59,7 +60,7 @@ class CapabilityTests:
         assert counting.count_messages("nobody") == 0
         counting.save_all("c", [Message.system("S"), Message.user("U")])
         assert counting.count_messages("c") == 2
-        memory = MessageWindowChatMemory(counting, max_messages=4)
+        memory = window_memory(counting, MessageWindow(4))
         for turn in range(5):
             memory.add("c", [Message.user(f"u{turn}"), Message.assistant(f"a{turn}")])
             stored = counting.find_by_conversation_id("c")

@@ -17,8 +17,9 @@ from typing import Any
 
 import pytest
 
-from chatledger.memory import MessageWindowChatMemory
 from chatledger.messages import Message
+from chatledger.testing.async_runner import window_memory
+from chatledger.window import MessageWindow
 
 __all__ = ["TTLTests"]
 
@@ -63,7 +64,7 @@ class TTLTests:
         """After the TTL the conversation reads empty and leaves the listing."""
         for attempt, ttl in enumerate(_EXPIRY_TTLS):
             repository = self._ttl_repository(request, timedelta(seconds=ttl))
-            memory = MessageWindowChatMemory(repository, max_messages=10)
+            memory = window_memory(repository, MessageWindow(10))
             cid = f"ttl-{attempt}"
             started = time.monotonic()
             memory.add(cid, [Message.user("U1"), Message.assistant("A1")])
@@ -82,7 +83,7 @@ class TTLTests:
         """Each write refreshes the TTL of the whole conversation, old messages too."""
         for attempt, ttl in enumerate(_SLIDING_TTLS):
             repository = self._ttl_repository(request, timedelta(seconds=ttl))
-            memory = MessageWindowChatMemory(repository, max_messages=10)
+            memory = window_memory(repository, MessageWindow(10))
             cid = f"slide-{attempt}"
             first_started = time.monotonic()
             memory.add(cid, [Message.user("U1"), Message.assistant("A1")])

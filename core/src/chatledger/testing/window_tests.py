@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-from chatledger.memory import MessageWindowChatMemory, TokenWindowChatMemory
 from chatledger.messages import Message, Role, ToolCall, ToolResponse
 from chatledger.repository import SupportsWindowAppend
+from chatledger.testing.async_runner import window_memory
 from chatledger.tokens import estimate_tokens
 from chatledger.window import MessageWindow, TokenWindow, Window, apply_window
 
@@ -79,7 +79,7 @@ class WindowMemoryTests:
 
     def test_window_keeps_spring_turn_snapping(self, repository: Any) -> None:
         """max=2 with [U1,A1,U2,A2,U3] keeps [U3]: the cut snaps to the next user."""
-        memory = MessageWindowChatMemory(repository, max_messages=2)
+        memory = window_memory(repository, MessageWindow(2))
         memory.add(
             "snap",
             [
@@ -94,7 +94,7 @@ class WindowMemoryTests:
 
     def test_window_never_evicts_system_messages(self, repository: Any) -> None:
         """System messages stay while older turns are evicted one by one."""
-        memory = MessageWindowChatMemory(repository, max_messages=3)
+        memory = window_memory(repository, MessageWindow(3))
         memory.add(
             "sys", [Message.system("S"), Message.user("U1"), Message.assistant("A1")]
         )
@@ -103,21 +103,21 @@ class WindowMemoryTests:
 
     def test_equal_system_message_is_not_stored_twice(self, repository: Any) -> None:
         """Adding a system message equal to the stored one keeps a single copy."""
-        memory = MessageWindowChatMemory(repository, max_messages=10)
+        memory = window_memory(repository, MessageWindow(10))
         memory.add("s", [Message.system("S"), Message.user("U1")])
         memory.add("s", [Message.system("S"), Message.user("U2")])
         assert [m.content for m in memory.get("s")] == ["S", "U1", "U2"]
 
     def test_new_system_message_replaces_old_ones(self, repository: Any) -> None:
         """A different system message replaces every stored one and goes at the end."""
-        memory = MessageWindowChatMemory(repository, max_messages=10)
+        memory = window_memory(repository, MessageWindow(10))
         memory.add("s", [Message.system("S1"), Message.user("U1")])
         memory.add("s", [Message.system("S2")])
         assert [m.content for m in memory.get("s")] == ["U1", "S2"]
 
     def test_append_with_known_message_id_is_a_noop(self, repository: Any) -> None:
         """Re-adding a message with an id already stored (a retry) stores nothing."""
-        memory = MessageWindowChatMemory(repository, max_messages=10)
+        memory = window_memory(repository, MessageWindow(10))
         message = Message.user("once")
         memory.add("retry", message)
         memory.add("retry", message)
@@ -126,13 +126,13 @@ class WindowMemoryTests:
 
     def test_empty_add_is_a_noop(self, repository: Any) -> None:
         """Adding an empty batch writes nothing and creates no conversation."""
-        memory = MessageWindowChatMemory(repository, max_messages=10)
+        memory = window_memory(repository, MessageWindow(10))
         memory.add("empty", [])
         assert repository.find_conversation_ids() == []
 
     def test_clear_removes_the_conversation(self, repository: Any) -> None:
         """``clear`` removes the conversation, and a later add starts afresh."""
-        memory = MessageWindowChatMemory(repository, max_messages=10)
+        memory = window_memory(repository, MessageWindow(10))
         memory.add("c", [Message.user("U1")])
         memory.clear("c")
         assert memory.get("c") == []
@@ -142,7 +142,7 @@ class WindowMemoryTests:
 
     def test_window_append_keeps_created_at(self, repository: Any) -> None:
         """Appends and evictions never change ``created_at`` of surviving messages."""
-        memory = MessageWindowChatMemory(repository, max_messages=4)
+        memory = window_memory(repository, MessageWindow(4))
         memory.add("t", [Message.user("U1"), Message.assistant("A1")])
         before = {m.id: m.created_at for m in memory.get("t")}
         memory.add("t", [Message.user("U2"), Message.assistant("A2")])
@@ -159,12 +159,10 @@ class WindowMemoryTests:
         rng = random.Random(seed)
         window: Window
         if kind == "messages":
-            memory: Any = MessageWindowChatMemory(
-                repository, max_messages=rng.randint(1, 12)
-            )
+            memory: Any = window_memory(repository, MessageWindow(rng.randint(1, 12)))
         else:
-            memory = TokenWindowChatMemory(
-                repository, rng.randint(10, 120), estimate_tokens
+            memory = window_memory(
+                repository, TokenWindow(rng.randint(10, 120), estimate_tokens)
             )
         window = memory.window
         expected: list[Message] = []
@@ -178,7 +176,7 @@ class WindowMemoryTests:
 
     def test_a_tool_response_never_opens_the_window(self, repository: Any) -> None:
         """A tool response whose call is not in the window is evicted (rule 4)."""
-        memory = MessageWindowChatMemory(repository, max_messages=1)
+        memory = window_memory(repository, MessageWindow(1))
         call = ToolCall(id="c", name="f", arguments="{}")
         memory.add("orphan", [Message.assistant("thinking")])
         memory.add("orphan", [Message.assistant(None, tool_calls=[call])])
@@ -194,7 +192,7 @@ class WindowMemoryTests:
         response = Message.tool(ToolResponse(id="c", name="f", data="r"))
         kept = [Message.user("U1"), Message.assistant("A1")]
         repository.save_all("lead", [Message.system("S"), response, *kept])
-        memory = MessageWindowChatMemory(repository, max_messages=20)
+        memory = window_memory(repository, MessageWindow(20))
         memory.add("lead", [Message.user("U2")])
         assert _contents(memory.get("lead")) == [
             (Role.SYSTEM, "S"),
@@ -218,7 +216,7 @@ class WindowMemoryTests:
     def test_token_window_keeps_the_budget(self, repository: Any) -> None:
         """A token window evicts whole old turns to stay within its budget."""
         window = TokenWindow(60, estimate_tokens, "estimate_tokens")
-        memory = TokenWindowChatMemory(repository, 60)
+        memory = window_memory(repository, TokenWindow(60, estimate_tokens))
         for turn in range(10):
             memory.add(
                 "tok", [Message.user(f"question {turn}"), Message.assistant("x" * 40)]
@@ -229,11 +227,11 @@ class WindowMemoryTests:
 
     def test_two_token_counters_never_share_stored_sizes(self, repository: Any) -> None:
         """Sizes cached for one counter are not reused for another of the same name."""
-        small = TokenWindowChatMemory(repository, 100, lambda m: 1)
+        small = window_memory(repository, TokenWindow(100, lambda m: 1))
         for turn in range(10):
             small.add("two", [Message.user(f"u{turn}"), Message.assistant(f"a{turn}")])
         assert len(small.get("two")) == 20
-        large = TokenWindowChatMemory(repository, 100, lambda m: 30)
+        large = window_memory(repository, TokenWindow(100, lambda m: 30))
         assert large.window.counter_id != small.window.counter_id
         large.add("two", Message.user("last"))
         kept = large.get("two")
@@ -247,7 +245,7 @@ class WindowMemoryTests:
         if not self.supports_atomic_append:
             pytest.skip("the repository has no atomic window append")
         total = self.concurrent_writers * self.appends_per_writer
-        memory = MessageWindowChatMemory(repository, max_messages=total + 10)
+        memory = window_memory(repository, MessageWindow(total + 10))
         errors: list[BaseException] = []
         start = threading.Barrier(self.concurrent_writers)
 

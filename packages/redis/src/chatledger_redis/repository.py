@@ -41,12 +41,6 @@ crash. Call ``client.wait(...)`` after a write if you need more.
 
 from __future__ import annotations
 
-import bisect
-import functools
-import inspect
-import itertools
-import math
-import os
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
@@ -61,127 +55,33 @@ from chatledger.adapters import (
     ContentionError,
     ConversationPage,
     FaultPoints,
-    InvalidOptionError,
     Message,
-    Role,
     Window,
-    codec,
     stamp_messages,
-    system_key,
-    to_ttl,
     validate_conversation_id,
     validate_messages,
-    validate_page_request,
+)
+from chatledger_redis.commands import (
+    RESIZE_ATTEMPTS,
+    append_args,
+    append_result,
+    client_url,
+    conversation_keys,
+    ids_of_meta_keys,
+    ordered_messages,
+    page_of,
+    resize_args,
+    save_args,
+    ttl_milliseconds,
 )
 from chatledger_redis.keys import (
     ConversationKeys,
     meta_key_pattern,
-    parse_meta_key,
     validate_key_prefix,
-)
-from chatledger_redis.markers import (
-    ROLE_CODES,
-    system_marker,
-    turn_marker,
 )
 from chatledger_redis.scripts import APPEND, RESIZE, SAVE
 
 __all__ = ["RedisChatMemoryRepository"]
-
-#: How often an append re-measures the history before giving up; only writers
-#: with different token counters on one conversation can make it retry.
-_RESIZE_ATTEMPTS = 8
-
-_CLUSTER_SUFFIX = "+cluster"
-
-
-@functools.cache
-def _client_option_names() -> frozenset[str]:
-    """Every keyword a ``redis.Redis`` made from a URL passes on and accepts."""
-    from redis import ConnectionPool
-    from redis.connection import (
-        AbstractConnection,
-        Connection,
-        SSLConnection,
-        UnixDomainSocketConnection,
-    )
-
-    names: set[str] = set()
-    for target in (
-        Redis.__init__,
-        ConnectionPool.__init__,
-        AbstractConnection.__init__,
-        Connection.__init__,
-        SSLConnection.__init__,
-        UnixDomainSocketConnection.__init__,
-    ):
-        parameters = inspect.signature(target).parameters.values()
-        names.update(
-            p.name
-            for p in parameters
-            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
-        )
-    names.discard("self")
-    return frozenset(names)
-
-
-def _check_client_options(options: dict[str, Any]) -> None:
-    """Refuse, before any connection, an option no part of the client takes.
-
-    redis-py would raise only when its first connection is made, from deep
-    inside, naming neither the repository nor the options it takes.
-    """
-    unknown = sorted(set(options) - _client_option_names())
-    if unknown:
-        raise InvalidOptionError(
-            f"RedisChatMemoryRepository.from_url takes no option {unknown[0]!r}; "
-            "its options are cluster, key_prefix and ttl, and those of "
-            "redis.Redis (socket_timeout, socket_connect_timeout, username, "
-            "password, max_connections, ...)"
-        )
-
-
-def _ttl_milliseconds(ttl: object) -> int:
-    """Return ``ttl`` in whole milliseconds (0 for no TTL), or raise."""
-    value = to_ttl(ttl)
-    return 0 if value is None else max(1, math.ceil(value.total_seconds() * 1000))
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode("utf-8") if isinstance(value, bytes) else value
-
-
-class _Tokens:
-    """Write tokens unique across processes: a random prefix and a counter.
-
-    A token only has to differ from every other write's token on the same
-    conversation; a per-process random prefix (renewed in a forked child) and
-    a counter do that without a system call per write.
-    """
-
-    def __init__(self) -> None:
-        self._renew()
-        os.register_at_fork(after_in_child=self._renew)
-
-    def _renew(self) -> None:
-        self._prefix = os.urandom(8).hex()
-        self._count = itertools.count()
-
-    def __call__(self) -> str:
-        return f"{self._prefix}{next(self._count):x}"
-
-
-_token = _Tokens()
-
-
-@functools.lru_cache(maxsize=1024)
-def _conversation_keys(
-    prefix: str, conversation_id: str
-) -> tuple[ConversationKeys, tuple[str, ...]]:
-    # Building the keys base64-encodes the id; a chat appends to the same
-    # conversations over and over, so the recent ones are kept.
-    keys = ConversationKeys.of(prefix, conversation_id)
-    return keys, tuple(keys.all())
 
 
 class RedisChatMemoryRepository(ClosingContext):
@@ -211,7 +111,7 @@ class RedisChatMemoryRepository(ClosingContext):
         if client is None:
             raise TypeError("client must be a redis.Redis or RedisCluster, not None")
         self.key_prefix = validate_key_prefix(key_prefix)
-        self._ttl_ms = _ttl_milliseconds(ttl)
+        self._ttl_ms = ttl_milliseconds(ttl)
         self.ttl = None if ttl is None else timedelta(milliseconds=self._ttl_ms)
         self.client = client
         self.fault_points = FaultPoints()
@@ -234,19 +134,8 @@ class RedisChatMemoryRepository(ClosingContext):
                 ``redis.Redis`` client takes (checked before any connection;
                 a cluster client's options are its own to check).
         """
-        repository_options = {
-            name: options.pop(name) for name in ("key_prefix", "ttl") if name in options
-        }
-        cluster = bool(options.pop("cluster", False))
-        scheme, separator, rest = url.partition("://")
-        if scheme.endswith(_CLUSTER_SUFFIX):
-            cluster = True
-            url = scheme[: -len(_CLUSTER_SUFFIX)] + separator + rest
-        # Validate our own options before a client (and its pool) exists.
-        if not cluster:
-            _check_client_options(options)
-        validate_key_prefix(repository_options.get("key_prefix", "chatledger:"))
-        _ttl_milliseconds(repository_options.get("ttl"))
+        # Our own options are validated before a client (and its pool) exists.
+        url, cluster, repository_options = client_url(url, options)
         client: Redis | RedisCluster = (
             RedisCluster.from_url(url, **options)
             if cluster
@@ -268,7 +157,7 @@ class RedisChatMemoryRepository(ClosingContext):
         )
 
     def _keys(self, conversation_id: str) -> ConversationKeys:
-        return _conversation_keys(self.key_prefix, conversation_id)[0]
+        return conversation_keys(self.key_prefix, conversation_id)[0]
 
     def create_schema(self) -> None:
         """Do nothing: a conversation's keys appear with its first write.
@@ -287,13 +176,9 @@ class RedisChatMemoryRepository(ClosingContext):
 
     def find_conversation_ids(self) -> list[str]:
         """Return the id of every stored conversation (a SCAN of the meta keys)."""
-        found: set[str] = set()
         pattern = meta_key_pattern(self.key_prefix)
-        for key in self.client.scan_iter(match=pattern, count=1000):
-            conversation_id = parse_meta_key(self.key_prefix, _text(key))
-            if conversation_id is not None:
-                found.add(conversation_id)
-        return list(found)
+        found = self.client.scan_iter(match=pattern, count=1000)
+        return ids_of_meta_keys(self.key_prefix, found)
 
     def count_messages(self, conversation_id: str) -> int:
         """Return how many messages a conversation holds, in one command (``HLEN``)."""
@@ -312,33 +197,20 @@ class RedisChatMemoryRepository(ClosingContext):
         comes exactly once, and each page costs a full scan. Page with a large
         ``limit`` (up to 10,000) to scan less often.
         """
-        after, limit = validate_page_request(cursor, limit)
-        ids = sorted(self.find_conversation_ids())
-        start = 0 if after is None else bisect.bisect_right(ids, after)
-        page = ids[start : start + limit]
-        more = start + limit < len(ids)
-        return ConversationPage(page, page[-1] if more else None)
+        page_of([], cursor, limit)  # a bad cursor or limit: before any I/O
+        return page_of(self.find_conversation_ids(), cursor, limit)
 
     def find_by_conversation_id(self, conversation_id: str) -> list[Message]:
         """Return one conversation, oldest first, in one command (``HGETALL``)."""
         validate_conversation_id(conversation_id)
         stored: dict[Any, Any] = self.client.hgetall(self._keys(conversation_id).msgs)
-        ordered = sorted(stored.items(), key=lambda item: int(item[0]))
-        return [codec.from_json(text) for _, text in ordered]
+        return ordered_messages(stored)
 
     def save_all(self, conversation_id: str, messages: Sequence[Message]) -> None:
         """Replace one conversation in one script; an empty list removes it."""
         validate_conversation_id(conversation_id)
         batch = stamp_messages(validate_messages(messages))
-        args: list[Any] = [self._ttl_ms, _token(), len(batch)]
-        for message in batch:
-            system = message.role is Role.SYSTEM
-            args += [
-                message.id,
-                ROLE_CODES[message.role],
-                system_key(message) if system else "",
-                codec.to_json(message),
-            ]
+        args = save_args(batch, self._ttl_ms)
         # The script is the atomic unit: a fault before it leaves the old
         # conversation whole, a fault after it leaves the new one whole.
         for point in ("after_lock", "after_delete", "after_insert", "before_commit"):
@@ -370,44 +242,24 @@ class RedisChatMemoryRepository(ClosingContext):
             return AppendResult()
         stamped = stamp_messages(batch)
         counter = window.counter_id
-        keys, key_names = _conversation_keys(self.key_prefix, conversation_id)
-        # One argument per message (see ``scripts``): redis-py packs each
-        # argument on its own, so fewer of them is the cheapest saving.
-        args: list[str] = [f"{window.limit}:{self._ttl_ms}:{_token()}:{counter or ''}"]
-        for message in stamped:
-            role = message.role
-            size = 1 if counter is None else window.measure(message)
-            if role is Role.SYSTEM:
-                args.append(
-                    f"s{size}\n{message.id}\n{system_key(message)}\n"
-                    f"{codec.to_json(message)}"
-                )
-            else:
-                args.append(
-                    f"{ROLE_CODES[role]}{size}\n{message.id}\n{codec.to_json(message)}"
-                )
+        key_names = conversation_keys(self.key_prefix, conversation_id)[1]
+        args = append_args(stamped, window, self._ttl_ms)
         for point in ("after_lock", "after_insert", "after_evict", "before_commit"):
             self.fault_points.reach(point)
-        for _ in range(_RESIZE_ATTEMPTS):
+        for _ in range(RESIZE_ATTEMPTS):
             outcome = self._run_append(key_names, args)
             if outcome != -1:
                 break
             assert counter is not None  # the script asks only for a named counter
-            self._remeasure(keys, counter, window)
+            self._remeasure(self._keys(conversation_id), counter, window)
         else:
             raise ContentionError(
                 conversation_id,
-                _RESIZE_ATTEMPTS,
+                RESIZE_ATTEMPTS,
                 f"its history kept changing while measured with {counter!r}",
             )
         self.fault_points.reach("after_commit")
-        first = outcome[0]
-        if type(first) is int:  # every message of the batch was appended
-            appended = stamped
-        else:
-            indexes = _text(first)
-            appended = [stamped[int(i)] for i in indexes.split(",")] if indexes else []
-        return AppendResult(appended, [_text(message_id) for message_id in outcome[1:]])
+        return append_result(outcome, stamped)
 
     def _run_append(self, keys: tuple[str, ...], args: list[str]) -> Any:
         # EVALSHA sent directly: Script.__call__ copies the arguments and
@@ -430,21 +282,6 @@ class RedisChatMemoryRepository(ClosingContext):
         pipe.hget(keys.meta, "ver")
         pipe.hgetall(keys.msgs)
         token, stored = pipe.execute()
-        if token is None or not stored:
-            return
-        turns: list[str] = []
-        system: list[str] = []
-        tsize = ssize = 0
-        for seq, text in sorted(stored.items(), key=lambda item: int(item[0])):
-            message = codec.from_json(text)
-            size = window.measure(message)
-            if message.role is Role.SYSTEM:
-                system.append(system_marker(message, size, int(seq)))
-                ssize += size
-            else:
-                turns.append(turn_marker(message, size, int(seq)))
-                tsize += size
-        self._resize(
-            keys=[keys.meta, keys.turns, keys.system],
-            args=[counter, _text(token), tsize, ssize, len(turns), *turns, *system],
-        )
+        args = resize_args(counter, token, stored, window)
+        if args is not None:
+            self._resize(keys=[keys.meta, keys.turns, keys.system], args=args)

@@ -8,6 +8,10 @@ Example:
     memory = MessageWindowChatMemory(repository, max_messages=20)
     memory.add("c1", Message.user("Hello"))
 
+With asyncio, :class:`AsyncSqlChatMemoryRepository` does the same on an
+``AsyncEngine`` (``sqlite+aiosqlite``, ``postgresql+psycopg``,
+``postgresql+asyncpg``, ``mysql+asyncmy``, ``mysql+aiomysql``).
+
 The dialect is detected from the engine (``engine.dialect.name``); register your
 own with :func:`register_dialect` or the entry-point group
 ``chatledger.sql_dialects``. Importing this package imports no database driver.
@@ -34,6 +38,9 @@ from chatledger_sql.dialects import (
 from chatledger_sql.repository import SqlChatMemoryRepository
 
 if TYPE_CHECKING:
+    from chatledger_sql.async_repository import AsyncSqlChatMemoryRepository
+
+if TYPE_CHECKING:
     from chatledger_sql.dialects.duckdb import DuckDBDialect
     from chatledger_sql.dialects.mssql import SQLServerDialect
     from chatledger_sql.dialects.mysql import MariaDBDialect, MySQLDialect
@@ -45,6 +52,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "AsyncSqlChatMemoryRepository",
     "DialectMismatchWarning",
     "DuckDBDialect",
     "InvalidTTLError",
@@ -77,6 +85,11 @@ _LAZY = {
 
 
 def __getattr__(name: str) -> Any:
+    if name == "AsyncSqlChatMemoryRepository":
+        # Imported on use: it needs SQLAlchemy's asyncio extension (greenlet).
+        from chatledger_sql.async_repository import AsyncSqlChatMemoryRepository
+
+        return AsyncSqlChatMemoryRepository
     if name in _LAZY:
         from chatledger_sql import dialects
 

@@ -24,36 +24,28 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
-import json
-import json.scanner
-import random
 import threading
 import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
 import sqlalchemy
-from sqlalchemy import Connection, Engine, Select, create_engine, event, exc
+from sqlalchemy import Connection, Engine, create_engine, event, exc
 
 from chatledger.adapters import (
     AppendResult,
     ChatLedgerError,
     ClosingContext,
-    ContentionError,
     ConversationPage,
     FaultPoints,
-    InvalidMessageError,
     InvalidOptionError,
     Message,
-    MessageTooLargeError,
-    Role,
     StoredEntry,
     StoredWindow,
     StoreNotFoundError,
     Window,
-    codec,
     needs_stored_system,
     plan_append,
     rows_to_peek,
@@ -71,32 +63,35 @@ from chatledger_sql.dialects.base import (
     RetryTransaction,
     SqlDialect,
 )
+from chatledger_sql.rows import check_ids, check_sizes, decode, decode_raw
 from chatledger_sql.schema import Tables, build_tables, check_name, check_table_name
 from chatledger_sql.statements import Statements
 from chatledger_sql.urls import check_database_file, engine_url, missing_driver
+from chatledger_sql.write_steps import (
+    MAX_ATTEMPTS,
+    append_writes,
+    check_retry,
+    forgotten,
+    retry_pause,
+    reweighed,
+    save_writes,
+    still_expired,
+    stored_entry,
+    stored_window,
+)
 
 __all__ = ["SqlChatMemoryRepository"]
 
 T = TypeVar("T")
 
-#: The longest message id, in UTF-8 bytes, that fits the id column.
-MAX_MESSAGE_ID_BYTES = 255
-#: How often a write runs again after a deadlock, conflict or race.
-MAX_ATTEMPTS = 12
 #: The most conversations :meth:`SqlChatMemoryRepository.purge_expired`
 #: removes in one transaction (Oracle caps an ``IN`` list at 1000).
 MAX_PURGE_BATCH = 1000
 
-#: Room left in a statement for the SQL text and the other columns of a row.
-STATEMENT_OVERHEAD_BYTES = 4096
-
-#: Characters a client escapes with one extra byte when it inlines a string.
-_ESCAPED = str.maketrans("", "", "\x00\n\r\\'\"\x1a")
 _UNKNOWN: Any = object()
 #: The MySQL protocol's status bit for an open transaction.
 _SERVER_STATUS_IN_TRANS = 1
 
-_SYSTEM = Role.SYSTEM
 _engine_locks: weakref.WeakKeyDictionary[Engine, threading.Lock] = (
     weakref.WeakKeyDictionary()
 )
@@ -109,113 +104,6 @@ def _engine_lock(engine: Engine) -> threading.Lock:
         if lock is None:
             lock = _engine_locks[engine] = threading.Lock()
         return lock
-
-
-def _encode(
-    conversation_id: str, seq: int, message: Message, weight: int | None
-) -> dict[str, Any]:
-    data = codec.to_dict(message)
-    del data["id"], data["role"]
-    created_at = message.created_at
-    data.pop("created_at", None)
-    content = data["content"]
-    column: str | None = None
-    # Text goes in its own column unless a database could not keep it there:
-    # PostgreSQL text rejects NUL, Oracle stores '' as NULL. JSON escapes both.
-    if isinstance(content, str) and content and "\x00" not in content:
-        column = content
-        del data["content"]
-    return {
-        "conversation_id": conversation_id,
-        "seq": seq,
-        "message_id": message.id,
-        "role": message.role.value,
-        "content": column,
-        "payload": json.dumps(data, ensure_ascii=False, separators=(",", ":")),
-        "weight": weight,
-        "created_at": created_at,
-    }
-
-
-def _decode(row: Any) -> Message:
-    data = json.loads(row.payload)
-    data["id"] = row.message_id
-    data["role"] = row.role
-    data.setdefault("content", row.content)
-    data["created_at"] = row.created_at
-    return codec.from_dict(data)
-
-
-def _moment(value: Any) -> Any:
-    """A driver's raw ``created_at`` as ``UtcDateTime`` reads it, but cheaper.
-
-    SQLite gives the text SQLAlchemy stored (``2026-01-02 03:04:05.000006``,
-    always with microseconds); the wall-clock columns a naive ``datetime`` in
-    UTC; PostgreSQL an aware one, which the codec converts to UTC.
-    """
-    if type(value) is str:
-        # Parsing with the offset is several times cheaper than replace().
-        return datetime.fromisoformat(value + "+00:00")
-    if value.tzinfo is None:
-        # Exact, integer arithmetic, and several times cheaper than replace().
-        return _UTC_EPOCH + (value - _NAIVE_EPOCH)
-    return value
-
-
-def _decode_raw(
-    message_id: str, role: str, content: str | None, payload: str, created: Any
-) -> Message:
-    try:
-        data, end = _scan(payload, 0)
-    except (StopIteration, ValueError):
-        end = -1
-    if end != len(payload) or type(data) is not dict:
-        data = json.loads(payload)
-    data["id"] = message_id
-    data["role"] = role
-    data.setdefault("content", content)
-    data["created_at"] = _moment(created)
-    return _from_dict(data)
-
-
-# The JSON scanner, called directly: json.loads wraps it in two regular
-# expression matches and three calls. Anything it does not take whole goes
-# to json.loads, which gives the usual result or error.
-_scan = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
-_from_dict = codec.from_dict
-_NAIVE_EPOCH = datetime(1970, 1, 1)
-_UTC_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-
-
-def _literal_bytes(text: str | None) -> int:
-    """The size of ``text`` inlined as an escaped string literal, in bytes."""
-    if not text:
-        return 0
-    return len(text.encode("utf-8")) + len(text) - len(text.translate(_ESCAPED))
-
-
-def _check_sizes(batch: list[Message], limit: int) -> None:
-    for index, message in enumerate(batch):
-        row = _encode("", 0, message, None)
-        size = (
-            _literal_bytes(row["payload"])
-            + _literal_bytes(row["content"])
-            + STATEMENT_OVERHEAD_BYTES
-        )
-        if size > limit:
-            raise MessageTooLargeError(
-                f"messages[{index}] needs a statement of about {size} bytes; the "
-                f"server takes at most {limit} (MySQL/MariaDB max_allowed_packet)"
-            )
-
-
-def _check_ids(batch: list[Message]) -> None:
-    for index, message in enumerate(batch):
-        if len(message.id.encode("utf-8")) > MAX_MESSAGE_ID_BYTES:
-            raise InvalidMessageError(
-                f"messages[{index}] has an id longer than {MAX_MESSAGE_ID_BYTES} "
-                "bytes in UTF-8, the most the id column holds"
-            )
 
 
 class SqlChatMemoryRepository(ClosingContext):
@@ -292,8 +180,6 @@ class SqlChatMemoryRepository(ClosingContext):
         self.tables: Tables = build_tables(self.dialect, table_name, schema)
         self.fault_points = FaultPoints()
         self._sql = Statements(self.tables, self.dialect)
-        self._limited: dict[int, Select[Any]] = {}
-        self._pages: dict[tuple[int, int], Select[Any]] = {}
         self._owns_engine = False
         self._closed = False
         self._statement_limit: int | None = _UNKNOWN
@@ -453,7 +339,7 @@ class SqlChatMemoryRepository(ClosingContext):
             if options:
                 connection.execution_options(**options)
             rows = connection.execute(self._sql.read, parameters).all()
-            return [_decode_raw(*row) for row in rows]
+            return [decode_raw(*row) for row in rows]
 
         return self._read(work)
 
@@ -478,26 +364,15 @@ class SqlChatMemoryRepository(ClosingContext):
         """
         after, limit = validate_page_request(cursor, limit)
         if after is None:
-            statement = self._paged(self._sql.first_ids_page, limit + 1)
+            statement = self._sql.limited(self._sql.first_ids_page, limit + 1)
             parameters: dict[str, Any] = {"now": utc_now()}
         else:
-            statement = self._paged(self._sql.ids_page_after, limit + 1)
+            statement = self._sql.limited(self._sql.ids_page_after, limit + 1)
             parameters = {"now": utc_now(), "after_id": after}
         ids = self._read(lambda c: list(c.execute(statement, parameters).scalars()))
         if len(ids) > limit:
             return ConversationPage(ids[:limit], ids[limit - 1])
         return ConversationPage(ids, None)
-
-    def _paged(self, statement: Select[Any], rows: int) -> Select[Any]:
-        # Kept built per size, like _oldest_limited: a new .limit() is a new
-        # cache key for SQLAlchemy.
-        key = (id(statement), rows)
-        found = self._pages.get(key)
-        if found is None:
-            found = statement.limit(rows)
-            if len(self._pages) < 16:
-                self._pages[key] = found
-        return found
 
     # -- writes ----------------------------------------------------------------
 
@@ -505,7 +380,7 @@ class SqlChatMemoryRepository(ClosingContext):
         """Replace a conversation in one transaction; ``[]`` deletes it."""
         validate_conversation_id(conversation_id)
         batch = validate_messages(messages)
-        _check_ids(batch)
+        check_ids(batch)
         if not batch:
             self.delete_by_conversation_id(conversation_id)
             return
@@ -521,25 +396,12 @@ class SqlChatMemoryRepository(ClosingContext):
             connection.execute(self._sql.delete_messages, {"cid": conversation_id})
             self.fault_points.reach("after_delete")
             stamped = stamp_messages(batch, now)
-            base = state.next_seq
-            rows = [
-                _encode(conversation_id, base + index, message, None)
-                for index, message in enumerate(stamped)
-            ]
+            rows, update = save_writes(
+                conversation_id, stamped, state.next_seq, now, self.ttl
+            )
             connection.execute(self._sql.insert_messages, rows)
             self.fault_points.reach("after_insert")
-            system = sum(1 for m in stamped if m.role is _SYSTEM)
-            connection.execute(
-                self._sql.update_conversation,
-                self._update_parameters(
-                    conversation_id,
-                    now,
-                    next_seq=base + len(stamped),
-                    system_count=system,
-                    other_count=len(stamped) - system,
-                    weights=None,
-                ),
-            )
+            connection.execute(self._sql.update_conversation, update)
 
         self._write(conversation_id, work)
 
@@ -556,7 +418,7 @@ class SqlChatMemoryRepository(ClosingContext):
             validate_conversation_id(conversation_id)
             try:
                 batch = validate_messages(messages)
-                _check_ids(batch)
+                check_ids(batch)
                 if batch:
                     self._check_sizes(batch)
             except ChatLedgerError as error:
@@ -591,22 +453,11 @@ class SqlChatMemoryRepository(ClosingContext):
         updates: list[dict[str, Any]] = []
         for conversation_id in kept:
             stamped = stamp_messages(batches[conversation_id], now)
-            base = next_seq[conversation_id]
-            rows += [
-                _encode(conversation_id, base + index, message, None)
-                for index, message in enumerate(stamped)
-            ]
-            system = sum(1 for m in stamped if m.role is _SYSTEM)
-            updates.append(
-                self._update_parameters(
-                    conversation_id,
-                    now,
-                    next_seq=base + len(stamped),
-                    system_count=system,
-                    other_count=len(stamped) - system,
-                    weights=None,
-                )
+            written, update = save_writes(
+                conversation_id, stamped, next_seq[conversation_id], now, self.ttl
             )
+            rows += written
+            updates.append(update)
         if rows:
             connection.execute(self._sql.insert_messages, rows)
             self.fault_points.reach("after_insert")
@@ -639,7 +490,7 @@ class SqlChatMemoryRepository(ClosingContext):
         """
         validate_conversation_id(conversation_id)
         batch = validate_messages(messages)
-        _check_ids(batch)
+        check_ids(batch)
         if not batch:
             return AppendResult()
         self._check_sizes(batch)
@@ -728,7 +579,7 @@ class SqlChatMemoryRepository(ClosingContext):
             with self.engine.connect() as connection:
                 self._statement_limit = self.dialect.max_statement_bytes(connection)
         if self._statement_limit is not None:
-            _check_sizes(batch, self._statement_limit)
+            check_sizes(batch, self._statement_limit)
 
     def _write(self, conversation_id: str, work: Callable[[Connection], T]) -> T:
         """Run a write transaction, again after a deadlock, race or lost connection.
@@ -753,26 +604,17 @@ class SqlChatMemoryRepository(ClosingContext):
                     result = work(connection)
                     self.fault_points.reach("before_commit")
                     self.dialect.commit_write(connection)
-            except RetryTransaction as error:
-                if attempt >= MAX_ATTEMPTS:
-                    raise ContentionError(conversation_id, attempt) from error
             except exc.DBAPIError as error:
                 if error.connection_invalidated and not reconnected:
                     reconnected = True
                     continue
-                retry = isinstance(error, exc.IntegrityError) or (
-                    self.dialect.is_retryable(error)
-                )
-                if not retry:
-                    raise
-                if attempt >= MAX_ATTEMPTS:
-                    raise ContentionError(
-                        conversation_id, attempt, type(error.orig).__name__
-                    ) from error
+                check_retry(error, attempt, self.dialect, conversation_id)
+            except RetryTransaction as error:
+                check_retry(error, attempt, self.dialect, conversation_id)
             else:
                 self.fault_points.reach("after_commit")
                 return result
-            time.sleep(random.uniform(0, 0.005 * 2 ** min(attempt, 6)))
+            time.sleep(retry_pause(attempt))
 
     @contextlib.contextmanager
     def _serialized(self) -> Iterator[None]:
@@ -782,29 +624,6 @@ class SqlChatMemoryRepository(ClosingContext):
             with self._writer_lock:
                 yield
 
-    def _update_parameters(
-        self,
-        conversation_id: str,
-        now: datetime,
-        *,
-        next_seq: int,
-        system_count: int,
-        other_count: int,
-        weights: tuple[str, int, int] | None,
-    ) -> dict[str, Any]:
-        counter, system_weight, other_weight = weights or (None, None, None)
-        return {
-            "cid": conversation_id,
-            "now": now,
-            "p_next_seq": next_seq,
-            "p_system_count": system_count,
-            "p_other_count": other_count,
-            "p_weight_counter": counter,
-            "p_system_weight": system_weight,
-            "p_other_weight": other_weight,
-            "p_expires_at": None if self.ttl is None else now + self.ttl,
-        }
-
     def _reweigh(
         self,
         connection: Connection,
@@ -813,60 +632,27 @@ class SqlChatMemoryRepository(ClosingContext):
         state: ConversationState,
     ) -> ConversationState:
         """Measure every stored message once, when the stored weights are stale."""
-        system_weight = other_weight = 0
-        updates = []
-        for row in connection.execute(self._sql.all_rows, {"cid": conversation_id}):
-            weight = window.measure(_decode(row))
-            updates.append(
-                {"cid": conversation_id, "p_seq": row.seq, "p_weight": weight}
-            )
-            if row.role == _SYSTEM.value:
-                system_weight += weight
-            else:
-                other_weight += weight
+        found = connection.execute(self._sql.all_rows, {"cid": conversation_id})
+        updates, state = reweighed(found, conversation_id, window, state)
         if updates:
             connection.execute(self._sql.set_weight, updates)
-        return ConversationState(
-            state.next_seq,
-            state.system_count,
-            state.other_count,
-            window.counter_id,
-            system_weight,
-            other_weight,
-            state.known,
-        )
+        return state
 
     def _forget(
         self, connection: Connection, conversation_id: str, state: ConversationState
     ) -> ConversationState:
         """Delete the messages of an expired, locked conversation; it is empty now."""
         connection.execute(self._sql.delete_messages, {"cid": conversation_id})
-        return ConversationState(
-            state.next_seq, 0, 0, state.weight_counter, 0, 0, known=0, oldest=[], peek=1
-        )
+        return forgotten(state)
 
     def _purge(self, connection: Connection, ids: list[str], now: datetime) -> int:
         """Delete those of ``ids`` that are still expired once locked."""
-        rows = connection.execute(self._sql.lock_expired, {"ids": ids})
-        expired = [
-            row.conversation_id
-            for row in rows
-            if row.expires_at is not None and row.expires_at <= now
-        ]
+        locked = connection.execute(self._sql.lock_expired, {"ids": ids})
+        expired = still_expired(locked, now)
         if expired:
             connection.execute(self._sql.purge_messages, {"ids": expired})
             connection.execute(self._sql.purge_conversations, {"ids": expired})
         return len(expired)
-
-    def _oldest_limited(self, chunk: int) -> Select[Any]:
-        # A new .limit() statement costs SQLAlchemy a fresh cache key on every
-        # append; the few chunk sizes a window uses are kept built.
-        statement = self._limited.get(chunk)
-        if statement is None:
-            statement = self._sql.oldest.limit(chunk)
-            if len(self._limited) < 64:
-                self._limited[chunk] = statement
-        return statement
 
     def _oldest(
         self,
@@ -885,7 +671,7 @@ class SqlChatMemoryRepository(ClosingContext):
                 after = state.oldest[-1].seq
         while True:
             rows = connection.execute(
-                self._oldest_limited(chunk),
+                self._sql.limited(self._sql.oldest, chunk),
                 {"cid": conversation_id, "after": after},
             ).all()
             yield from rows
@@ -939,48 +725,30 @@ class SqlChatMemoryRepository(ClosingContext):
             window,
         )
 
-        base = state.next_seq
-        rows = [
-            _encode(conversation_id, base + i, m, None if counter is None else size)
-            for i, (m, size) in enumerate(
-                zip(plan.insert, plan.insert_sizes, strict=True)
-            )
-        ]
-        update = self._update_parameters(
-            conversation_id,
-            now,
-            next_seq=base + len(rows),
-            system_count=plan.system_count,
-            other_count=plan.message_count,
-            weights=None
-            if counter is None
-            else (counter, plan.system_size, plan.size_total),
-        )
-        upto = plan.evicted[-1].position if plan.evicted else -1
-        result = AppendResult(plan.appended, plan.evicted_ids)
+        writes = append_writes(plan, conversation_id, state, counter, now, self.ttl)
         if self.dialect.write_append(
             connection,
             self._sql,
-            rows,
-            drop_system=plan.replace_system,
-            upto=upto,
-            update=update,
+            writes.rows,
+            drop_system=writes.drop_system,
+            upto=writes.upto,
+            update=writes.update,
         ):
             self.fault_points.reach("after_insert")
             self.fault_points.reach("after_evict")
-            return result
-        if plan.replace_system:
+            return writes.result
+        if writes.drop_system:
             connection.execute(self._sql.delete_system, {"cid": conversation_id})
-        if rows:
-            connection.execute(self._sql.insert_messages, rows)
+        if writes.rows:
+            connection.execute(self._sql.insert_messages, writes.rows)
         self.fault_points.reach("after_insert")
-        if plan.evicted:
+        if writes.evicts:
             connection.execute(
-                self._sql.delete_oldest, {"cid": conversation_id, "upto": upto}
+                self._sql.delete_oldest, {"cid": conversation_id, "upto": writes.upto}
             )
         self.fault_points.reach("after_evict")
-        connection.execute(self._sql.update_conversation, update)
-        return result
+        connection.execute(self._sql.update_conversation, writes.update)
+        return writes.result
 
     def _stored_window(
         self,
@@ -995,21 +763,13 @@ class SqlChatMemoryRepository(ClosingContext):
         system: list[Message] | None = None
         if needs_stored_system(fresh):
             found = connection.execute(self._sql.system_rows, {"cid": conversation_id})
-            system = [_decode(row) for row in found]
+            system = [decode(row) for row in found]
 
         def read_oldest(expected: int) -> Iterator[StoredEntry]:
             for row in self._oldest(connection, conversation_id, expected, state):
-                size = 1 if counted else int(row.weight)
-                yield StoredEntry(row.message_id, Role(row.role), size, row.seq)
+                yield stored_entry(row, counted)
 
-        return StoredWindow(
-            system_count=state.system_count,
-            system_size=state.system_count if counted else state.system_weight or 0,
-            count=state.other_count,
-            total=state.other_count if counted else state.other_weight or 0,
-            read_oldest=read_oldest,
-            system=system,
-        )
+        return stored_window(StoredWindow, window, state, system, read_oldest)
 
 
 def _check_options(cls: type[SqlChatMemoryRepository], options: dict[str, Any]) -> None:

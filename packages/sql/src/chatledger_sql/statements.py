@@ -50,6 +50,8 @@ __all__ = ["Statements"]
 SYSTEM = Role.SYSTEM.value
 #: How many driver-compiled statements one repository keeps built.
 _KEPT_DRIVER_STATEMENTS = 256
+#: How many statements with a LIMIT one repository keeps built.
+_KEPT_LIMITED_STATEMENTS = 80
 
 T = TypeVar("T")
 
@@ -227,6 +229,8 @@ class Statements:
         self.append_all: Any = dialect.append_statement(self)
         #: Statements a dialect compiled for a driver it talks to directly.
         self.driver_sql: dict[Any, Any] = {}
+        #: Statements with a LIMIT, by statement and row count (see ``limited``).
+        self.limits: dict[tuple[int, int], Select[Any]] = {}
 
     def driver_statement(self, key: Any, build: Callable[[], T]) -> T:
         """The statement a dialect compiled for its driver under ``key``.
@@ -241,11 +245,32 @@ class Statements:
                 self.driver_sql[key] = found
         return found
 
+    def limited(self, statement: Select[Any], rows: int) -> Select[Any]:
+        """``statement.limit(rows)``, kept built for the row counts in use.
+
+        A new ``.limit()`` is a new cache key for SQLAlchemy, compiled again
+        on every call; a window uses a few chunk and page sizes, kept here.
+        """
+        key = (id(statement), rows)
+        found = self.limits.get(key)
+        if found is None:
+            found = statement.limit(rows)
+            if len(self.limits) < _KEPT_LIMITED_STATEMENTS:
+                self.limits[key] = found
+        return found
+
     def all(self) -> dict[str, Any]:
         """Every statement by name (tests compile them all)."""
         return {
             name: value
             for name, value in vars(self).items()
-            if name not in ("tables", "state_columns", "new_conversation", "driver_sql")
+            if name
+            not in (
+                "tables",
+                "state_columns",
+                "new_conversation",
+                "driver_sql",
+                "limits",
+            )
             and value is not None
         }

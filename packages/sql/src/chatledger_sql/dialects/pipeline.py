@@ -38,9 +38,14 @@ _supported: dict[int, bool] = {}
 
 
 def _pipelines(connection: Connection) -> bool:
-    """True for psycopg 3 on a libpq that has pipeline mode (14 or later)."""
+    """True for psycopg 3's sync connection on a libpq with pipeline mode (14+).
+
+    The async connection (an ``AsyncEngine`` on ``postgresql+psycopg``) has
+    the same driver name but only awaitable pipelines: it writes statement by
+    statement.
+    """
     dialect = connection.dialect
-    if dialect.driver != "psycopg":
+    if dialect.driver != "psycopg" or dialect.is_async:
         return False
     module = dialect.loaded_dbapi
     known = _supported.get(id(module))

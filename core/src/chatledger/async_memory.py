@@ -1,0 +1,179 @@
+"""Chat memories for asyncio: the async twins of :mod:`chatledger.memory`.
+
+Example:
+    from chatledger import AsyncMessageWindowChatMemory, Message, connect_async
+
+    memory = AsyncMessageWindowChatMemory(
+        connect_async("postgresql+asyncpg://app@db/chat"), max_messages=20
+    )
+    await memory.add("c1", Message.user("Hello"))
+    prompt = await memory.get("c1")
+
+The policy is the sync memories' own: the same validation, the same window
+(:mod:`chatledger.window`) and the same choice between the repository's atomic
+window append (:class:`~chatledger.AsyncSupportsWindowAppend`) and
+read-modify-write through ``save_all``. Only the I/O is awaited.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Protocol, cast, runtime_checkable
+
+from chatledger.async_in_memory import AsyncInMemoryChatMemoryRepository
+from chatledger.async_repository import (
+    AsyncChatMemoryRepository,
+    AsyncSupportsWindowAppend,
+    is_async_repository,
+)
+from chatledger.memory import rewrite_window
+from chatledger.messages import Message
+from chatledger.repository import AppendResult
+from chatledger.tokens import estimate_tokens
+from chatledger.validation import validate_conversation_id, validate_messages
+from chatledger.window import MessageWindow, TokenWindow, Window
+
+__all__ = [
+    "AsyncChatMemory",
+    "AsyncMessageWindowChatMemory",
+    "AsyncTokenWindowChatMemory",
+    "AsyncWindowChatMemory",
+]
+
+
+@runtime_checkable
+class AsyncChatMemory(Protocol):
+    """What an asyncio application talks to: add, get and clear one conversation."""
+
+    async def add(
+        self, conversation_id: str, messages: Message | Sequence[Message]
+    ) -> object:
+        """Add one message or a batch to a conversation."""
+        ...
+
+    async def get(self, conversation_id: str) -> list[Message]:
+        """Return what the model should see, oldest first."""
+        ...
+
+    async def clear(self, conversation_id: str) -> None:
+        """Forget a conversation."""
+        ...
+
+
+class AsyncWindowChatMemory:
+    """A memory that keeps a :class:`~chatledger.window.Window` of each conversation.
+
+    Raises:
+        TypeError: ``repository`` is ``None`` or not an async repository (a
+            sync one belongs in :class:`chatledger.WindowChatMemory`), or
+            ``window`` is not a :class:`~chatledger.window.Window`.
+    """
+
+    def __init__(self, repository: AsyncChatMemoryRepository, window: Window) -> None:
+        """Keep ``window`` of each conversation stored in ``repository``."""
+        if repository is None:
+            raise TypeError("repository must not be None")
+        if not is_async_repository(repository):
+            raise TypeError(
+                f"{type(repository).__name__} is not an async repository (its "
+                "methods must be coroutine functions); use it with "
+                "MessageWindowChatMemory or TokenWindowChatMemory instead"
+            )
+        if not isinstance(window, Window):
+            raise TypeError(f"window must be a Window, not {type(window).__name__}")
+        self.repository = repository
+        self.window = window
+        self._checked: object = None
+        self._window_append = False
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.repository!r}, {self.window!r})"
+
+    async def add(
+        self, conversation_id: str, messages: Message | Sequence[Message]
+    ) -> AppendResult:
+        """Add messages and trim the window; returns what was written and evicted.
+
+        Raises:
+            InvalidConversationIdError: before any I/O, for a bad id.
+            InvalidMessageError: before any I/O, for a bad batch.
+        """
+        validate_conversation_id(conversation_id)
+        batch = validate_messages(messages)
+        if not batch:
+            return AppendResult()
+        repository = self.repository
+        if repository is not self._checked:
+            # A runtime protocol check costs microseconds; do it once per repository.
+            self._window_append = isinstance(repository, AsyncSupportsWindowAppend)
+            self._checked = repository
+        if self._window_append:
+            appender = cast(AsyncSupportsWindowAppend, repository)
+            return await appender.append_to_window(conversation_id, batch, self.window)
+        stored = await repository.find_by_conversation_id(conversation_id)
+        update = rewrite_window(stored, batch, self.window)
+        if update is None:
+            return AppendResult()
+        await repository.save_all(conversation_id, update.messages)
+        return AppendResult(update.appended, [m.id for m in update.evicted])
+
+    async def get(self, conversation_id: str) -> list[Message]:
+        """Return the stored window, oldest first (no trimming on read)."""
+        validate_conversation_id(conversation_id)
+        return await self.repository.find_by_conversation_id(conversation_id)
+
+    async def clear(self, conversation_id: str) -> None:
+        """Delete the conversation from the repository."""
+        validate_conversation_id(conversation_id)
+        await self.repository.delete_by_conversation_id(conversation_id)
+
+
+class AsyncMessageWindowChatMemory(AsyncWindowChatMemory):
+    """Keep at most ``max_messages`` messages per conversation, on whole turns.
+
+    The async twin of :class:`chatledger.MessageWindowChatMemory`; the
+    trimming rules are documented in :mod:`chatledger.window`.
+    """
+
+    def __init__(
+        self,
+        repository: AsyncChatMemoryRepository | None = None,
+        max_messages: int = 20,
+    ) -> None:
+        """Use ``repository`` (a new async in-memory one by default)."""
+        super().__init__(
+            AsyncInMemoryChatMemoryRepository() if repository is None else repository,
+            MessageWindow(max_messages),
+        )
+
+    @property
+    def max_messages(self) -> int:
+        """The window's message limit."""
+        return self.window.limit
+
+
+class AsyncTokenWindowChatMemory(AsyncWindowChatMemory):
+    """Keep at most ``max_tokens`` tokens per conversation, on whole turns.
+
+    The async twin of :class:`chatledger.TokenWindowChatMemory`: the newest
+    turn is kept whole even when it alone is larger than the budget.
+    """
+
+    def __init__(
+        self,
+        repository: AsyncChatMemoryRepository,
+        max_tokens: int,
+        token_counter: Callable[[Message], int] = estimate_tokens,
+        counter_id: str | None = None,
+    ) -> None:
+        """Count with ``token_counter`` (a dependency-free estimate by default).
+
+        ``counter_id`` names the counter so that stored sizes are reused: see
+        :class:`chatledger.TokenWindow`.
+        """
+        super().__init__(repository, TokenWindow(max_tokens, token_counter, counter_id))
+
+    @property
+    def max_tokens(self) -> int:
+        """The window's token budget."""
+        return self.window.limit

@@ -1,0 +1,278 @@
+"""What each Redis call of a repository sends, and how its answer is read.
+
+Example:
+    args = append_args(stamped, window, ttl_ms)          # the APPEND script's ARGV
+    outcome = client.evalsha(APPEND_SHA, len(keys), *keys, *args)  # or awaited
+    result = append_result(outcome, stamped)
+
+The sync and the async repository send the same scripts with the same
+arguments to the same keys (:mod:`chatledger_redis.keys`), so a conversation
+written by one reads the same through the other; only the client differs.
+Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import inspect
+import itertools
+import math
+import os
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from chatledger.adapters import (
+    AppendResult,
+    ConversationPage,
+    InvalidOptionError,
+    Message,
+    Role,
+    Window,
+    codec,
+    system_key,
+    to_ttl,
+    validate_page_request,
+)
+from chatledger_redis.keys import (
+    ConversationKeys,
+    parse_meta_key,
+    validate_key_prefix,
+)
+from chatledger_redis.markers import ROLE_CODES, system_marker, turn_marker
+
+__all__ = [
+    "CLUSTER_SUFFIX",
+    "RESIZE_ATTEMPTS",
+    "append_args",
+    "append_result",
+    "client_url",
+    "conversation_keys",
+    "ids_of_meta_keys",
+    "ordered_messages",
+    "page_of",
+    "resize_args",
+    "save_args",
+    "text",
+    "ttl_milliseconds",
+    "write_token",
+]
+
+#: How often an append re-measures the history before giving up; only writers
+#: with different token counters on one conversation can make it retry.
+RESIZE_ATTEMPTS = 8
+#: A URL scheme ending in this (``redis+cluster://``) asks for a cluster client.
+CLUSTER_SUFFIX = "+cluster"
+
+
+def ttl_milliseconds(ttl: object) -> int:
+    """Return ``ttl`` in whole milliseconds (0 for no TTL), or raise."""
+    value = to_ttl(ttl)
+    return 0 if value is None else max(1, math.ceil(value.total_seconds() * 1000))
+
+
+def text(value: bytes | str) -> str:
+    """A reply as text, whether the client decodes responses or not."""
+    return value.decode("utf-8") if isinstance(value, bytes) else value
+
+
+class _Tokens:
+    """Write tokens unique across processes: a random prefix and a counter.
+
+    A token only has to differ from every other write's token on the same
+    conversation; a per-process random prefix (renewed in a forked child) and
+    a counter do that without a system call per write.
+    """
+
+    def __init__(self) -> None:
+        self._renew()
+        os.register_at_fork(after_in_child=self._renew)
+
+    def _renew(self) -> None:
+        self._prefix = os.urandom(8).hex()
+        self._count = itertools.count()
+
+    def __call__(self) -> str:
+        return f"{self._prefix}{next(self._count):x}"
+
+
+#: A new write token per call.
+write_token = _Tokens()
+
+
+@functools.lru_cache(maxsize=1024)
+def conversation_keys(
+    prefix: str, conversation_id: str
+) -> tuple[ConversationKeys, tuple[str, ...]]:
+    """The keys of one conversation, and all of them in the scripts' order."""
+    # Building the keys base64-encodes the id; a chat appends to the same
+    # conversations over and over, so the recent ones are kept.
+    keys = ConversationKeys.of(prefix, conversation_id)
+    return keys, tuple(keys.all())
+
+
+@functools.cache
+def _client_option_names() -> frozenset[str]:
+    """Every keyword a ``redis.Redis`` made from a URL passes on and accepts."""
+    from redis import ConnectionPool, Redis
+    from redis.connection import (
+        AbstractConnection,
+        Connection,
+        SSLConnection,
+        UnixDomainSocketConnection,
+    )
+
+    names: set[str] = set()
+    for target in (
+        Redis.__init__,
+        ConnectionPool.__init__,
+        AbstractConnection.__init__,
+        Connection.__init__,
+        SSLConnection.__init__,
+        UnixDomainSocketConnection.__init__,
+    ):
+        parameters = inspect.signature(target).parameters.values()
+        names.update(
+            p.name
+            for p in parameters
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        )
+    names.discard("self")
+    return frozenset(names)
+
+
+def check_client_options(options: dict[str, Any]) -> None:
+    """Refuse, before any connection, an option no part of the client takes.
+
+    redis-py would raise only when its first connection is made, from deep
+    inside, naming neither the repository nor the options it takes.
+    """
+    unknown = sorted(set(options) - _client_option_names())
+    if unknown:
+        raise InvalidOptionError(
+            f"RedisChatMemoryRepository.from_url takes no option {unknown[0]!r}; "
+            "its options are cluster, key_prefix and ttl, and those of "
+            "redis.Redis (socket_timeout, socket_connect_timeout, username, "
+            "password, max_connections, ...)"
+        )
+
+
+def client_url(url: str, options: dict[str, Any]) -> tuple[str, bool, dict[str, Any]]:
+    """Split a repository URL and options into the client's and the repository's.
+
+    Returns the client's URL (without ``+cluster``), whether a cluster client
+    is asked for (``redis+cluster://`` or ``cluster=True``) and the
+    repository's own options (``key_prefix``, ``ttl``), validated; ``options``
+    is left with the client's.
+    """
+    repository_options: dict[str, Any] = {
+        name: options.pop(name) for name in ("key_prefix", "ttl") if name in options
+    }
+    cluster = bool(options.pop("cluster", False))
+    scheme, separator, rest = url.partition("://")
+    if scheme.endswith(CLUSTER_SUFFIX):
+        cluster = True
+        url = scheme[: -len(CLUSTER_SUFFIX)] + separator + rest
+    if not cluster:
+        check_client_options(options)
+    validate_key_prefix(repository_options.get("key_prefix", "chatledger:"))
+    ttl_milliseconds(repository_options.get("ttl"))
+    return url, cluster, repository_options
+
+
+def ids_of_meta_keys(prefix: str, keys: Iterable[bytes | str]) -> list[str]:
+    """The conversation ids of the ``meta`` keys a SCAN found, each once."""
+    found: set[str] = set()
+    for key in keys:
+        conversation_id = parse_meta_key(prefix, text(key))
+        if conversation_id is not None:
+            found.add(conversation_id)
+    return list(found)
+
+
+def page_of(ids: list[str], cursor: str | None, limit: int) -> ConversationPage:
+    """One page of ``ids`` (every id under the prefix) after ``cursor``."""
+    after, limit = validate_page_request(cursor, limit)
+    ordered = sorted(ids)
+    start = 0 if after is None else bisect.bisect_right(ordered, after)
+    page = ordered[start : start + limit]
+    more = start + limit < len(ordered)
+    return ConversationPage(page, page[-1] if more else None)
+
+
+def ordered_messages(stored: dict[Any, Any]) -> list[Message]:
+    """The messages of an ``HGETALL`` of the ``msgs`` hash, oldest first."""
+    ordered = sorted(stored.items(), key=lambda item: int(item[0]))
+    return [codec.from_json(value) for _, value in ordered]
+
+
+def save_args(batch: Sequence[Message], ttl_ms: int) -> list[Any]:
+    """The SAVE script's ARGV for a stamped batch."""
+    args: list[Any] = [ttl_ms, write_token(), len(batch)]
+    for message in batch:
+        system = message.role is Role.SYSTEM
+        args += [
+            message.id,
+            ROLE_CODES[message.role],
+            system_key(message) if system else "",
+            codec.to_json(message),
+        ]
+    return args
+
+
+def append_args(stamped: Sequence[Message], window: Window, ttl_ms: int) -> list[str]:
+    """The APPEND script's ARGV: one header, then one argument per message."""
+    counter = window.counter_id
+    # One argument per message (see ``scripts``): redis-py packs each
+    # argument on its own, so fewer of them is the cheapest saving.
+    args: list[str] = [f"{window.limit}:{ttl_ms}:{write_token()}:{counter or ''}"]
+    for message in stamped:
+        role = message.role
+        size = 1 if counter is None else window.measure(message)
+        if role is Role.SYSTEM:
+            args.append(
+                f"s{size}\n{message.id}\n{system_key(message)}\n"
+                f"{codec.to_json(message)}"
+            )
+        else:
+            args.append(
+                f"{ROLE_CODES[role]}{size}\n{message.id}\n{codec.to_json(message)}"
+            )
+    return args
+
+
+def append_result(outcome: Any, stamped: Sequence[Message]) -> AppendResult:
+    """What an APPEND script's answer says was appended and evicted."""
+    first = outcome[0]
+    if type(first) is int:  # every message of the batch was appended
+        appended = list(stamped)
+    else:
+        indexes = text(first)
+        appended = [stamped[int(i)] for i in indexes.split(",")] if indexes else []
+    return AppendResult(appended, [text(message_id) for message_id in outcome[1:]])
+
+
+def resize_args(
+    counter: str, token: Any, stored: dict[Any, Any], window: Window
+) -> list[Any] | None:
+    """The RESIZE script's ARGV: the history measured by ``window``.
+
+    ``token`` and ``stored`` are the ``ver`` field of ``meta`` and the
+    ``msgs`` hash, read in that order; ``None`` when there is nothing to
+    measure.
+    """
+    if token is None or not stored:
+        return None
+    turns: list[str] = []
+    system: list[str] = []
+    tsize = ssize = 0
+    for seq, value in sorted(stored.items(), key=lambda item: int(item[0])):
+        message = codec.from_json(value)
+        size = window.measure(message)
+        if message.role is Role.SYSTEM:
+            system.append(system_marker(message, size, int(seq)))
+            ssize += size
+        else:
+            turns.append(turn_marker(message, size, int(seq)))
+            tsize += size
+    return [counter, text(token), tsize, ssize, len(turns), *turns, *system]

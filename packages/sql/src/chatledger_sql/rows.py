@@ -1,0 +1,156 @@
+"""A message as a row of the messages table, and back.
+
+Example:
+    row = encode("c1", 7, message, None)   # Statements.insert_messages values
+    message = decode(row_read_back)
+
+One encoding for every SQL database and for the sync and async repositories:
+the message's codec form (:mod:`chatledger.codec`) less the columns of its
+own (id, role, text, ``created_at``) as compact JSON. The checks here refuse,
+before any write, a message whose row a database would refuse.
+"""
+
+from __future__ import annotations
+
+import json
+import json.scanner
+from datetime import UTC, datetime
+from typing import Any
+
+from chatledger.adapters import (
+    InvalidMessageError,
+    Message,
+    MessageTooLargeError,
+    codec,
+)
+
+__all__ = [
+    "MAX_MESSAGE_ID_BYTES",
+    "STATEMENT_OVERHEAD_BYTES",
+    "check_ids",
+    "check_sizes",
+    "decode",
+    "decode_raw",
+    "encode",
+    "moment",
+]
+
+#: The longest message id, in UTF-8 bytes, that fits the id column.
+MAX_MESSAGE_ID_BYTES = 255
+#: Room left in a statement for the SQL text and the other columns of a row.
+STATEMENT_OVERHEAD_BYTES = 4096
+
+#: Characters a client escapes with one extra byte when it inlines a string.
+_ESCAPED = str.maketrans("", "", "\x00\n\r\\'\"\x1a")
+
+
+def encode(
+    conversation_id: str, seq: int, message: Message, weight: int | None
+) -> dict[str, Any]:
+    """The ``Statements.insert_messages`` values of ``message`` at ``seq``."""
+    data = codec.to_dict(message)
+    del data["id"], data["role"]
+    created_at = message.created_at
+    data.pop("created_at", None)
+    content = data["content"]
+    column: str | None = None
+    # Text goes in its own column unless a database could not keep it there:
+    # PostgreSQL text rejects NUL, Oracle stores '' as NULL. JSON escapes both.
+    if isinstance(content, str) and content and "\x00" not in content:
+        column = content
+        del data["content"]
+    return {
+        "conversation_id": conversation_id,
+        "seq": seq,
+        "message_id": message.id,
+        "role": message.role.value,
+        "content": column,
+        "payload": json.dumps(data, ensure_ascii=False, separators=(",", ":")),
+        "weight": weight,
+        "created_at": created_at,
+    }
+
+
+def decode(row: Any) -> Message:
+    """The message of a row read with its typed ``created_at``."""
+    data = json.loads(row.payload)
+    data["id"] = row.message_id
+    data["role"] = row.role
+    data.setdefault("content", row.content)
+    data["created_at"] = row.created_at
+    return codec.from_dict(data)
+
+
+def moment(value: Any) -> Any:
+    """A driver's raw ``created_at`` as ``UtcDateTime`` reads it, but cheaper.
+
+    SQLite gives the text SQLAlchemy stored (``2026-01-02 03:04:05.000006``,
+    always with microseconds); the wall-clock columns a naive ``datetime`` in
+    UTC; PostgreSQL an aware one, which the codec converts to UTC.
+    """
+    if type(value) is str:
+        # Parsing with the offset is several times cheaper than replace().
+        return datetime.fromisoformat(value + "+00:00")
+    if value.tzinfo is None:
+        # Exact, integer arithmetic, and several times cheaper than replace().
+        return _UTC_EPOCH + (value - _NAIVE_EPOCH)
+    return value
+
+
+def decode_raw(
+    message_id: str, role: str, content: str | None, payload: str, created: Any
+) -> Message:
+    """The message of a raw read row (``Statements.read``): ids, text, JSON, time."""
+    try:
+        data, end = _scan(payload, 0)
+    except (StopIteration, ValueError):
+        end = -1
+    if end != len(payload) or type(data) is not dict:
+        data = json.loads(payload)
+    data["id"] = message_id
+    data["role"] = role
+    data.setdefault("content", content)
+    data["created_at"] = moment(created)
+    return _from_dict(data)
+
+
+# The JSON scanner, called directly: json.loads wraps it in two regular
+# expression matches and three calls. Anything it does not take whole goes
+# to json.loads, which gives the usual result or error.
+_scan = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
+_from_dict = codec.from_dict
+_NAIVE_EPOCH = datetime(1970, 1, 1)
+_UTC_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _literal_bytes(text: str | None) -> int:
+    """The size of ``text`` inlined as an escaped string literal, in bytes."""
+    if not text:
+        return 0
+    return len(text.encode("utf-8")) + len(text) - len(text.translate(_ESCAPED))
+
+
+def check_sizes(batch: list[Message], limit: int) -> None:
+    """Refuse a message whose row needs a statement past ``limit`` bytes."""
+    for index, message in enumerate(batch):
+        row = encode("", 0, message, None)
+        size = (
+            _literal_bytes(row["payload"])
+            + _literal_bytes(row["content"])
+            + STATEMENT_OVERHEAD_BYTES
+        )
+        if size > limit:
+            raise MessageTooLargeError(
+                f"messages[{index}] needs a statement of about {size} bytes; the "
+                f"server takes at most {limit} (MySQL/MariaDB max_allowed_packet)"
+            )
+
+
+def check_ids(batch: list[Message]) -> None:
+    """Refuse a message whose id does not fit the id column."""
+    for index, message in enumerate(batch):
+        if len(message.id.encode("utf-8")) > MAX_MESSAGE_ID_BYTES:
+            raise InvalidMessageError(
+                f"messages[{index}] has an id longer than {MAX_MESSAGE_ID_BYTES} "
+                "bytes in UTF-8, the most the id column holds"
+            )

@@ -1,0 +1,269 @@
+"""The pure steps of a SQL write: what to send, from what was read.
+
+Example:
+    writes = append_writes(plan, "c1", state, window.counter_id, now, ttl)
+    connection.execute(statements.insert_messages, writes.rows)   # or await it
+
+The sync and the async repository run the same writes; only the way they
+reach the database differs. Everything a write computes between two
+statements (the rows to insert, the parameters of the conversation update,
+the state after an expiry or a re-measure, what the planner is told) is here,
+so both call the same code and neither does arithmetic of its own.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+from sqlalchemy import exc
+
+from chatledger.adapters import (
+    AppendPlan,
+    AppendResult,
+    ContentionError,
+    Message,
+    Role,
+    StoredEntry,
+    Window,
+)
+from chatledger_sql.dialects.base import (
+    ConversationState,
+    RetryTransaction,
+    SqlDialect,
+)
+from chatledger_sql.rows import decode, encode
+
+__all__ = [
+    "MAX_ATTEMPTS",
+    "AppendWrites",
+    "append_writes",
+    "check_retry",
+    "forgotten",
+    "retry_pause",
+    "reweighed",
+    "save_writes",
+    "still_expired",
+    "stored_entry",
+    "stored_window",
+    "update_parameters",
+]
+
+W = TypeVar("W")
+#: How often a write runs again after a deadlock, conflict or race.
+MAX_ATTEMPTS = 12
+_SYSTEM = Role.SYSTEM.value
+
+
+def update_parameters(
+    conversation_id: str,
+    now: datetime,
+    ttl: timedelta | None,
+    *,
+    next_seq: int,
+    system_count: int,
+    other_count: int,
+    weights: tuple[str, int, int] | None,
+) -> dict[str, Any]:
+    """The parameters of ``Statements.update_conversation`` after a write."""
+    counter, system_weight, other_weight = weights or (None, None, None)
+    return {
+        "cid": conversation_id,
+        "now": now,
+        "p_next_seq": next_seq,
+        "p_system_count": system_count,
+        "p_other_count": other_count,
+        "p_weight_counter": counter,
+        "p_system_weight": system_weight,
+        "p_other_weight": other_weight,
+        "p_expires_at": None if ttl is None else now + ttl,
+    }
+
+
+def forgotten(state: ConversationState) -> ConversationState:
+    """The state of an expired, locked conversation once its messages are deleted."""
+    return ConversationState(
+        state.next_seq, 0, 0, state.weight_counter, 0, 0, known=0, oldest=[], peek=1
+    )
+
+
+def reweighed(
+    rows: Iterable[Any],
+    conversation_id: str,
+    window: Window,
+    state: ConversationState,
+) -> tuple[list[dict[str, Any]], ConversationState]:
+    """Measure every stored row (``Statements.all_rows``) with ``window``.
+
+    Returns the parameters of ``Statements.set_weight`` and the state with
+    the new totals, measured by ``window.counter_id``.
+    """
+    system_weight = other_weight = 0
+    updates = []
+    for row in rows:
+        weight = window.measure(decode(row))
+        updates.append({"cid": conversation_id, "p_seq": row.seq, "p_weight": weight})
+        if row.role == _SYSTEM:
+            system_weight += weight
+        else:
+            other_weight += weight
+    return updates, ConversationState(
+        state.next_seq,
+        state.system_count,
+        state.other_count,
+        window.counter_id,
+        system_weight,
+        other_weight,
+        state.known,
+    )
+
+
+def stored_entry(row: Any, counted: bool) -> StoredEntry:
+    """One of the oldest rows as the planner sees it; ``counted``: weighs 1."""
+    size = 1 if counted else int(row.weight)
+    return StoredEntry(row.message_id, Role(row.role), size, row.seq)
+
+
+def stored_window(
+    make: Callable[..., W],
+    window: Window,
+    state: ConversationState,
+    system: Sequence[Message] | None,
+    read_oldest: Callable[[int], Any],
+) -> W:
+    """What the planner needs, from the locked row: a ``StoredWindow`` (or its
+    async twin, ``make``) with ``read_oldest`` and the stored ``system``."""
+    counted = window.counter_id is None
+    return make(
+        system_count=state.system_count,
+        system_size=state.system_count if counted else state.system_weight or 0,
+        count=state.other_count,
+        total=state.other_count if counted else state.other_weight or 0,
+        read_oldest=read_oldest,
+        system=system,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class AppendWrites:
+    """The statements' parameters of one planned append.
+
+    Attributes:
+        rows: ``Statements.insert_messages`` rows, with the next sequence numbers.
+        update: ``Statements.update_conversation`` parameters.
+        upto: The last evicted sequence number (``-1``: nothing evicted).
+        drop_system: Delete the stored system messages.
+        result: What the append reports.
+    """
+
+    rows: list[dict[str, Any]]
+    update: dict[str, Any]
+    upto: int
+    drop_system: bool
+    result: AppendResult
+
+    @property
+    def evicts(self) -> bool:
+        """Some stored non-system messages are to be deleted."""
+        return self.upto >= 0
+
+
+def append_writes(
+    plan: AppendPlan,
+    conversation_id: str,
+    state: ConversationState,
+    counter: str | None,
+    now: datetime,
+    ttl: timedelta | None,
+) -> AppendWrites:
+    """Turn a plan into the parameters of its statements."""
+    base = state.next_seq
+    rows = [
+        encode(conversation_id, base + i, m, None if counter is None else size)
+        for i, (m, size) in enumerate(zip(plan.insert, plan.insert_sizes, strict=True))
+    ]
+    update = update_parameters(
+        conversation_id,
+        now,
+        ttl,
+        next_seq=base + len(rows),
+        system_count=plan.system_count,
+        other_count=plan.message_count,
+        weights=None
+        if counter is None
+        else (counter, plan.system_size, plan.size_total),
+    )
+    return AppendWrites(
+        rows=rows,
+        update=update,
+        upto=plan.evicted[-1].position if plan.evicted else -1,
+        drop_system=plan.replace_system,
+        result=AppendResult(plan.appended, plan.evicted_ids),
+    )
+
+
+def save_writes(
+    conversation_id: str,
+    stamped: Sequence[Message],
+    base: int,
+    now: datetime,
+    ttl: timedelta | None,
+) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The rows and the conversation update of a ``save_all`` numbered from ``base``."""
+    rows = [
+        encode(conversation_id, base + index, message, None)
+        for index, message in enumerate(stamped)
+    ]
+    system = sum(1 for m in stamped if m.role is Role.SYSTEM)
+    update = update_parameters(
+        conversation_id,
+        now,
+        ttl,
+        next_seq=base + len(stamped),
+        system_count=system,
+        other_count=len(stamped) - system,
+        weights=None,
+    )
+    return rows, update
+
+
+def still_expired(locked: Iterable[Any], now: datetime) -> list[str]:
+    """The ids of the locked rows (``Statements.lock_expired``) expired by ``now``."""
+    return [
+        row.conversation_id
+        for row in locked
+        if row.expires_at is not None and row.expires_at <= now
+    ]
+
+
+def check_retry(
+    error: Exception, attempt: int, dialect: SqlDialect, conversation_id: str
+) -> None:
+    """Return when a failed write attempt is worth running again, else raise.
+
+    A deadlock, a serialization failure, a lost race to create a row (an
+    integrity error, or :class:`RetryTransaction` from the dialect) runs
+    again, up to :data:`MAX_ATTEMPTS` attempts in all, then ends in
+    :class:`chatledger.ContentionError`; any other error is raised as it is.
+    (A lost connection, retried once at once, is the caller's to tell.)
+    """
+    if isinstance(error, RetryTransaction):
+        if attempt >= MAX_ATTEMPTS:
+            raise ContentionError(conversation_id, attempt) from error
+        return
+    if not isinstance(error, exc.DBAPIError) or not (
+        isinstance(error, exc.IntegrityError) or dialect.is_retryable(error)
+    ):
+        raise error
+    if attempt >= MAX_ATTEMPTS:
+        raise ContentionError(
+            conversation_id, attempt, type(error.orig).__name__
+        ) from error
+
+
+def retry_pause(attempt: int) -> float:
+    """Seconds to wait before attempt ``attempt + 1``: random, growing, capped."""
+    return random.uniform(0, 0.005 * 2 ** min(attempt, 6))

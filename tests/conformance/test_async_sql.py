@@ -1,0 +1,115 @@
+"""The conformance suite on every SQL database with an asyncio driver."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from chatledger.testing import AsyncChatMemoryRepositoryTests
+from chatledger.testing.async_runner import EventLoopThread
+from chatledger_sql.async_repository import AsyncSqlChatMemoryRepository
+from chatledger_sql.repository import _sqlite_on_connect
+from tests.backends import backend_url
+from tests.conformance.test_sql import unique_table
+
+
+def with_driver(url: str, driver: str) -> str:
+    """``url`` (a server's test URL) with another driver, as SQLAlchemy spells it."""
+    parsed = make_url(url)
+    return parsed.set(
+        drivername=f"{parsed.get_backend_name()}+{driver}"
+    ).render_as_string(hide_password=False)
+
+
+class _AsyncSqlConformance(AsyncChatMemoryRepositoryTests):
+    """Runs the suite on one async engine; subclasses say which."""
+
+    supports_atomic_append = True
+    supports_ttl = True
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def async_engine(
+        cls, tmp_path_factory: pytest.TempPathFactory, async_runner: EventLoopThread
+    ) -> Iterator[AsyncEngine]:
+        engine = create_async_engine(cls.url(tmp_path_factory.mktemp("db")))
+        if engine.dialect.name == "sqlite":
+            # What from_url sets up: WAL and a busy timeout per connection.
+            event.listen(engine.sync_engine, "connect", _sqlite_on_connect)
+        yield engine
+        async_runner.run(engine.dispose())
+
+    @classmethod
+    def url(cls, directory: Path) -> str:
+        raise NotImplementedError
+
+    @pytest.fixture
+    def async_repository(
+        self, async_engine: AsyncEngine, async_runner: EventLoopThread
+    ) -> Iterator[AsyncSqlChatMemoryRepository]:
+        repository = AsyncSqlChatMemoryRepository(
+            async_engine, table_name=unique_table()
+        )
+        yield repository
+        async_runner.run(repository.drop_schema())
+
+    @pytest.fixture
+    def make_async_repository_with_ttl(
+        self, async_engine: AsyncEngine, async_runner: EventLoopThread
+    ) -> Iterator[Callable[[timedelta], AsyncSqlChatMemoryRepository]]:
+        made: list[AsyncSqlChatMemoryRepository] = []
+
+        def make(ttl: timedelta) -> AsyncSqlChatMemoryRepository:
+            repository = AsyncSqlChatMemoryRepository(
+                async_engine, table_name=unique_table(), ttl=ttl
+            )
+            made.append(repository)
+            return repository
+
+        yield make
+        for repository in made:
+            async_runner.run(repository.drop_schema())
+
+
+class TestAsyncSqliteConformance(_AsyncSqlConformance):
+    @classmethod
+    def url(cls, directory: Path) -> str:
+        return f"sqlite+aiosqlite:///{directory / 'chat.db'}"
+
+
+class TestAsyncPostgresqlPsycopgConformance(_AsyncSqlConformance):
+    @classmethod
+    def url(cls, directory: Path) -> str:
+        return with_driver(backend_url("postgresql"), "psycopg")
+
+
+class TestAsyncPostgresqlAsyncpgConformance(_AsyncSqlConformance):
+    @classmethod
+    def url(cls, directory: Path) -> str:
+        return with_driver(backend_url("postgresql"), "asyncpg")
+
+
+class TestAsyncMariaDBAsyncmyConformance(_AsyncSqlConformance):
+    @classmethod
+    def url(cls, directory: Path) -> str:
+        return with_driver(backend_url("mariadb"), "asyncmy")
+
+
+class TestAsyncMariaDBAiomysqlConformance(_AsyncSqlConformance):
+    @classmethod
+    def url(cls, directory: Path) -> str:
+        return with_driver(backend_url("mariadb"), "aiomysql")
+
+
+def test_async_schemes_open_the_async_repository(tmp_path: Path) -> None:
+    from chatledger import connect_async
+
+    repository: Any = connect_async(f"sqlite+aiosqlite:///{tmp_path / 'c.db'}")
+    assert isinstance(repository, AsyncSqlChatMemoryRepository)

@@ -1,0 +1,238 @@
+"""Cancelled async writes leave the old state or the new, and a clean pool.
+
+Each write is run as a task and cancelled for real: at each named fault point
+(the handler cancels the running task, so the next await raises), and from
+outside after a growing number of loop turns, so the cancellation lands on
+every await of the write in turn. After each, the conversation must hold
+exactly what it held before or exactly what the write writes, every
+connection must be back in its pool outside any transaction, and the next
+write to the same conversation must go through (a leaked row lock would hold
+it forever).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from chatledger import AsyncMessageWindowChatMemory, Message, connect_async
+from chatledger.adapters import FAULT_POINTS
+from tests.backends import backend_url
+from tests.conformance.test_async_sql import with_driver
+
+#: Loop turns before an outside cancellation: enough to reach past the commit.
+OUTSIDE_TURNS = 40
+
+BACKENDS = [
+    pytest.param("postgresql", "psycopg", id="postgresql-psycopg"),
+    pytest.param("postgresql", "asyncpg", id="postgresql-asyncpg"),
+    pytest.param("mariadb", "asyncmy", id="mariadb-asyncmy"),
+    pytest.param("mariadb", "aiomysql", id="mariadb-aiomysql"),
+    pytest.param("redis", None, id="redis"),
+]
+
+
+def open_repository(backend: str, driver: str | None) -> Any:
+    if backend == "redis":
+        prefix = f"chatledger-test:{uuid.uuid4().hex[:12]}:"
+        return connect_async(backend_url("redis"), key_prefix=prefix)
+    assert driver is not None
+    table = f"cl_{uuid.uuid4().hex[:16]}"
+    return connect_async(with_driver(backend_url(backend), driver), table_name=table)
+
+
+def in_transaction(connection: Any) -> bool:
+    """Whether a driver's own connection has a transaction open."""
+    if hasattr(connection, "is_in_transaction"):  # asyncpg
+        return bool(connection.is_in_transaction())
+    if hasattr(connection, "info"):  # psycopg
+        return int(connection.info.transaction_status) != 0
+    return bool(connection.server_status & 1)  # MySQL protocol: IN_TRANS
+
+
+async def assert_pool_clean(repository: Any) -> None:
+    """Every connection is back in its pool, and none is in a transaction."""
+    if hasattr(repository, "engine"):
+        pool = repository.engine.pool
+        assert pool.checkedout() == 0
+        connections = [
+            await repository.engine.connect() for _ in range(pool.checkedin())
+        ]
+        try:
+            for connection in connections:
+                raw = await connection.get_raw_connection()
+                assert not in_transaction(raw.driver_connection)
+        finally:
+            for connection in connections:
+                await connection.close()
+    else:
+        pool = repository.client.connection_pool
+        assert not pool._in_use_connections
+
+
+async def cancelled(
+    write: Callable[[], Awaitable[object]],
+    *,
+    point: str | None = None,
+    turns: int = 0,
+    repository: Any,
+) -> bool:
+    """Run ``write`` as a task and cancel it; return whether it finished anyway."""
+    task: asyncio.Task[object] | None = None
+
+    def cancel(_: str) -> None:
+        assert task is not None
+        task.cancel()
+
+    if point is not None:
+        repository.fault_points.on(point, cancel)
+    task = asyncio.create_task(write())  # type: ignore[arg-type]
+    try:
+        if point is None:
+            for _ in range(turns):
+                await asyncio.sleep(0)
+            task.cancel()
+        await task
+    except asyncio.CancelledError:
+        finished = False
+    else:
+        finished = True
+    finally:
+        repository.fault_points.clear()
+    return finished
+
+
+def ids(messages: list[Message]) -> list[str]:
+    return [m.id for m in messages]
+
+
+@pytest.mark.parametrize(("backend", "driver"), BACKENDS)
+def test_a_cancelled_write_leaves_old_or_new_and_a_clean_pool(
+    backend: str, driver: str | None
+) -> None:
+    repository = open_repository(backend, driver)
+    memory = AsyncMessageWindowChatMemory(repository, max_messages=1000)
+
+    async def check(before: list[str], after: list[str]) -> list[str]:
+        found = ids(await repository.find_by_conversation_id("c"))
+        assert found in (before, after), "a part of a write is visible"
+        await assert_pool_clean(repository)
+        return found
+
+    async def scenario() -> None:
+        await repository.save_all("c", [Message.user("u0"), Message.assistant("a0")])
+        cases: list[dict[str, Any]] = [{"point": p} for p in FAULT_POINTS]
+        cases += [{"turns": n} for n in range(OUTSIDE_TURNS)]
+        outcomes = {"old": 0, "new": 0}
+        for case in cases:
+            # An append of a whole turn...
+            before = ids(await repository.find_by_conversation_id("c"))
+            batch = [Message.user("u"), Message.assistant("a")]
+            await cancelled(
+                functools.partial(memory.add, "c", batch),
+                repository=repository,
+                **case,
+            )
+            found = await check(before, before + ids(batch))
+            outcomes["new" if found != before else "old"] += 1
+            # ...and a replacement of the whole conversation.
+            before = found
+            replacement = [
+                Message.system("s"),
+                Message.user("r"),
+                Message.assistant("b"),
+            ]
+            await cancelled(
+                functools.partial(repository.save_all, "c", replacement),
+                repository=repository,
+                **case,
+            )
+            found = await check(before, ids(replacement))
+            outcomes["new" if found != before else "old"] += 1
+            # The conversation is not left locked: the next write goes through.
+            await memory.add("c", Message.user("next"))
+        # Cancellations landed both before and after the writes took effect.
+        assert outcomes["old"] > 0
+        assert outcomes["new"] > 0
+
+    async def main() -> None:
+        try:
+            await scenario()
+        finally:
+            try:
+                await repository.drop_schema()
+            finally:
+                await repository.aclose()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    ("backend", "driver"),
+    [*BACKENDS, pytest.param("sqlite", None, id="sqlite-aiosqlite")],
+)
+def test_two_hundred_concurrent_adds_lose_and_duplicate_nothing(
+    backend: str, driver: str | None, tmp_path: Any
+) -> None:
+    repository: Any
+    if backend == "sqlite":
+        repository = connect_async(f"sqlite+aiosqlite:///{tmp_path / 'c.db'}")
+    else:
+        repository = open_repository(backend, driver)
+    memory = AsyncMessageWindowChatMemory(repository, max_messages=1000)
+    sent = [Message.user(f"m{n}") for n in range(200)]
+
+    async def main() -> None:
+        try:
+            await asyncio.gather(*(memory.add("race", m) for m in sent))
+            stored = await memory.get("race")
+            assert len(stored) == 200
+            assert sorted(ids(stored)) == sorted(ids(sent))
+            assert stored == sorted(stored, key=lambda m: ids(stored).index(m.id))
+        finally:
+            try:
+                await repository.drop_schema()
+            finally:
+                await repository.aclose()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize(("backend", "driver"), BACKENDS)
+def test_a_cancelled_read_leaves_nothing_for_the_next_one(
+    backend: str, driver: str | None
+) -> None:
+    repository = open_repository(backend, driver)
+    stored = [Message.user(f"u{n}") for n in range(50)]
+
+    async def scenario() -> None:
+        await repository.save_all("c", stored)
+        await repository.save_all("other", [Message.user("x")])
+        for turns in range(OUTSIDE_TURNS):
+            task = asyncio.create_task(repository.find_by_conversation_id("c"))
+            for _ in range(turns):
+                await asyncio.sleep(0)
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            await assert_pool_clean(repository)
+            # The next reads get their own answers, not the cancelled one's.
+            assert ids(await repository.find_by_conversation_id("other")) != ids(stored)
+            assert ids(await repository.find_by_conversation_id("c")) == ids(stored)
+
+    async def main() -> None:
+        try:
+            await scenario()
+        finally:
+            try:
+                await repository.drop_schema()
+            finally:
+                await repository.aclose()
+
+    asyncio.run(main())
