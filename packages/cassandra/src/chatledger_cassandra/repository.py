@@ -70,6 +70,7 @@ from __future__ import annotations
 
 import math
 import random
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
@@ -180,7 +181,7 @@ class CassandraChatMemoryRepository(ClosingContext):
 
     Implements :class:`chatledger.ChatMemoryRepository` and the atomic
     :class:`chatledger.SupportsWindowAppend`. Construction validates the names,
-    creates the schema when asked and prepares every statement once.
+    creates the schema when asked; each statement is prepared once, on first use.
 
     Attributes:
         keyspace: The keyspace of the table.
@@ -253,12 +254,11 @@ class CassandraChatMemoryRepository(ClosingContext):
             session.execute(keyspace_ddl)
         if create_schema:
             session.execute(self._cql.create_table)
+        # Prepared on first use: with create_schema=False the table may not exist
+        # yet, and the server refuses to prepare a statement on a missing table.
+        self._texts = self._cql.prepared()
         self._prepared: dict[str, Any] = {}
-        for name, text in self._cql.prepared().items():
-            prepared = session.prepare(text)
-            prepared.consistency_level = consistency_level
-            prepared.serial_consistency_level = serial_consistency_level
-            self._prepared[name] = prepared
+        self._prepare_lock = threading.Lock()
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> CassandraChatMemoryRepository:
@@ -353,8 +353,21 @@ class CassandraChatMemoryRepository(ClosingContext):
 
     # -- reads -------------------------------------------------------------
 
+    def _statement(self, name: str) -> Any:
+        """Return the prepared statement ``name``, preparing it once."""
+        prepared = self._prepared.get(name)
+        if prepared is None:
+            with self._prepare_lock:
+                prepared = self._prepared.get(name)
+                if prepared is None:
+                    prepared = self._session.prepare(self._texts[name])
+                    prepared.consistency_level = self._consistency
+                    prepared.serial_consistency_level = self._serial
+                    self._prepared[name] = prepared
+        return prepared
+
     def _bind(self, name: str, params: Iterable[object]) -> BoundStatement:
-        bound: BoundStatement = self._prepared[name].bind(tuple(params))
+        bound: BoundStatement = self._statement(name).bind(tuple(params))
         return bound
 
     def _serial_read(self, name: str, params: Iterable[object]) -> list[Any]:
@@ -452,14 +465,14 @@ class CassandraChatMemoryRepository(ClosingContext):
                 serial_consistency_level=self._serial,
             )
             statement.add(
-                self._prepared[plan.condition.statement], plan.condition.params
+                self._statement(plan.condition.statement), plan.condition.params
             )
             phase = None
             for write in plan.writes:
                 if phase is not None and write.phase != phase:
                     self._reach_phase(phase)
                 phase = write.phase
-                statement.add(self._prepared[write.statement], write.params)
+                statement.add(self._statement(write.statement), write.params)
             if phase is not None:
                 self._reach_phase(phase)
         self.fault_points.reach("before_commit")
