@@ -21,7 +21,8 @@ deletion win a tie):
 
 - new rows get sequence numbers at or above the version read, and every range
   delete stops below the version read or below the first surviving row;
-- a whole-partition delete is only ever sent alone, never beside inserts.
+- a whole-partition delete is only ever sent beside its condition (a
+  conditional delete of ``next_seq``), never beside inserts.
 """
 
 from __future__ import annotations
@@ -180,6 +181,14 @@ def _condition(conversation_id: str, version: int | None, new: int, ttl: int) ->
     return Write("advance", (ttl, new, conversation_id, version), "condition")
 
 
+def _delete_plan(conversation_id: str, version: int, result: AppendResult) -> Plan:
+    return Plan(
+        Write("delete_version", (conversation_id, version), "condition"),
+        [Write("delete_partition", (conversation_id,), "delete")],
+        result,
+    )
+
+
 def payloads_needed(
     snapshot: Snapshot, window: Window, ttl: int
 ) -> Literal["none", "system", "all"]:
@@ -265,11 +274,7 @@ def plan_append(
     if survivors + len(surviving_new) == 0:
         if snapshot.version is None:
             return Plan(None, [], result)
-        return Plan(
-            Write("delete_version", (conversation_id, snapshot.version), "condition"),
-            [],
-            result,
-        )
+        return _delete_plan(conversation_id, snapshot.version, result)
 
     surviving_ids = {m.id for m in surviving_new}
     writes: list[Write] = []
@@ -317,7 +322,7 @@ def plan_replace(
     if not messages:
         if version is None:
             return Plan(None)
-        return Plan(Write("delete_version", (conversation_id, version), "condition"))
+        return _delete_plan(conversation_id, version, AppendResult())
     base = 0 if version is None else version
     writes: list[Write] = []
     if version is not None:

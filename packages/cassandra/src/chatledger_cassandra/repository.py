@@ -100,6 +100,7 @@ from chatledger_cassandra.plan import (
     Plan,
     Snapshot,
     StoredRow,
+    Write,
     payloads_needed,
     plan_append,
     plan_replace,
@@ -530,11 +531,14 @@ class CassandraChatMemoryRepository(ClosingContext):
         """Delete a conversation's partition; an unknown id does nothing."""
         validate_conversation_id(conversation_id)
 
+        plan = Plan(
+            Write("delete_any", (conversation_id,), "condition"),
+            [Write("delete_partition", (conversation_id,), "delete")],
+        )
+
         def attempt() -> bool:
             self.fault_points.reach("after_lock")
-            self.fault_points.reach("before_commit")
-            self._session.execute(self._bind("delete_any", (conversation_id,)))
-            self.fault_points.reach("after_commit")
+            self._commit(plan)  # not applied: there was nothing to delete
             return True
 
         self._retrying(attempt)
