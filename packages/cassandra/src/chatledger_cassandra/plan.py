@@ -225,6 +225,7 @@ def plan_append(
     batch: Sequence[Message],
     window: Window,
     ttl: int,
+    start: int = 0,
 ) -> Plan:
     """Plan an atomic window append (the contract of ``SupportsWindowAppend``).
 
@@ -235,6 +236,7 @@ def plan_append(
         batch: The validated, stamped messages to add.
         window: The window to keep.
         ttl: The TTL in seconds, ``0`` for none.
+        start: The first sequence number when the conversation is new.
     """
     known = {row.msg_id for row in snapshot.rows}
     fresh = [m for m in batch if m.id not in known]
@@ -248,7 +250,7 @@ def plan_append(
     )
     stored_system = [row.message() for row in system_rows]
     merge = merge_system(stored_system, fresh)
-    base = 0 if snapshot.version is None else snapshot.version
+    base = start if snapshot.version is None else snapshot.version
     new_seq = {m.id: base + i for i, m in enumerate(merge.new)}
 
     kept_system = [] if merge.replace_stored else stored_system
@@ -305,7 +307,11 @@ def plan_append(
 
 
 def plan_replace(
-    conversation_id: str, version: int | None, messages: Sequence[Message], ttl: int
+    conversation_id: str,
+    version: int | None,
+    messages: Sequence[Message],
+    ttl: int,
+    start: int = 0,
 ) -> Plan:
     """Plan ``save_all``: replace every stored row with ``messages``.
 
@@ -318,12 +324,13 @@ def plan_replace(
         version: The version read, ``None`` if the conversation does not exist.
         messages: The validated, stamped messages.
         ttl: The TTL in seconds, ``0`` for none.
+        start: The first sequence number when the conversation is new.
     """
     if not messages:
         if version is None:
             return Plan(None)
         return _delete_plan(conversation_id, version, AppendResult())
-    base = 0 if version is None else version
+    base = start if version is None else version
     writes: list[Write] = []
     if version is not None:
         writes += [

@@ -42,11 +42,14 @@ conditional batch may carry range deletions (Cassandra applies them inside the
 CAS request) as long as the condition sits on another statement, which is how
 the plans are built (:mod:`chatledger_cassandra.plan`).
 
-The price is an LWT per write (about four round trips) plus a serial read: an
+The price is an LWT per write (about four round trips) plus a plain read: an
 append reads the index columns of the conversation (ids, roles, sizes: no
-payloads except the system messages'), then commits. Contended writers retry
-with jittered back-off, at most ``max_attempts`` times, then raise
-:class:`~chatledger_cassandra.errors.ContentionError`. A CAS that times out
+payloads except the system messages'), then commits. The read need not be
+serial: a read that missed a newer write only makes the version check fail.
+Writers sharing one repository take turns on a per-conversation lock
+(:mod:`chatledger_cassandra.locks`), so only writers in different processes
+race; a loser retries with jittered back-off, at most ``max_attempts`` times,
+then raises :class:`~chatledger_cassandra.errors.ContentionError`. A CAS that times out
 (``WriteTimeout`` of write type CAS) has an unknown outcome; the repository
 reads again and retries, and the message ids make a second application a no-op.
 
@@ -95,6 +98,7 @@ from chatledger_cassandra.errors import (
     ContentionError,
     InvalidURLError,
 )
+from chatledger_cassandra.locks import ConversationLocks
 from chatledger_cassandra.names import render_replication
 from chatledger_cassandra.plan import (
     Plan,
@@ -105,6 +109,11 @@ from chatledger_cassandra.plan import (
     plan_append,
     plan_replace,
 )
+from chatledger_cassandra.snapshots import (
+    SnapshotCache,
+    after_commit,
+    first_sequence_number,
+)
 from chatledger_cassandra.statements import LANE_SYSTEM, Statements
 from chatledger_cassandra.statements import create_keyspace as keyspace_statement
 from chatledger_cassandra.url import parse_url
@@ -113,6 +122,10 @@ __all__ = ["MAX_TTL_SECONDS", "CassandraChatMemoryRepository", "ttl_seconds"]
 
 #: Cassandra's largest TTL: 20 years.
 MAX_TTL_SECONDS = 630_720_000
+
+#: How many conversations a repository remembers the last written snapshot of
+#: (:mod:`chatledger_cassandra.snapshots`), most recently written first.
+_REMEMBERED_CONVERSATIONS = 64
 
 _T = TypeVar("_T")
 _N = TypeVar("_N", int, float)
@@ -219,10 +232,11 @@ class CassandraChatMemoryRepository(ClosingContext):
             replication: Replication options for a created keyspace, e.g.
                 ``{"class": "NetworkTopologyStrategy", "dc1": 3}``; the default,
                 SimpleStrategy with one replica, suits development only.
-            consistency_level: Consistency of reads and of the commit of every
-                write.
+            consistency_level: Consistency of reads (those a write decides on
+                too) and of the commit of every write. Below a quorum, a write
+                may retry until the replica it reads has caught up.
             serial_consistency_level: Consistency of the Paxos phase of every
-                write and of the reads a window append decides on.
+                write.
             max_attempts: How often a write is tried when other writers win the
                 race, before :class:`ContentionError`.
             page_size: Rows per page when listing and reading.
@@ -260,6 +274,8 @@ class CassandraChatMemoryRepository(ClosingContext):
         self._texts = self._cql.prepared()
         self._prepared: dict[str, Any] = {}
         self._prepare_lock = threading.Lock()
+        self._writers = ConversationLocks()
+        self._snapshots = SnapshotCache(_REMEMBERED_CONVERSATIONS)
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> CassandraChatMemoryRepository:
@@ -371,10 +387,16 @@ class CassandraChatMemoryRepository(ClosingContext):
         bound: BoundStatement = self._statement(name).bind(tuple(params))
         return bound
 
-    def _serial_read(self, name: str, params: Iterable[object]) -> list[Any]:
+    def _read_whole(self, name: str, params: Iterable[object]) -> list[Any]:
+        """Read what a write decides on: one conversation, unpaged.
+
+        A plain read at ``consistency_level``, not a serial one: the version
+        check of the commit is what makes the write linearizable, and a read
+        that missed a newer write only loses that check and is read again. A
+        serial read would add a Paxos round to every attempt, which on a long
+        conversation costs several times the read itself.
+        """
         bound = self._bind(name, params)
-        bound.consistency_level = self._serial
-        # A serial read is not paged: it covers one conversation's window.
         bound.fetch_size = None
         return list(self._session.execute(bound))
 
@@ -402,7 +424,7 @@ class CassandraChatMemoryRepository(ClosingContext):
         return [codec.from_json(payload) for _, payload in ordered]
 
     def _version(self, conversation_id: str) -> int | None:
-        rows = self._serial_read("select_version", (conversation_id,))
+        rows = self._read_whole("select_version", (conversation_id,))
         return _cells(rows[0], ("next_seq",))[0] if rows else None
 
     def _snapshot(
@@ -410,9 +432,7 @@ class CassandraChatMemoryRepository(ClosingContext):
     ) -> Snapshot:
         names = _INDEX if mode == "index" else _FULL
         statement = "select_index" if mode == "index" else "select_full"
-        return self._to_snapshot(
-            self._serial_read(statement, (conversation_id,)), names
-        )
+        return self._to_snapshot(self._read_whole(statement, (conversation_id,)), names)
 
     @staticmethod
     def _to_snapshot(rows: list[Any], names: Sequence[str]) -> Snapshot:
@@ -436,11 +456,31 @@ class CassandraChatMemoryRepository(ClosingContext):
             )
         return Snapshot(version, stored)
 
+    def _read_snapshot(self, conversation_id: str, window: Window) -> Snapshot | None:
+        """Read what an append decides on; ``None`` if a write came in between."""
+        snapshot = self._snapshot(conversation_id, "full" if self.ttl else "index")
+        need = payloads_needed(snapshot, window, self.ttl)
+        if need == "all" and not self.ttl:
+            return self._snapshot(conversation_id, "full")
+        if need == "system":
+            return self._with_system_payloads(conversation_id, snapshot)
+        return snapshot
+
+    def _recall(self, conversation_id: str, window: Window) -> Snapshot | None:
+        """The remembered snapshot, if still current and enough for ``window``."""
+        if self.ttl or not self._snapshots.knows(conversation_id):
+            return None
+        version = self._version(conversation_id)
+        snapshot = self._snapshots.recall(conversation_id, version)
+        if snapshot is None or payloads_needed(snapshot, window, 0) == "all":
+            return None
+        return snapshot
+
     def _with_system_payloads(
         self, conversation_id: str, snapshot: Snapshot
     ) -> Snapshot | None:
         lane = self._to_snapshot(
-            self._serial_read("select_lane", (conversation_id, LANE_SYSTEM)), _FULL
+            self._read_whole("select_lane", (conversation_id, LANE_SYSTEM)), _FULL
         )
         expected = {(r.seq, r.msg_id) for r in snapshot.rows if r.lane == LANE_SYSTEM}
         if (
@@ -520,12 +560,16 @@ class CassandraChatMemoryRepository(ClosingContext):
         def attempt() -> bool | None:
             version = self._version(conversation_id)
             self.fault_points.reach("after_lock")
-            plan = plan_replace(conversation_id, version, batch, self.ttl)
+            plan = plan_replace(
+                conversation_id, version, batch, self.ttl, first_sequence_number()
+            )
             if plan.condition is None or self._commit(plan):
                 return True
             return None
 
-        self._retrying(attempt)
+        with self._writers.hold(conversation_id):
+            self._snapshots.forget(conversation_id)
+            self._retrying(attempt)
 
     def delete_by_conversation_id(self, conversation_id: str) -> None:
         """Delete a conversation's partition; an unknown id does nothing."""
@@ -538,10 +582,13 @@ class CassandraChatMemoryRepository(ClosingContext):
 
         def attempt() -> bool:
             self.fault_points.reach("after_lock")
-            self._commit(plan)  # not applied: there was nothing to delete
+            # Not applied when there was nothing to delete.
+            self._commit(plan)
             return True
 
-        self._retrying(attempt)
+        with self._writers.hold(conversation_id):
+            self._snapshots.forget(conversation_id)
+            self._retrying(attempt)
 
     def append_to_window(
         self, conversation_id: str, messages: Sequence[Message], window: Window
@@ -554,19 +601,32 @@ class CassandraChatMemoryRepository(ClosingContext):
         stamped = stamp_messages(batch)
 
         def attempt() -> AppendResult | None:
-            snapshot = self._snapshot(conversation_id, "full" if self.ttl else "index")
-            need = payloads_needed(snapshot, window, self.ttl)
-            if need == "all" and not self.ttl:
-                snapshot = self._snapshot(conversation_id, "full")
-            elif need == "system":
-                with_payloads = self._with_system_payloads(conversation_id, snapshot)
-                if with_payloads is None:
-                    return None
-                snapshot = with_payloads
+            snapshot = self._recall(conversation_id, window)
+            if snapshot is None:
+                snapshot = self._read_snapshot(conversation_id, window)
+                if snapshot is None:
+                    return None  # a write landed between two reads: read again
             self.fault_points.reach("after_lock")
-            plan = plan_append(conversation_id, snapshot, stamped, window, self.ttl)
-            if plan.condition is None or self._commit(plan):
-                return plan.result
-            return None
+            plan = plan_append(
+                conversation_id,
+                snapshot,
+                stamped,
+                window,
+                self.ttl,
+                start=first_sequence_number(),
+            )
+            if plan.condition is not None:
+                try:
+                    applied = self._commit(plan)
+                except BaseException:
+                    self._snapshots.forget(conversation_id)  # outcome unknown
+                    raise
+                if not applied:
+                    self._snapshots.forget(conversation_id)
+                    return None
+            if not self.ttl:
+                self._snapshots.remember(conversation_id, after_commit(snapshot, plan))
+            return plan.result
 
-        return self._retrying(attempt)
+        with self._writers.hold(conversation_id):
+            return self._retrying(attempt)
