@@ -109,6 +109,7 @@ from chatledger_cassandra.plan import (
     plan_append,
     plan_replace,
 )
+from chatledger_cassandra.sizes import DEFAULT_MAX_WRITE_BYTES, check_write
 from chatledger_cassandra.snapshots import (
     SnapshotCache,
     after_commit,
@@ -218,6 +219,7 @@ class CassandraChatMemoryRepository(ClosingContext):
         serial_consistency_level: int = ConsistencyLevel.LOCAL_SERIAL,
         max_attempts: int = 100,
         page_size: int = 5000,
+        max_write_bytes: int = DEFAULT_MAX_WRITE_BYTES,
     ) -> None:
         """Use ``session`` (a connected ``cassandra.cluster.Session``).
 
@@ -240,6 +242,11 @@ class CassandraChatMemoryRepository(ClosingContext):
             max_attempts: How often a write is tried when other writers win the
                 race, before :class:`ContentionError`.
             page_size: Rows per page when listing and reading.
+            max_write_bytes: The largest write (one conditional batch) sent;
+                a larger one raises ``MessageTooLargeError`` before it is sent.
+                The default is the server's default limit of a request and of
+                a mutation (16 MiB); raise it only with the server's
+                ``native_transport_max_message_size`` and ``max_mutation_size``.
 
         Raises:
             InvalidNameError: for a bad keyspace, table or replication option.
@@ -249,8 +256,12 @@ class CassandraChatMemoryRepository(ClosingContext):
             raise TypeError("session must be a connected cassandra Session")
         if isinstance(max_attempts, bool) or not isinstance(max_attempts, int):
             raise TypeError("max_attempts must be an int")
-        if max_attempts < 1 or page_size < 1:
-            raise ValueError("max_attempts and page_size must be at least 1")
+        if isinstance(max_write_bytes, bool) or not isinstance(max_write_bytes, int):
+            raise TypeError("max_write_bytes must be an int")
+        if max_attempts < 1 or page_size < 1 or max_write_bytes < 1:
+            raise ValueError(
+                "max_attempts, page_size and max_write_bytes must be at least 1"
+            )
         self._cql = Statements(keyspace, table)
         self.keyspace = keyspace
         self.table = table
@@ -265,6 +276,7 @@ class CassandraChatMemoryRepository(ClosingContext):
         self._serial = serial_consistency_level
         self._max_attempts = max_attempts
         self._page_size = page_size
+        self._max_write_bytes = max_write_bytes
         if create_keyspace:
             session.execute(keyspace_ddl)
         if create_schema:
@@ -493,9 +505,14 @@ class CassandraChatMemoryRepository(ClosingContext):
 
     # -- writes ------------------------------------------------------------
 
-    def _commit(self, plan: Plan) -> bool:
-        """Send ``plan`` as one conditional statement or batch; True if applied."""
+    def _commit(self, conversation_id: str, plan: Plan) -> bool:
+        """Send ``plan`` as one conditional statement or batch; True if applied.
+
+        Raises:
+            MessageTooLargeError: before sending, if the batch may not fit.
+        """
         assert plan.condition is not None
+        check_write(plan, self._max_write_bytes, conversation_id)
         statement: Any
         if not plan.writes:
             statement = self._bind(plan.condition.statement, plan.condition.params)
@@ -522,6 +539,12 @@ class CassandraChatMemoryRepository(ClosingContext):
         if applied:
             self.fault_points.reach("after_commit")
         return applied
+
+    def _check_new(self, conversation_id: str, batch: Sequence[Message]) -> None:
+        """Refuse, before any I/O, messages whose inserts alone cannot fit."""
+        if batch:
+            inserts = plan_replace(conversation_id, None, batch, self.ttl)
+            check_write(inserts, self._max_write_bytes, conversation_id)
 
     def _reach_phase(self, phase: str) -> None:
         point = _PHASE_POINT.get(phase)
@@ -553,9 +576,15 @@ class CassandraChatMemoryRepository(ClosingContext):
         )
 
     def save_all(self, conversation_id: str, messages: Sequence[Message]) -> None:
-        """Replace a conversation atomically; an empty list deletes it."""
+        """Replace a conversation atomically; an empty list deletes it.
+
+        Raises:
+            MessageTooLargeError: before any I/O, if the messages cannot fit in
+                one write (``max_write_bytes``).
+        """
         validate_conversation_id(conversation_id)
         batch = stamp_messages(validate_messages(messages))
+        self._check_new(conversation_id, batch)
 
         def attempt() -> bool | None:
             version = self._version(conversation_id)
@@ -563,7 +592,7 @@ class CassandraChatMemoryRepository(ClosingContext):
             plan = plan_replace(
                 conversation_id, version, batch, self.ttl, first_sequence_number()
             )
-            if plan.condition is None or self._commit(plan):
+            if plan.condition is None or self._commit(conversation_id, plan):
                 return True
             return None
 
@@ -583,7 +612,7 @@ class CassandraChatMemoryRepository(ClosingContext):
         def attempt() -> bool:
             self.fault_points.reach("after_lock")
             # Not applied when there was nothing to delete.
-            self._commit(plan)
+            self._commit(conversation_id, plan)
             return True
 
         with self._writers.hold(conversation_id):
@@ -593,12 +622,19 @@ class CassandraChatMemoryRepository(ClosingContext):
     def append_to_window(
         self, conversation_id: str, messages: Sequence[Message], window: Window
     ) -> AppendResult:
-        """Append and evict in one conditional batch (``SupportsWindowAppend``)."""
+        """Append and evict in one conditional batch (``SupportsWindowAppend``).
+
+        Raises:
+            MessageTooLargeError: before any I/O, if the new messages cannot
+                fit in one write (``max_write_bytes``); before writing, if the
+                whole batch cannot (with a TTL it rewrites the window).
+        """
         validate_conversation_id(conversation_id)
         batch = validate_messages(messages)
         if not batch:
             return AppendResult()
         stamped = stamp_messages(batch)
+        self._check_new(conversation_id, stamped)
 
         def attempt() -> AppendResult | None:
             snapshot = self._recall(conversation_id, window)
@@ -617,7 +653,7 @@ class CassandraChatMemoryRepository(ClosingContext):
             )
             if plan.condition is not None:
                 try:
-                    applied = self._commit(plan)
+                    applied = self._commit(conversation_id, plan)
                 except BaseException:
                     self._snapshots.forget(conversation_id)  # outcome unknown
                     raise
