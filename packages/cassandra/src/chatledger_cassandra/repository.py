@@ -80,7 +80,7 @@ from datetime import timedelta
 from typing import Any, Literal, TypeVar
 
 from cassandra import ConsistencyLevel, ReadTimeout, WriteTimeout, WriteType
-from cassandra.query import BatchStatement, BatchType, BoundStatement
+from cassandra.query import UNSET_VALUE, BatchStatement, BatchType, BoundStatement
 
 from chatledger import codec
 from chatledger.closing import ClosingContext
@@ -163,6 +163,18 @@ def _cells(row: Any, names: Sequence[str]) -> tuple[Any, ...]:
 
 _INDEX = ("next_seq", "lane", "seq", "msg_id", "role", "size_counter", "size")
 _FULL = (*_INDEX, "payload")
+
+
+def _values(write: Write) -> tuple[object, ...]:
+    """The values to bind for ``write``: a missing one is unset, never null.
+
+    A bound null writes a tombstone cell; an insert of a message without a
+    stored size would leave two, and a long conversation's reads would wade
+    through (and at 100,000 by default, abort on) tombstones nobody deleted.
+    """
+    if write.statement != "insert":
+        return write.params
+    return tuple(UNSET_VALUE if value is None else value for value in write.params)
 
 
 def _is_retryable(exc: Exception) -> bool:
@@ -530,7 +542,7 @@ class CassandraChatMemoryRepository(ClosingContext):
                 if phase is not None and write.phase != phase:
                     self._reach_phase(phase)
                 phase = write.phase
-                statement.add(self._statement(write.statement), write.params)
+                statement.add(self._statement(write.statement), _values(write))
             if phase is not None:
                 self._reach_phase(phase)
         self.fault_points.reach("before_commit")
