@@ -322,12 +322,14 @@ class CassandraChatMemoryRepository(ClosingContext):
         settings: dict[str, Any] = dict(parsed.options)
         settings.update(options)
         cluster_args: dict[str, Any] = {"contact_points": parsed.contact_points}
-        local_dc = settings.pop("local_dc", None)
-        if local_dc:
-            policy = TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=local_dc))
-            cluster_args["execution_profiles"] = {
-                EXEC_PROFILE_DEFAULT: ExecutionProfile(load_balancing_policy=policy)
-            }
+        # Without local_dc the driver takes the data centre of the first contact
+        # point, as it does by default; naming the policy keeps the driver from
+        # warning that contact points without one will become an error.
+        local_dc = settings.pop("local_dc", None) or None
+        policy = TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=local_dc))
+        cluster_args["execution_profiles"] = {
+            EXEC_PROFILE_DEFAULT: ExecutionProfile(load_balancing_policy=policy)
+        }
         if "protocol_version" in settings:
             cluster_args["protocol_version"] = _number(
                 settings, "protocol_version", int
