@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.floors import (
+    CassandraFloor,
     DuckDBFloor,
     Floor,
     MariaDBFloor,
@@ -38,6 +39,7 @@ _DEFAULT_URLS = {
     "postgresql": "postgresql+psycopg://postgres@127.0.0.1:5432/test",
     "mariadb": "mysql+pymysql://root@127.0.0.1:3306/test",
     "redis": "redis://127.0.0.1:6379/0",
+    "cassandra": "cassandra://127.0.0.1:9042/chatledger_test",
 }
 
 
@@ -178,6 +180,28 @@ def _redis(stack: ExitStack, workdir: Path) -> Setup:
     return Setup(repository, floor, notes=[f"RESP{protocol}, {parser}"])
 
 
+def _cassandra(stack: ExitStack, workdir: Path) -> Setup:
+    url = server_url("cassandra")
+    floor = CassandraFloor(url)
+    stack.callback(floor.close)
+    try:
+        from chatledger_cassandra import CassandraChatMemoryRepository
+    except ImportError as exc:
+        return Setup(None, floor, f"chatledger-cassandra not installed ({exc})")
+    repository = CassandraChatMemoryRepository.from_url(
+        url, table=unique_name(), create_keyspace=True
+    )
+    # Last in, first out: drop our table, then shut our cluster down.
+    stack.callback(repository.close)
+    stack.callback(repository.drop_table)
+    version = floor.session.execute("SELECT release_version FROM system.local").one()[0]
+    return Setup(
+        repository,
+        floor,
+        notes=[f"Cassandra {version}, LWT per write, LOCAL_QUORUM / LOCAL_SERIAL"],
+    )
+
+
 BACKENDS: dict[str, Backend] = {
     b.name: b
     for b in (
@@ -189,5 +213,6 @@ BACKENDS: dict[str, Backend] = {
         ),
         Backend("mariadb", "MariaDB", 1.5, _server_sql("mariadb", MariaDBFloor)),
         Backend("redis", "Redis", 1.3, _redis),
+        Backend("cassandra", "Cassandra", None, _cassandra),
     )
 }

@@ -8,7 +8,8 @@ Example:
     floor.close()                                # drops the table
 
 An append is one parameterised INSERT of a pre-encoded row (RPUSH on Redis) in
-its own transaction, a read is one ordered SELECT of the conversation (LRANGE).
+its own transaction (on Cassandra, a plain prepared INSERT), a read is one
+ordered SELECT of the conversation (LRANGE).
 Nothing is decoded: a floor is the physical cost of the round trip and the
 commit, which no library can beat. ``replace`` is the write half of the
 full-rewrite baseline (:class:`FullRewrite`), Spring AI's way of saving a window.
@@ -27,6 +28,7 @@ from chatledger.validation import stamp_messages
 from chatledger.window import MessageWindow, apply_window
 
 __all__ = [
+    "CassandraFloor",
     "DuckDBFloor",
     "Floor",
     "FullRewrite",
@@ -321,6 +323,93 @@ class RedisFloor:
                 self.client.delete(*keys)
         finally:
             self.client.close()
+
+
+class CassandraFloor:
+    """cassandra-driver: prepared statements at LOCAL_QUORUM on a plain table.
+
+    An append is one INSERT of a pre-encoded row (no lightweight transaction),
+    a read one SELECT of the partition in clustering order. ``replace`` sends
+    the partition delete and the inserts as one single-partition batch, the
+    delete one microsecond older than the inserts: statements of a batch share
+    a timestamp otherwise, and a delete wins a tie.
+    """
+
+    name = "cassandra-driver"
+
+    def __init__(self, url: str) -> None:
+        """Connect to ``cassandra://host[:port][,host...]/keyspace``."""
+        from cassandra import ConsistencyLevel
+        from cassandra.cluster import Cluster
+
+        parts = urlsplit(url)
+        hosts = [h.rpartition(":")[0] or h for h in parts.netloc.split(",")]
+        ports = {int(h.rpartition(":")[2]) for h in parts.netloc.split(",") if ":" in h}
+        keyspace = unquote(parts.path.lstrip("/")) or "chatledger_bench"
+        self.cluster = Cluster(hosts, port=ports.pop() if ports else 9042)
+        self.session = self.cluster.connect()
+        self.session.execute(
+            f"CREATE KEYSPACE IF NOT EXISTS {keyspace} WITH replication = "
+            "{'class': 'SimpleStrategy', 'replication_factor': 1}"
+        )
+        self.table = table = f"{keyspace}.{unique_name()}"
+        self.session.execute(
+            f"CREATE TABLE {table} (conversation_id text, seq bigint, payload text, "
+            "PRIMARY KEY ((conversation_id), seq))"
+        )
+        prepare = self.session.prepare
+        self._insert = prepare(
+            f"INSERT INTO {table} (conversation_id, seq, payload) VALUES (?, ?, ?)"
+        )
+        self._select = prepare(
+            f"SELECT payload FROM {table} WHERE conversation_id = ? ORDER BY seq"
+        )
+        self._stamped_insert = prepare(
+            f"INSERT INTO {table} (conversation_id, seq, payload) VALUES (?, ?, ?) "
+            "USING TIMESTAMP ?"
+        )
+        self._delete = prepare(
+            f"DELETE FROM {table} USING TIMESTAMP ? WHERE conversation_id = ?"
+        )
+        for statement in (
+            self._insert,
+            self._select,
+            self._stamped_insert,
+            self._delete,
+        ):
+            statement.consistency_level = ConsistencyLevel.LOCAL_QUORUM
+
+    def insert(self, conversation_id: str, seq: int, payload: str) -> None:
+        """One prepared INSERT."""
+        self.session.execute(self._insert, (conversation_id, seq, payload))
+
+    def select(self, conversation_id: str) -> Sequence[Any]:
+        """One prepared ordered SELECT of the partition."""
+        return list(self.session.execute(self._select, (conversation_id,)))
+
+    def replace(self, conversation_id: str, payloads: Sequence[str]) -> None:
+        """Delete the partition and insert everything, in one batch."""
+        import time
+
+        from cassandra.query import BatchStatement, BatchType
+
+        now = time.time_ns() // 1000
+        batch = BatchStatement(batch_type=BatchType.UNLOGGED)
+        batch.add(self._delete, (now - 1, conversation_id))
+        for seq, payload in enumerate(payloads):
+            batch.add(self._stamped_insert, (conversation_id, seq, payload, now))
+        self.session.execute(batch)
+
+    def payload(self, row: Any) -> str | bytes:
+        """The first column."""
+        return row[0]  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        """Drop the table and shut the cluster down."""
+        try:
+            self.session.execute(f"DROP TABLE IF EXISTS {self.table}")
+        finally:
+            self.cluster.shutdown()
 
 
 class FullRewrite:

@@ -25,6 +25,7 @@ from chatledger_cassandra.plan import (
     Plan,
     Snapshot,
     StoredRow,
+    Write,
     payloads_needed,
     plan_append,
     plan_replace,
@@ -75,7 +76,9 @@ class Partition:
             ok = self.version == condition.params[3]
         else:
             assert condition.statement == "delete_version"
-            assert plan.writes == [], "a partition delete is never batched"
+            assert [w.statement for w in plan.writes] == ["delete_partition"], (
+                "a partition delete goes beside its condition alone"
+            )
             ok = self.version == condition.params[1]
         if not ok:
             return False
@@ -212,7 +215,7 @@ def test_cassandra_replace_with_nothing_deletes_the_partition() -> None:
     assert plan.condition is not None
     assert plan.condition.statement == "delete_version"
     assert plan.condition.params == ("c", 7)
-    assert plan.writes == []
+    assert plan.writes == [Write("delete_partition", ("c",), "delete")]
 
 
 def test_cassandra_stale_plan_loses_its_condition() -> None:

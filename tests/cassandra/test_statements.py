@@ -65,6 +65,13 @@ def test_cassandra_every_conversation_write_is_conditional() -> None:
     assert CQL.delete_any.endswith("IF next_seq >= 0")
 
 
+def test_cassandra_conditional_deletes_touch_only_the_static_column() -> None:
+    # Cassandra refuses a condition on a delete of whole rows or partitions.
+    for name in ("delete_version", "delete_any"):
+        assert CQL.prepared()[name].startswith(f"DELETE next_seq FROM {TABLE} ")
+    assert CQL.delete_partition == f"DELETE FROM {TABLE} WHERE conversation_id = ?"
+
+
 def test_cassandra_eviction_is_a_range_delete_within_one_lane() -> None:
     assert CQL.delete_before == (
         f"DELETE FROM {TABLE} WHERE conversation_id = ? AND lane = ? AND seq < ?"

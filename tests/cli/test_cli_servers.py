@@ -111,3 +111,60 @@ class TestPostgresqlCli:
             repository = connect(url, table_name=table)
             repository.drop_schema()  # type: ignore[attr-defined]
             repository.close()  # type: ignore[attr-defined]
+
+
+HAVE_CASSANDRA = importlib.util.find_spec("chatledger_cassandra") is not None
+
+
+@pytest.fixture
+def cassandra_store(required: set[str]) -> Iterator[tuple[str, list[str]]]:
+    """A Cassandra URL and the options of a table unique to this test; dropped after."""
+    if not HAVE_CASSANDRA:
+        pytest.skip(
+            "chatledger-cassandra is not installed "
+            "(pip install -e ./packages/cassandra)"
+        )
+    url = backend_url("cassandra", required)
+    table = f"cli_{uuid.uuid4().hex[:12]}"
+    yield url, ["-o", f"table={table}", "-o", "create_keyspace=true"]
+    repository = connect(url, table=table, create_schema=False)
+    try:
+        repository.drop_table()  # type: ignore[attr-defined]
+    finally:
+        repository.close()  # type: ignore[attr-defined]
+
+
+class TestCassandraCli:
+    def test_import_export_copy_round_trip(
+        self, cli: Cli, cassandra_store: tuple[str, list[str]], tmp_path: Path
+    ) -> None:
+        url, options = cassandra_store
+        text = _jsonl(_sample())
+        imported = cli("import", url, "-", *options, stdin=text)
+        assert imported.code == 0, imported.err
+        exported = cli("export", url, *options)
+        assert exported.code == 0, exported.err
+        assert exported.out == text
+        target = file_url("testfile", tmp_path / "copy")
+        for _ in range(2):
+            copied = cli("copy", url, target, *options)
+            assert copied.code == 0, copied.err
+            assert cli("export", target).out == text
+
+    def test_conformance_in_a_namespace(
+        self, cli: Cli, cassandra_store: tuple[str, list[str]]
+    ) -> None:
+        url, _ = cassandra_store
+        done = cli(
+            "conformance",
+            url,
+            "--namespace-option",
+            "table",
+            "-o",
+            "create_keyspace=true",
+        )
+        assert done.code == 0, done.out + done.err
+        summary = done.out.strip().splitlines()[-1]
+        assert "(atomic window append;" in summary
+        assert "failed" not in summary
+        assert "error" not in summary

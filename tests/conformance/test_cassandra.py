@@ -21,9 +21,9 @@ from tests.backends import backend_url
 
 
 @pytest.fixture(scope="module")
-def cassandra_root() -> Iterator[CassandraChatMemoryRepository]:
+def cassandra_root(required: set[str]) -> Iterator[CassandraChatMemoryRepository]:
     """A repository that owns the cluster; its session serves every test."""
-    url = backend_url("cassandra")
+    url = backend_url("cassandra", required)
     keyspace = parse_url(url).keyspace or "chatledger_test"
     root = CassandraChatMemoryRepository.from_url(
         url, keyspace=keyspace, create_keyspace=True, create_schema=False

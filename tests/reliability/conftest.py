@@ -26,7 +26,7 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
 
 
 @pytest.fixture(params=LOCAL_BACKENDS + OTHER_BACKENDS)
-def target(request: pytest.FixtureRequest) -> Iterator[Target]:
+def target(request: pytest.FixtureRequest, required: set[str]) -> Iterator[Target]:
     """A fresh, empty store of each backend (unique table or key prefix)."""
-    with open_target(request.param) as opened:
+    with open_target(request.param, required) as opened:
         yield opened

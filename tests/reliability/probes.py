@@ -18,7 +18,7 @@ __all__ = ["no_io"]
 
 @contextmanager
 def no_io(repository: Any) -> Iterator[list[str]]:
-    """Record every fault point, SQL statement or Redis command sent inside.
+    """Record every fault point, SQL or CQL statement or Redis command sent inside.
 
     The block must send none: leaving it with any recorded fails the test.
     """
@@ -62,4 +62,21 @@ def _redis_probe(repository: Any, seen: list[str], stack: ExitStack) -> None:
     stack.callback(delattr, client, "execute_command")
 
 
-_PROBES = [_sql_probe, _redis_probe]
+def _cassandra_probe(repository: Any, seen: list[str], stack: ExitStack) -> None:
+    session = getattr(repository, "session", None)
+    if session is None or not hasattr(session, "prepare"):
+        return
+    for name in ("execute", "execute_async", "prepare"):
+        original = getattr(session, name)
+
+        def sent(
+            *args: Any, _name: str = name, _original: Any = original, **options: Any
+        ) -> Any:
+            seen.append(f"cassandra {_name}: {str(args[:1])[:80]}")
+            return _original(*args, **options)
+
+        setattr(session, name, sent)
+        stack.callback(delattr, session, name)
+
+
+_PROBES = [_sql_probe, _redis_probe, _cassandra_probe]

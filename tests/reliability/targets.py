@@ -53,8 +53,12 @@ def _require_package(name: str) -> None:
 
 
 @contextmanager
-def open_target(name: str) -> Iterator[Target]:
-    """Yield a :class:`Target` for an empty store of backend ``name``."""
+def open_target(name: str, required: set[str] | None = None) -> Iterator[Target]:
+    """Yield a :class:`Target` for an empty store of backend ``name``.
+
+    ``required`` names the backends whose missing server fails instead of
+    skipping (by default ``CHATLEDGER_REQUIRE_BACKENDS``).
+    """
     _require_package(name)
     if name == "memory":
         yield Target(
@@ -69,20 +73,20 @@ def open_target(name: str) -> Iterator[Target]:
             yield _sql_target(name, f"{name}:///{path}")
         return
     if name in ("postgresql", "mariadb"):
-        target = _sql_target(name, backend_url(name))
+        target = _sql_target(name, backend_url(name, required))
         try:
             yield target
         finally:
             _drop_sql(target)
         return
     if name == "redis":
-        target = _redis_target(backend_url("redis"))
+        target = _redis_target(backend_url("redis", required))
         try:
             yield target
         finally:
             _drop_redis(target)
         return
-    url = backend_url(name)
+    url = backend_url(name, required)
     target = _OTHER[name](url)
     try:
         yield target

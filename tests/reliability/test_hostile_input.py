@@ -253,8 +253,10 @@ HOSTILE_NAMES = [
     "ü",
     "a\x00b",
 ]
-#: Names only a SQL table name must refuse.
+#: Names only a table name (SQL or Cassandra) must refuse.
 HOSTILE_SQL_NAMES = ["schema.table", "a" * 64, "1abc", "a-b"]
+#: The options that name a table.
+TABLE_OPTIONS = ("table_name", "table")
 
 
 class TestHostileNames:
@@ -265,7 +267,7 @@ class TestHostileNames:
         option = NAME_OPTIONS.get(target.name)
         if option is None:
             pytest.skip(f"{target.name}: no name reaches a query")
-        if name in HOSTILE_SQL_NAMES and option != "table_name":
+        if name in HOSTILE_SQL_NAMES and option not in TABLE_OPTIONS:
             pytest.skip(f"{name!r} is a valid {option} on {target.name}")
         hostile = Target(
             target.name, target.factory, target.args, {**target.kwargs, option: name}

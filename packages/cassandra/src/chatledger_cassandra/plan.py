@@ -22,7 +22,8 @@ deletion win a tie):
 
 - new rows get sequence numbers at or above the version read, and every range
   delete stops below the version read or below the first surviving row;
-- a whole-partition delete is only ever sent alone, never beside inserts.
+- a whole-partition delete is only ever sent beside its condition (a
+  conditional delete of ``next_seq``), never beside inserts.
 """
 
 from __future__ import annotations
@@ -181,6 +182,14 @@ def _condition(conversation_id: str, version: int | None, new: int, ttl: int) ->
     return Write("advance", (ttl, new, conversation_id, version), "condition")
 
 
+def _delete_plan(conversation_id: str, version: int, result: AppendResult) -> Plan:
+    return Plan(
+        Write("delete_version", (conversation_id, version), "condition"),
+        [Write("delete_partition", (conversation_id,), "delete")],
+        result,
+    )
+
+
 def payloads_needed(
     snapshot: Snapshot, window: Window, ttl: int
 ) -> Literal["none", "system", "all"]:
@@ -217,6 +226,7 @@ def plan_append(
     batch: Sequence[Message],
     window: Window,
     ttl: int,
+    start: int = 0,
 ) -> Plan:
     """Plan an atomic window append (the contract of ``SupportsWindowAppend``).
 
@@ -227,6 +237,7 @@ def plan_append(
         batch: The validated, stamped messages to add.
         window: The window to keep.
         ttl: The TTL in seconds, ``0`` for none.
+        start: The first sequence number when the conversation is new.
     """
     known = {row.msg_id for row in snapshot.rows}
     fresh = [m for m in batch if m.id not in known]
@@ -240,7 +251,7 @@ def plan_append(
     )
     stored_system = [row.message() for row in system_rows]
     merge = merge_system(stored_system, fresh)
-    base = 0 if snapshot.version is None else snapshot.version
+    base = start if snapshot.version is None else snapshot.version
     new_seq = {m.id: base + i for i, m in enumerate(merge.new)}
 
     kept_system = [] if merge.replace_stored else stored_system
@@ -266,11 +277,7 @@ def plan_append(
     if survivors + len(surviving_new) == 0:
         if snapshot.version is None:
             return Plan(None, [], result)
-        return Plan(
-            Write("delete_version", (conversation_id, snapshot.version), "condition"),
-            [],
-            result,
-        )
+        return _delete_plan(conversation_id, snapshot.version, result)
 
     surviving_ids = {m.id for m in surviving_new}
     writes: list[Write] = []
@@ -301,7 +308,11 @@ def plan_append(
 
 
 def plan_replace(
-    conversation_id: str, version: int | None, messages: Sequence[Message], ttl: int
+    conversation_id: str,
+    version: int | None,
+    messages: Sequence[Message],
+    ttl: int,
+    start: int = 0,
 ) -> Plan:
     """Plan ``save_all``: replace every stored row with ``messages``.
 
@@ -314,12 +325,13 @@ def plan_replace(
         version: The version read, ``None`` if the conversation does not exist.
         messages: The validated, stamped messages.
         ttl: The TTL in seconds, ``0`` for none.
+        start: The first sequence number when the conversation is new.
     """
     if not messages:
         if version is None:
             return Plan(None)
-        return Plan(Write("delete_version", (conversation_id, version), "condition"))
-    base = 0 if version is None else version
+        return _delete_plan(conversation_id, version, AppendResult())
+    base = start if version is None else version
     writes: list[Write] = []
     if version is not None:
         writes += [

@@ -42,11 +42,14 @@ conditional batch may carry range deletions (Cassandra applies them inside the
 CAS request) as long as the condition sits on another statement, which is how
 the plans are built (:mod:`chatledger_cassandra.plan`).
 
-The price is an LWT per write (about four round trips) plus a serial read: an
+The price is an LWT per write (about four round trips) plus a plain read: an
 append reads the index columns of the conversation (ids, roles, sizes: no
-payloads except the system messages'), then commits. Contended writers retry
-with jittered back-off, at most ``max_attempts`` times, then raise
-:class:`~chatledger_cassandra.errors.ContentionError`. A CAS that times out
+payloads except the system messages'), then commits. The read need not be
+serial: a read that missed a newer write only makes the version check fail.
+Writers sharing one repository take turns on a per-conversation lock
+(:mod:`chatledger_cassandra.locks`), so only writers in different processes
+race; a loser retries with jittered back-off, at most ``max_attempts`` times,
+then raises :class:`~chatledger_cassandra.errors.ContentionError`. A CAS that times out
 (``WriteTimeout`` of write type CAS) has an unknown outcome; the repository
 reads again and retries, and the message ids make a second application a no-op.
 
@@ -70,13 +73,14 @@ from __future__ import annotations
 
 import math
 import random
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any, Literal, TypeVar
 
 from cassandra import ConsistencyLevel, ReadTimeout, WriteTimeout, WriteType
-from cassandra.query import BatchStatement, BatchType, BoundStatement
+from cassandra.query import UNSET_VALUE, BatchStatement, BatchType, BoundStatement
 
 from chatledger import codec
 from chatledger.closing import ClosingContext
@@ -94,14 +98,22 @@ from chatledger_cassandra.errors import (
     ContentionError,
     InvalidURLError,
 )
+from chatledger_cassandra.locks import ConversationLocks
 from chatledger_cassandra.names import render_replication
 from chatledger_cassandra.plan import (
     Plan,
     Snapshot,
     StoredRow,
+    Write,
     payloads_needed,
     plan_append,
     plan_replace,
+)
+from chatledger_cassandra.sizes import DEFAULT_MAX_WRITE_BYTES, check_write
+from chatledger_cassandra.snapshots import (
+    SnapshotCache,
+    after_commit,
+    first_sequence_number,
 )
 from chatledger_cassandra.statements import LANE_SYSTEM, Statements
 from chatledger_cassandra.statements import create_keyspace as keyspace_statement
@@ -111,6 +123,10 @@ __all__ = ["MAX_TTL_SECONDS", "CassandraChatMemoryRepository", "ttl_seconds"]
 
 #: Cassandra's largest TTL: 20 years.
 MAX_TTL_SECONDS = 630_720_000
+
+#: How many conversations a repository remembers the last written snapshot of
+#: (:mod:`chatledger_cassandra.snapshots`), most recently written first.
+_REMEMBERED_CONVERSATIONS = 64
 
 _T = TypeVar("_T")
 _N = TypeVar("_N", int, float)
@@ -149,6 +165,18 @@ _INDEX = ("next_seq", "lane", "seq", "msg_id", "role", "size_counter", "size")
 _FULL = (*_INDEX, "payload")
 
 
+def _values(write: Write) -> tuple[object, ...]:
+    """The values to bind for ``write``: a missing one is unset, never null.
+
+    A bound null writes a tombstone cell; an insert of a message without a
+    stored size would leave two, and a long conversation's reads would wade
+    through (and at 100,000 by default, abort on) tombstones nobody deleted.
+    """
+    if write.statement != "insert":
+        return write.params
+    return tuple(UNSET_VALUE if value is None else value for value in write.params)
+
+
 def _is_retryable(exc: Exception) -> bool:
     if isinstance(exc, WriteTimeout):
         return bool(getattr(exc, "write_type", None) == WriteType.CAS)
@@ -180,7 +208,7 @@ class CassandraChatMemoryRepository(ClosingContext):
 
     Implements :class:`chatledger.ChatMemoryRepository` and the atomic
     :class:`chatledger.SupportsWindowAppend`. Construction validates the names,
-    creates the schema when asked and prepares every statement once.
+    creates the schema when asked; each statement is prepared once, on first use.
 
     Attributes:
         keyspace: The keyspace of the table.
@@ -203,6 +231,7 @@ class CassandraChatMemoryRepository(ClosingContext):
         serial_consistency_level: int = ConsistencyLevel.LOCAL_SERIAL,
         max_attempts: int = 100,
         page_size: int = 5000,
+        max_write_bytes: int = DEFAULT_MAX_WRITE_BYTES,
     ) -> None:
         """Use ``session`` (a connected ``cassandra.cluster.Session``).
 
@@ -217,13 +246,19 @@ class CassandraChatMemoryRepository(ClosingContext):
             replication: Replication options for a created keyspace, e.g.
                 ``{"class": "NetworkTopologyStrategy", "dc1": 3}``; the default,
                 SimpleStrategy with one replica, suits development only.
-            consistency_level: Consistency of reads and of the commit of every
-                write.
+            consistency_level: Consistency of reads (those a write decides on
+                too) and of the commit of every write. Below a quorum, a write
+                may retry until the replica it reads has caught up.
             serial_consistency_level: Consistency of the Paxos phase of every
-                write and of the reads a window append decides on.
+                write.
             max_attempts: How often a write is tried when other writers win the
                 race, before :class:`ContentionError`.
             page_size: Rows per page when listing and reading.
+            max_write_bytes: The largest write (one conditional batch) sent;
+                a larger one raises ``MessageTooLargeError`` before it is sent.
+                The default is the server's default limit of a request and of
+                a mutation (16 MiB); raise it only with the server's
+                ``native_transport_max_message_size`` and ``max_mutation_size``.
 
         Raises:
             InvalidNameError: for a bad keyspace, table or replication option.
@@ -233,8 +268,12 @@ class CassandraChatMemoryRepository(ClosingContext):
             raise TypeError("session must be a connected cassandra Session")
         if isinstance(max_attempts, bool) or not isinstance(max_attempts, int):
             raise TypeError("max_attempts must be an int")
-        if max_attempts < 1 or page_size < 1:
-            raise ValueError("max_attempts and page_size must be at least 1")
+        if isinstance(max_write_bytes, bool) or not isinstance(max_write_bytes, int):
+            raise TypeError("max_write_bytes must be an int")
+        if max_attempts < 1 or page_size < 1 or max_write_bytes < 1:
+            raise ValueError(
+                "max_attempts, page_size and max_write_bytes must be at least 1"
+            )
         self._cql = Statements(keyspace, table)
         self.keyspace = keyspace
         self.table = table
@@ -249,16 +288,18 @@ class CassandraChatMemoryRepository(ClosingContext):
         self._serial = serial_consistency_level
         self._max_attempts = max_attempts
         self._page_size = page_size
+        self._max_write_bytes = max_write_bytes
         if create_keyspace:
             session.execute(keyspace_ddl)
         if create_schema:
             session.execute(self._cql.create_table)
+        # Prepared on first use: with create_schema=False the table may not exist
+        # yet, and the server refuses to prepare a statement on a missing table.
+        self._texts = self._cql.prepared()
         self._prepared: dict[str, Any] = {}
-        for name, text in self._cql.prepared().items():
-            prepared = session.prepare(text)
-            prepared.consistency_level = consistency_level
-            prepared.serial_consistency_level = serial_consistency_level
-            self._prepared[name] = prepared
+        self._prepare_lock = threading.Lock()
+        self._writers = ConversationLocks()
+        self._snapshots = SnapshotCache(_REMEMBERED_CONVERSATIONS)
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> CassandraChatMemoryRepository:
@@ -281,12 +322,14 @@ class CassandraChatMemoryRepository(ClosingContext):
         settings: dict[str, Any] = dict(parsed.options)
         settings.update(options)
         cluster_args: dict[str, Any] = {"contact_points": parsed.contact_points}
-        local_dc = settings.pop("local_dc", None)
-        if local_dc:
-            policy = TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=local_dc))
-            cluster_args["execution_profiles"] = {
-                EXEC_PROFILE_DEFAULT: ExecutionProfile(load_balancing_policy=policy)
-            }
+        # Without local_dc the driver takes the data centre of the first contact
+        # point, as it does by default; naming the policy keeps the driver from
+        # warning that contact points without one will become an error.
+        local_dc = settings.pop("local_dc", None) or None
+        policy = TokenAwarePolicy(DCAwareRoundRobinPolicy(local_dc=local_dc))
+        cluster_args["execution_profiles"] = {
+            EXEC_PROFILE_DEFAULT: ExecutionProfile(load_balancing_policy=policy)
+        }
         if "protocol_version" in settings:
             cluster_args["protocol_version"] = _number(
                 settings, "protocol_version", int
@@ -353,14 +396,33 @@ class CassandraChatMemoryRepository(ClosingContext):
 
     # -- reads -------------------------------------------------------------
 
+    def _statement(self, name: str) -> Any:
+        """Return the prepared statement ``name``, preparing it once."""
+        prepared = self._prepared.get(name)
+        if prepared is None:
+            with self._prepare_lock:
+                prepared = self._prepared.get(name)
+                if prepared is None:
+                    prepared = self._session.prepare(self._texts[name])
+                    prepared.consistency_level = self._consistency
+                    prepared.serial_consistency_level = self._serial
+                    self._prepared[name] = prepared
+        return prepared
+
     def _bind(self, name: str, params: Iterable[object]) -> BoundStatement:
-        bound: BoundStatement = self._prepared[name].bind(tuple(params))
+        bound: BoundStatement = self._statement(name).bind(tuple(params))
         return bound
 
-    def _serial_read(self, name: str, params: Iterable[object]) -> list[Any]:
+    def _read_whole(self, name: str, params: Iterable[object]) -> list[Any]:
+        """Read what a write decides on: one conversation, unpaged.
+
+        A plain read at ``consistency_level``, not a serial one: the version
+        check of the commit is what makes the write linearizable, and a read
+        that missed a newer write only loses that check and is read again. A
+        serial read would add a Paxos round to every attempt, which on a long
+        conversation costs several times the read itself.
+        """
         bound = self._bind(name, params)
-        bound.consistency_level = self._serial
-        # A serial read is not paged: it covers one conversation's window.
         bound.fetch_size = None
         return list(self._session.execute(bound))
 
@@ -388,7 +450,7 @@ class CassandraChatMemoryRepository(ClosingContext):
         return [codec.from_json(payload) for _, payload in ordered]
 
     def _version(self, conversation_id: str) -> int | None:
-        rows = self._serial_read("select_version", (conversation_id,))
+        rows = self._read_whole("select_version", (conversation_id,))
         return _cells(rows[0], ("next_seq",))[0] if rows else None
 
     def _snapshot(
@@ -396,9 +458,7 @@ class CassandraChatMemoryRepository(ClosingContext):
     ) -> Snapshot:
         names = _INDEX if mode == "index" else _FULL
         statement = "select_index" if mode == "index" else "select_full"
-        return self._to_snapshot(
-            self._serial_read(statement, (conversation_id,)), names
-        )
+        return self._to_snapshot(self._read_whole(statement, (conversation_id,)), names)
 
     @staticmethod
     def _to_snapshot(rows: list[Any], names: Sequence[str]) -> Snapshot:
@@ -422,11 +482,31 @@ class CassandraChatMemoryRepository(ClosingContext):
             )
         return Snapshot(version, stored)
 
+    def _read_snapshot(self, conversation_id: str, window: Window) -> Snapshot | None:
+        """Read what an append decides on; ``None`` if a write came in between."""
+        snapshot = self._snapshot(conversation_id, "full" if self.ttl else "index")
+        need = payloads_needed(snapshot, window, self.ttl)
+        if need == "all" and not self.ttl:
+            return self._snapshot(conversation_id, "full")
+        if need == "system":
+            return self._with_system_payloads(conversation_id, snapshot)
+        return snapshot
+
+    def _recall(self, conversation_id: str, window: Window) -> Snapshot | None:
+        """The remembered snapshot, if still current and enough for ``window``."""
+        if self.ttl or not self._snapshots.knows(conversation_id):
+            return None
+        version = self._version(conversation_id)
+        snapshot = self._snapshots.recall(conversation_id, version)
+        if snapshot is None or payloads_needed(snapshot, window, 0) == "all":
+            return None
+        return snapshot
+
     def _with_system_payloads(
         self, conversation_id: str, snapshot: Snapshot
     ) -> Snapshot | None:
         lane = self._to_snapshot(
-            self._serial_read("select_lane", (conversation_id, LANE_SYSTEM)), _FULL
+            self._read_whole("select_lane", (conversation_id, LANE_SYSTEM)), _FULL
         )
         expected = {(r.seq, r.msg_id) for r in snapshot.rows if r.lane == LANE_SYSTEM}
         if (
@@ -439,9 +519,14 @@ class CassandraChatMemoryRepository(ClosingContext):
 
     # -- writes ------------------------------------------------------------
 
-    def _commit(self, plan: Plan) -> bool:
-        """Send ``plan`` as one conditional statement or batch; True if applied."""
+    def _commit(self, conversation_id: str, plan: Plan) -> bool:
+        """Send ``plan`` as one conditional statement or batch; True if applied.
+
+        Raises:
+            MessageTooLargeError: before sending, if the batch may not fit.
+        """
         assert plan.condition is not None
+        check_write(plan, self._max_write_bytes, conversation_id)
         statement: Any
         if not plan.writes:
             statement = self._bind(plan.condition.statement, plan.condition.params)
@@ -452,14 +537,14 @@ class CassandraChatMemoryRepository(ClosingContext):
                 serial_consistency_level=self._serial,
             )
             statement.add(
-                self._prepared[plan.condition.statement], plan.condition.params
+                self._statement(plan.condition.statement), plan.condition.params
             )
             phase = None
             for write in plan.writes:
                 if phase is not None and write.phase != phase:
                     self._reach_phase(phase)
                 phase = write.phase
-                statement.add(self._prepared[write.statement], write.params)
+                statement.add(self._statement(write.statement), _values(write))
             if phase is not None:
                 self._reach_phase(phase)
         self.fault_points.reach("before_commit")
@@ -468,6 +553,12 @@ class CassandraChatMemoryRepository(ClosingContext):
         if applied:
             self.fault_points.reach("after_commit")
         return applied
+
+    def _check_new(self, conversation_id: str, batch: Sequence[Message]) -> None:
+        """Refuse, before any I/O, messages whose inserts alone cannot fit."""
+        if batch:
+            inserts = plan_replace(conversation_id, None, batch, self.ttl)
+            check_write(inserts, self._max_write_bytes, conversation_id)
 
     def _reach_phase(self, phase: str) -> None:
         point = _PHASE_POINT.get(phase)
@@ -499,57 +590,93 @@ class CassandraChatMemoryRepository(ClosingContext):
         )
 
     def save_all(self, conversation_id: str, messages: Sequence[Message]) -> None:
-        """Replace a conversation atomically; an empty list deletes it."""
+        """Replace a conversation atomically; an empty list deletes it.
+
+        Raises:
+            MessageTooLargeError: before any I/O, if the messages cannot fit in
+                one write (``max_write_bytes``).
+        """
         validate_conversation_id(conversation_id)
         batch = stamp_messages(validate_messages(messages))
+        self._check_new(conversation_id, batch)
 
         def attempt() -> bool | None:
             version = self._version(conversation_id)
             self.fault_points.reach("after_lock")
-            plan = plan_replace(conversation_id, version, batch, self.ttl)
-            if plan.condition is None or self._commit(plan):
+            plan = plan_replace(
+                conversation_id, version, batch, self.ttl, first_sequence_number()
+            )
+            if plan.condition is None or self._commit(conversation_id, plan):
                 return True
             return None
 
-        self._retrying(attempt)
+        with self._writers.hold(conversation_id):
+            self._snapshots.forget(conversation_id)
+            self._retrying(attempt)
 
     def delete_by_conversation_id(self, conversation_id: str) -> None:
         """Delete a conversation's partition; an unknown id does nothing."""
         validate_conversation_id(conversation_id)
 
+        plan = Plan(
+            Write("delete_any", (conversation_id,), "condition"),
+            [Write("delete_partition", (conversation_id,), "delete")],
+        )
+
         def attempt() -> bool:
             self.fault_points.reach("after_lock")
-            self.fault_points.reach("before_commit")
-            self._session.execute(self._bind("delete_any", (conversation_id,)))
-            self.fault_points.reach("after_commit")
+            # Not applied when there was nothing to delete.
+            self._commit(conversation_id, plan)
             return True
 
-        self._retrying(attempt)
+        with self._writers.hold(conversation_id):
+            self._snapshots.forget(conversation_id)
+            self._retrying(attempt)
 
     def append_to_window(
         self, conversation_id: str, messages: Sequence[Message], window: Window
     ) -> AppendResult:
-        """Append and evict in one conditional batch (``SupportsWindowAppend``)."""
+        """Append and evict in one conditional batch (``SupportsWindowAppend``).
+
+        Raises:
+            MessageTooLargeError: before any I/O, if the new messages cannot
+                fit in one write (``max_write_bytes``); before writing, if the
+                whole batch cannot (with a TTL it rewrites the window).
+        """
         validate_conversation_id(conversation_id)
         batch = validate_messages(messages)
         if not batch:
             return AppendResult()
         stamped = stamp_messages(batch)
+        self._check_new(conversation_id, stamped)
 
         def attempt() -> AppendResult | None:
-            snapshot = self._snapshot(conversation_id, "full" if self.ttl else "index")
-            need = payloads_needed(snapshot, window, self.ttl)
-            if need == "all" and not self.ttl:
-                snapshot = self._snapshot(conversation_id, "full")
-            elif need == "system":
-                with_payloads = self._with_system_payloads(conversation_id, snapshot)
-                if with_payloads is None:
-                    return None
-                snapshot = with_payloads
+            snapshot = self._recall(conversation_id, window)
+            if snapshot is None:
+                snapshot = self._read_snapshot(conversation_id, window)
+                if snapshot is None:
+                    return None  # a write landed between two reads: read again
             self.fault_points.reach("after_lock")
-            plan = plan_append(conversation_id, snapshot, stamped, window, self.ttl)
-            if plan.condition is None or self._commit(plan):
-                return plan.result
-            return None
+            plan = plan_append(
+                conversation_id,
+                snapshot,
+                stamped,
+                window,
+                self.ttl,
+                start=first_sequence_number(),
+            )
+            if plan.condition is not None:
+                try:
+                    applied = self._commit(conversation_id, plan)
+                except BaseException:
+                    self._snapshots.forget(conversation_id)  # outcome unknown
+                    raise
+                if not applied:
+                    self._snapshots.forget(conversation_id)
+                    return None
+            if not self.ttl:
+                self._snapshots.remember(conversation_id, after_commit(snapshot, plan))
+            return plan.result
 
-        return self._retrying(attempt)
+        with self._writers.hold(conversation_id):
+            return self._retrying(attempt)

@@ -168,20 +168,33 @@ class Statements:
 
     @property
     def delete_version(self) -> str:
-        """Delete a whole conversation if it is still at the version read."""
-        return f"DELETE FROM {self.qualified} WHERE conversation_id = ? IF next_seq = ?"
+        """The condition of a batch that deletes a conversation at the version read.
+
+        Cassandra takes a condition only on a delete that names every primary
+        key column or deletes static columns alone, so the condition sits on the
+        delete of ``next_seq`` and :attr:`delete_partition` goes beside it.
+        """
+        return (
+            f"DELETE next_seq FROM {self.qualified} "
+            "WHERE conversation_id = ? IF next_seq = ?"
+        )
 
     @property
     def delete_any(self) -> str:
-        """Delete a whole conversation whatever its version.
+        """The condition of a batch that deletes a conversation whatever its version.
 
-        ``next_seq >= 0`` holds for every stored conversation, so this is a
-        lightweight transaction that needs no read first; on a missing
-        conversation it is simply not applied.
+        ``next_seq >= 0`` holds for every stored conversation, so this needs no
+        read first; on a missing conversation the batch is simply not applied.
         """
         return (
-            f"DELETE FROM {self.qualified} WHERE conversation_id = ? IF next_seq >= 0"
+            f"DELETE next_seq FROM {self.qualified} "
+            "WHERE conversation_id = ? IF next_seq >= 0"
         )
+
+    @property
+    def delete_partition(self) -> str:
+        """Delete a whole conversation; only ever sent behind a delete condition."""
+        return f"DELETE FROM {self.qualified} WHERE conversation_id = ?"
 
     def prepared(self) -> dict[str, str]:
         """Return the text of every statement prepared once per repository."""
@@ -198,4 +211,5 @@ class Statements:
             "delete_before": self.delete_before,
             "delete_version": self.delete_version,
             "delete_any": self.delete_any,
+            "delete_partition": self.delete_partition,
         }
