@@ -320,8 +320,25 @@ def test_neo4j_reads_filter_on_the_indexed_properties() -> None:
     s = _statements()
     for name in ("read_all", "read_page", "read_sizes", "delete_others"):
         assert "m.conversation_id = $cid AND m.seq " in s[name]
-    assert "ORDER BY m.seq LIMIT $limit" in s["read_page"]
+    # Ordered as the (conversation_id, seq) index is, so the seek streams in order.
+    assert "ORDER BY m.conversation_id, m.seq LIMIT $limit" in s["read_page"]
+    assert s["read_all"].endswith("ORDER BY m.conversation_id, m.seq")
     assert "m.conversation_id = $cid AND m.role = $system" in s["read_system"]
+
+
+@pytest.mark.parametrize(
+    ("name", "properties"),
+    [
+        ("read_all", "conversation_id, seq"),
+        ("read_page", "conversation_id, seq"),
+        ("read_sizes", "conversation_id, seq"),
+        ("delete_others", "conversation_id, seq"),
+        ("read_system", "conversation_id, role"),
+    ],
+)
+def test_neo4j_message_reads_name_their_index(name: str, properties: str) -> None:
+    """The planner is told which index to seek, whatever its statistics say."""
+    assert f"USING INDEX SEEK m:`{MESSAGE}`({properties})" in _statements()[name]
 
 
 def test_neo4j_schema_names_differ_per_label_pair() -> None:

@@ -28,6 +28,15 @@ Schema (created by :attr:`Statements.schema`, each ``IF NOT EXISTS``):
   in order and paging its oldest messages seek it;
 - a range index on ``Message (conversation_id, role)``: reading the system
   messages of a conversation seeks it.
+
+Each query on messages names its index with ``USING INDEX SEEK``. The cost
+planner estimates rows from index samples, which a new or fast-growing store
+does not have yet; with estimates near zero it chose full index scans, and a
+cached plan is kept until the statistics drift far enough. The reads in
+sequence order say ``ORDER BY m.conversation_id, m.seq``: the conversation id
+is fixed by the seek, so this is sequence order, and it is the index's own
+order, so rows stream from the seek and ``LIMIT`` stops it early instead of
+sorting the whole conversation.
 """
 
 from __future__ import annotations
@@ -153,12 +162,12 @@ class Statements:
             "RETURN m.id AS id"
         )
         self.read_system = text(
-            "MATCH (m:{M}) "
+            "MATCH (m:{M}) USING INDEX SEEK m:{M}(conversation_id, role) "
             "WHERE m.conversation_id = $cid AND m.role = $system "
             "RETURN m.id AS id, m.payload AS payload ORDER BY m.seq"
         )
         self.read_page = text(
-            "MATCH (m:{M}) "
+            "MATCH (m:{M}) USING INDEX SEEK m:{M}(conversation_id, seq) "
             "WHERE m.conversation_id = $cid AND m.seq > $after "
             "AND m.role <> $system "
             "RETURN m.id AS id, m.seq AS seq, m.role AS role, m.size AS size, "
@@ -166,10 +175,10 @@ class Statements:
             "CASE WHEN $counter IS NOT NULL "
             "AND coalesce(m.size_counter, '') <> $counter "
             "THEN m.payload END AS payload "
-            "ORDER BY m.seq LIMIT $limit"
+            "ORDER BY m.conversation_id, m.seq LIMIT $limit"
         )
         self.read_sizes = text(
-            "MATCH (m:{M}) "
+            "MATCH (m:{M}) USING INDEX SEEK m:{M}(conversation_id, seq) "
             "WHERE m.conversation_id = $cid AND m.seq >= 0 "
             "AND m.role <> $system "
             "RETURN m.size AS size, m.size_counter AS size_counter, "
@@ -177,9 +186,9 @@ class Statements:
             "THEN m.payload END AS payload"
         )
         self.read_all = text(
-            "MATCH (m:{M}) "
+            "MATCH (m:{M}) USING INDEX SEEK m:{M}(conversation_id, seq) "
             "WHERE m.conversation_id = $cid AND m.seq >= 0 "
-            "RETURN m.payload AS payload ORDER BY m.seq"
+            "RETURN m.payload AS payload ORDER BY m.conversation_id, m.seq"
         )
         self.list_ids = text("MATCH (c:{C}) RETURN c.id AS id")
         self.insert = text(
@@ -201,7 +210,7 @@ class Statements:
             "DETACH DELETE m"
         )
         self.delete_others = text(
-            "MATCH (m:{M}) "
+            "MATCH (m:{M}) USING INDEX SEEK m:{M}(conversation_id, seq) "
             "WHERE m.conversation_id = $cid AND m.seq >= 0 "
             "AND NOT m.id IN $keep "
             "DETACH DELETE m"
