@@ -290,6 +290,7 @@ def test_neo4j_labels_only_appear_backquoted(name: str) -> None:
         "update_conversation",
         "lock",
         "lock_existing",
+        "version",
     ],
 )
 def test_neo4j_conversation_id_is_always_a_parameter(name: str) -> None:
@@ -303,7 +304,7 @@ def test_neo4j_lock_statements_write_the_conversation_node(name: str) -> None:
     """The lock is a property write on the conversation node, found by id."""
     text = _statements()[name]
     assert re.search(r"(MERGE|MATCH) \(c:`ChatConv` \{id: \$cid\}\)", text)
-    assert re.search(r"\bSET c\.version = coalesce\(c\.version, 0\) \+ 1", text)
+    assert re.search(r"\bSET c\.version = randomUUID\(\)", text)
 
 
 def test_neo4j_schema_has_constraints_and_the_read_indexes() -> None:

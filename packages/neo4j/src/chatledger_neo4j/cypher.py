@@ -139,17 +139,21 @@ class Statements:
             text("DROP INDEX {message_role} IF EXISTS"),
         )
         # Writing a property takes the node's write lock; every write runs this
-        # first, so sequence and counters are read only while it is held.
+        # first, so sequence and counters are read only while it is held. The
+        # value is new for every write, even across a delete and re-create, so
+        # a reader that sees the same version before and after reading the
+        # messages knows no write committed in between.
         self.lock = text(
             "MERGE (c:{C} {{id: $cid}}) "
-            "ON CREATE SET c.next_seq = 0, c.message_count = 0, c.version = 0 "
-            "SET c.version = coalesce(c.version, 0) + 1"
+            "ON CREATE SET c.next_seq = 0, c.message_count = 0 "
+            "SET c.version = randomUUID()"
         )
         self.lock_existing = text(
             "MATCH (c:{C} {{id: $cid}}) "
-            "SET c.version = coalesce(c.version, 0) + 1 "
+            "SET c.version = randomUUID() "
             "RETURN count(c) AS found"
         )
+        self.version = text("MATCH (c:{C} {{id: $cid}}) RETURN c.version AS version")
         self.state = text(
             "MATCH (c:{C} {{id: $cid}}) "
             "RETURN c.next_seq AS next_seq, "

@@ -68,6 +68,9 @@ _SYSTEM = Role.SYSTEM.value
 #: that overflows by a turn rarely needs more.
 _FIRST_PAGE = 32
 _MAX_PAGE = 1024
+#: Reads of a conversation that writes keep interleaving with before the
+#: read takes the conversation's write lock instead.
+_SNAPSHOT_ATTEMPTS = 8
 #: Errors a concurrent ``CREATE ... IF NOT EXISTS`` of the same schema may raise.
 _SCHEMA_RACES = frozenset(
     {
@@ -234,19 +237,58 @@ class Neo4jChatMemoryRepository(ClosingContext):
         query = self._statements.list_ids
 
         def work(tx: ManagedTransaction) -> list[str]:
-            return [str(v) for v in tx.run(query).value("id")]
+            # A conversation deleted while the label is scanned reads as null.
+            return [v for v in tx.run(query).value("id") if isinstance(v, str)]
 
         return self._read(work)
 
     def find_by_conversation_id(self, conversation_id: str) -> list[Message]:
-        """Return the messages of one conversation, oldest first."""
+        """Return the messages of one conversation, oldest first.
+
+        The list is the conversation as one committed write left it, never a
+        mix of two: see :meth:`_snapshot`.
+        """
         cid = validate_conversation_id(conversation_id)
-        query = self._statements.read_all
+        payloads = self._read(lambda tx: self._snapshot(tx, cid))
+        if payloads is None:
+            payloads = self._locked_read(cid)
+        return [codec.from_json(payload) for payload in payloads]
+
+    def _snapshot(self, tx: ManagedTransaction, cid: str) -> list[str] | None:
+        """The payloads as of one commit, or ``None`` if writes kept interleaving.
+
+        Neo4j reads at read committed, without read locks: one query can see
+        a message that a concurrent append evicts as a null payload, and the
+        messages that append adds further on. Every write sets a new version
+        on the conversation before touching its messages, so the same version
+        read before and after the messages proves no write committed between.
+        """
+        q = self._statements
+        for _ in range(_SNAPSHOT_ATTEMPTS):
+            before = tx.run(q.version, cid=cid).value("version")
+            payloads = tx.run(q.read_all, cid=cid).value("payload")
+            after = tx.run(q.version, cid=cid).value("version")
+            # With no conversation node, only "no messages" is a state that
+            # held at the first read.
+            settled = before == after and (bool(before) or not payloads)
+            if settled and all(isinstance(p, str) for p in payloads):
+                return payloads
+        return None
+
+    def _locked_read(self, cid: str) -> list[str]:
+        """Read the payloads holding the conversation's write lock."""
+        q = self._statements
 
         def work(tx: ManagedTransaction) -> list[str]:
-            return [str(v) for v in tx.run(query, cid=cid).value("payload")]
+            if not tx.run(q.lock_existing, cid=cid).single(strict=True)["found"]:
+                return []
+            payloads = tx.run(q.read_all, cid=cid).value("payload")
+            if not all(isinstance(p, str) for p in payloads):
+                raise RuntimeError(f"a message of {cid!r} has no payload")
+            return payloads
 
-        return [codec.from_json(payload) for payload in self._read(work)]
+        with self._session() as session:
+            return session.execute_write(work)
 
     def save_all(self, conversation_id: str, messages: Sequence[Message]) -> None:
         """Replace one conversation in one transaction; ``[]`` removes it."""
