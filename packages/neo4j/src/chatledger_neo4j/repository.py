@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Self, TypeVar
 
 from neo4j import Driver, GraphDatabase, ManagedTransaction, Record, Session
-from neo4j.exceptions import ClientError
+from neo4j.exceptions import ClientError, IncompleteCommit
 
 from chatledger import codec
 from chatledger.append_plan import StoredEntry, plan_append
@@ -223,6 +223,17 @@ class Neo4jChatMemoryRepository(ClosingContext):
     def _write(self, work: Callable[[ManagedTransaction], _T]) -> _T:
         with self._session() as session:
             result = session.execute_write(work)
+            # Every commit the server confirms carries a bookmark. A server
+            # that killed the connection (dbms.killConnection) can still answer
+            # the pending COMMIT with an empty SUCCESS and then close: the
+            # driver reports success, yet nothing was committed.
+            confirmed = bool(session.last_bookmarks().raw_values)
+        if not confirmed:
+            raise IncompleteCommit(
+                "Neo4j answered the commit without a bookmark and closed the "
+                "connection; the write may not be stored (retrying the same "
+                "write is safe)"
+            )
         self.fault_points.reach("after_commit")
         return result
 
