@@ -197,3 +197,31 @@ def test_neo4j_eviction_reads_pages_and_keeps_sequence(
             "WHERE m.conversation_id = 'long' RETURN m.seq AS seq"
         ).value("seq")
     assert seqs == [400]
+
+
+def test_neo4j_drop_removes_every_node_and_the_schema(neo4j_url: str) -> None:
+    """``drop`` deletes both labels' nodes and the four schema objects."""
+    tag = uuid.uuid4().hex[:12]
+    repository = Neo4jChatMemoryRepository.from_url(
+        neo4j_url,
+        conversation_label=f"ConversationD{tag}",
+        message_label=f"MessageD{tag}",
+    )
+    try:
+        for c in range(3):
+            repository.save_all(f"c{c}", [Message.user(f"u{i}") for i in range(5)])
+        repository.drop()
+        statements = repository.statements
+        with repository._session() as session:
+            left = session.run(
+                "MATCH (n) WHERE n:`"
+                + statements.conversation_label
+                + "` OR n:`"
+                + statements.message_label
+                + "` RETURN count(n) AS n"
+            ).single(strict=True)["n"]
+            shown = set(session.run("SHOW INDEXES YIELD name").value("name"))
+        assert left == 0
+        assert not set(statements.index_names.values()) & shown
+    finally:
+        repository.close()

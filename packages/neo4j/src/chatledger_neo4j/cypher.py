@@ -225,13 +225,16 @@ class Statements:
             "SET c.next_seq = $next_seq, c.message_count = $message_count, "
             "c.size_total = $size_total, c.size_counter = $size_counter"
         )
+        # One batch per statement, run until a batch comes back short: the
+        # form that runs on every 5.x (CALL { WITH ... } IN TRANSACTIONS is
+        # deprecated from 5.23 on, and CALL (m) { ... } is new there).
         self.purge = (
             text(
-                "MATCH (m:{M}) CALL {{ WITH m DETACH DELETE m }} "
-                "IN TRANSACTIONS OF 5000 ROWS"
+                "MATCH (m:{M}) WITH m LIMIT $batch DETACH DELETE m "
+                "RETURN count(*) AS deleted"
             ),
             text(
-                "MATCH (c:{C}) CALL {{ WITH c DETACH DELETE c }} "
-                "IN TRANSACTIONS OF 5000 ROWS"
+                "MATCH (c:{C}) WITH c LIMIT $batch DETACH DELETE c "
+                "RETURN count(*) AS deleted"
             ),
         )

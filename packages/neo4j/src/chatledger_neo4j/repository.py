@@ -71,6 +71,8 @@ _MAX_PAGE = 1024
 #: Reads of a conversation that writes keep interleaving with before the
 #: read takes the conversation's write lock instead.
 _SNAPSHOT_ATTEMPTS = 8
+#: Nodes deleted per transaction by :meth:`Neo4jChatMemoryRepository.drop`.
+_PURGE_BATCH = 5000
 #: Errors a concurrent ``CREATE ... IF NOT EXISTS`` of the same schema may raise.
 _SCHEMA_RACES = frozenset(
     {
@@ -216,7 +218,10 @@ class Neo4jChatMemoryRepository(ClosingContext):
         """
         with self._session() as session:
             for statement in self._statements.purge:
-                session.run(statement).consume()
+                while True:
+                    batch = session.run(statement, batch=_PURGE_BATCH)
+                    if batch.single(strict=True)["deleted"] < _PURGE_BATCH:
+                        break
             for statement in self._statements.drop_schema:
                 session.run(statement).consume()
 
