@@ -178,6 +178,13 @@ def _redis(stack: ExitStack, workdir: Path) -> Setup:
     return Setup(repository, floor, notes=[f"RESP{protocol}, {parser}"])
 
 
+def _neo4j(stack: ExitStack, workdir: Path) -> Setup:
+    # Imported here: bench.neo4j builds its Setup from this module.
+    from bench.neo4j import open_neo4j
+
+    return open_neo4j(stack, workdir)
+
+
 BACKENDS: dict[str, Backend] = {
     b.name: b
     for b in (
@@ -189,5 +196,6 @@ BACKENDS: dict[str, Backend] = {
         ),
         Backend("mariadb", "MariaDB", 1.5, _server_sql("mariadb", MariaDBFloor)),
         Backend("redis", "Redis", 1.3, _redis),
+        Backend("neo4j", "Neo4j", None, _neo4j),
     )
 }
