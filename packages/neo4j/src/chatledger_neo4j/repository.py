@@ -8,11 +8,11 @@ Example:
     memory = MessageWindowChatMemory(repository, max_messages=20)
     memory.add("c1", Message.user("Hello"))
 
-Every operation is one managed transaction (``session.execute_write`` or
-``execute_read``); a replace is never split in two. Each write first locks the
-conversation node by writing a property to it (Neo4j runs at read committed and
-does not lock what a transaction only reads), and only then reads the sequence
-and counters. The driver retries a transaction function on transient errors,
+Every operation is one managed transaction (``session.execute_write``, or
+``driver.execute_query`` for a conversation read); a replace is never split in
+two. Each write first locks the conversation node by writing a property to it
+(Neo4j runs at read committed and does not lock what a transaction only
+reads), and only then reads the sequence and counters. The driver retries a transaction function on transient errors,
 and may run it again after a commit whose outcome it could not see, so the
 functions are idempotent: an append skips every message id the conversation
 already holds, and a replace writes the same state however often it runs.
@@ -42,7 +42,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Self, TypeVar
 
-from neo4j import Driver, GraphDatabase, ManagedTransaction, Record, Session
+from neo4j import (
+    Driver,
+    GraphDatabase,
+    ManagedTransaction,
+    Record,
+    RoutingControl,
+    Session,
+)
 from neo4j.exceptions import ClientError, IncompleteCommit
 
 from chatledger import codec
@@ -265,12 +272,12 @@ class Neo4jChatMemoryRepository(ClosingContext):
         mix of two: see :meth:`_snapshot`.
         """
         cid = validate_conversation_id(conversation_id)
-        payloads = self._read(lambda tx: self._snapshot(tx, cid))
+        payloads = self._snapshot(cid)
         if payloads is None:
             payloads = self._locked_read(cid)
         return [codec.from_json(payload) for payload in payloads]
 
-    def _snapshot(self, tx: ManagedTransaction, cid: str) -> list[str] | None:
+    def _snapshot(self, cid: str) -> list[str] | None:
         """The payloads as of one commit, or ``None`` if writes kept interleaving.
 
         Neo4j reads at read committed, without read locks: one query can see
@@ -278,17 +285,27 @@ class Neo4jChatMemoryRepository(ClosingContext):
         messages that append adds further on. Every write sets a new version
         on the conversation before touching its messages, so the same version
         read before and after the messages proves no write committed between.
+        One statement reads all three, in one round trip and its commit.
         """
-        q = self._statements
         for _ in range(_SNAPSHOT_ATTEMPTS):
-            before = tx.run(q.version, cid=cid).value("version")
-            payloads = tx.run(q.read_all, cid=cid).value("payload")
-            after = tx.run(q.version, cid=cid).value("version")
+            row = self._driver.execute_query(
+                self._statements.read_snapshot,
+                {"cid": cid},
+                routing_=RoutingControl.READ,
+                database_=self._database,
+                bookmark_manager_=self._driver.execute_query_bookmark_manager,
+            ).records[0]
+            before, payloads = row["before"], row["payloads"]
             # With no conversation node, only "no messages" is a state that
-            # held at the first read.
-            settled = before == after and (bool(before) or not payloads)
-            if settled and all(isinstance(p, str) for p in payloads):
-                return payloads
+            # held at the first read; a null payload is a message deleted
+            # while it was read.
+            settled = before == row["after"] and (bool(before) or not payloads)
+            if (
+                settled
+                and len(payloads) == row["messages"]
+                and all(isinstance(p, str) for p in payloads)
+            ):
+                return list(payloads)
         return None
 
     def _locked_read(self, cid: str) -> list[str]:
@@ -321,18 +338,19 @@ class Neo4jChatMemoryRepository(ClosingContext):
         def work(tx: ManagedTransaction) -> None:
             tx.run(q.lock, cid=cid).consume()
             self.fault_points.reach("after_lock")
-            tx.run(q.delete_others, cid=cid, keep=keep).consume()
-            self.fault_points.reach("after_delete")
-            tx.run(q.upsert, cid=cid, rows=rows).consume()
-            self.fault_points.reach("after_insert")
+            # Deletes, upserts and counters travel as one statement.
             tx.run(
-                q.update_conversation,
+                q.replace,
                 cid=cid,
+                keep=keep,
+                rows=rows,
                 next_seq=len(rows),
                 message_count=count,
                 size_total=None,
                 size_counter=None,
             ).consume()
+            self.fault_points.reach("after_delete")
+            self.fault_points.reach("after_insert")
             self.fault_points.reach("before_commit")
 
         self._write(work)
@@ -348,7 +366,7 @@ class Neo4jChatMemoryRepository(ClosingContext):
             found = tx.run(q.lock_existing, cid=cid).single(strict=True)["found"]
             self.fault_points.reach("after_lock")
             if found:
-                tx.run(q.delete_others, cid=cid, keep=[]).consume()
+                tx.run(q.delete_messages, cid=cid).consume()
                 tx.run(q.delete_conversation, cid=cid).consume()
                 self.fault_points.reach("after_delete")
             self.fault_points.reach("before_commit")
@@ -362,9 +380,10 @@ class Neo4jChatMemoryRepository(ClosingContext):
     ) -> AppendResult:
         """Append and evict in one locked transaction (see ``SupportsWindowAppend``).
 
-        Reads only the conversation node, which of the new ids it already
-        holds, its system messages and as many of its oldest non-system
-        messages as the eviction needs.
+        One statement locks the conversation and reads its counters, which of
+        the new ids it already holds, its system messages and its oldest
+        non-system messages; a second writes. Further pages of old messages
+        are read only when the eviction needs them.
         """
         cid = validate_conversation_id(conversation_id)
         batch = validate_messages(messages)
@@ -378,52 +397,51 @@ class Neo4jChatMemoryRepository(ClosingContext):
         counter = window.counter_id
 
         def work(tx: ManagedTransaction) -> AppendResult:
-            tx.run(q.lock, cid=cid).consume()
+            state = tx.run(
+                q.probe,
+                cid=cid,
+                ids=ids,
+                system=_SYSTEM,
+                counter=counter,
+                limit=_FIRST_PAGE,
+            ).single(strict=True)
             self.fault_points.reach("after_lock")
-            state = tx.run(q.state, cid=cid).single(strict=True)
-            known = set(tx.run(q.known_ids, cid=cid, ids=ids).value("id"))
+            known = set(state["known"])
             fresh = [m for m in batch if m.id not in known]
             if not fresh:
                 return AppendResult()
-            stored_system = [
-                codec.from_json(payload)
-                for payload in tx.run(q.read_system, cid=cid, system=_SYSTEM).value(
-                    "payload"
-                )
-            ]
-            count = int(state["message_count"])
             plan = plan_append(
-                stored_system=stored_system,
-                stored_count=count,
+                stored_system=[codec.from_json(p) for p in state["system"]],
+                stored_count=int(state["message_count"]),
                 stored_total=self._stored_total(tx, cid, state, window),
-                stored_entries=self._oldest(tx, cid, window),
+                stored_entries=self._oldest(tx, cid, window, state["page"]),
                 fresh=fresh,
                 window=window,
             )
             next_seq = int(state["next_seq"])
-            rows = [
-                _row(m, next_seq + i, None if counter is None else size, counter)
-                for i, (m, size) in enumerate(
-                    zip(plan.insert, plan.insert_sizes, strict=True)
-                )
-            ]
-            if rows:
-                tx.run(q.insert, cid=cid, rows=rows).consume()
-            self.fault_points.reach("after_insert")
-            if plan.delete_ids:
-                tx.run(q.delete_ids, cid=cid, ids=plan.delete_ids).consume()
-            self.fault_points.reach("after_evict")
             if plan.empty:
+                tx.run(q.delete_messages, cid=cid).consume()
                 tx.run(q.delete_conversation, cid=cid).consume()
             else:
+                rows = [
+                    _row(m, next_seq + i, None if counter is None else size, counter)
+                    for i, (m, size) in enumerate(
+                        zip(plan.insert, plan.insert_sizes, strict=True)
+                    )
+                ]
+                # The new messages, the evictions and the counters, at once.
                 tx.run(
-                    q.update_conversation,
+                    q.append,
                     cid=cid,
+                    rows=rows,
+                    delete_ids=plan.delete_ids,
                     next_seq=next_seq + len(rows),
                     message_count=plan.message_count,
                     size_total=None if counter is None else plan.size_total,
                     size_counter=counter,
                 ).consume()
+            self.fault_points.reach("after_insert")
+            self.fault_points.reach("after_evict")
             self.fault_points.reach("before_commit")
             return AppendResult(plan.appended, plan.evicted_ids)
 
@@ -443,38 +461,49 @@ class Neo4jChatMemoryRepository(ClosingContext):
         rows = tx.run(
             self._statements.read_sizes, cid=cid, system=_SYSTEM, counter=counter
         )
-        return sum(_size(row, window) for row in rows)
+        return sum(
+            _size(row["size"], row["size_counter"], row["payload"], window)
+            for row in rows
+        )
 
     def _oldest(
-        self, tx: ManagedTransaction, cid: str, window: Window
+        self,
+        tx: ManagedTransaction,
+        cid: str,
+        window: Window,
+        first_page: list[list[Any]],
     ) -> Iterator[StoredEntry]:
-        """The stored non-system messages, oldest first, fetched page by page."""
-        after = -1
+        """The stored non-system messages, oldest first, fetched page by page.
+
+        The first page came with the lock; later ones are read only if the
+        eviction gets that far.
+        """
+        page = first_page
         limit = _FIRST_PAGE
         while True:
-            rows = list(
-                tx.run(
-                    self._statements.read_page,
-                    cid=cid,
-                    after=after,
-                    system=_SYSTEM,
-                    counter=window.counter_id,
-                    limit=limit,
+            for mid, _, role, size, size_counter, payload in page:
+                yield StoredEntry(
+                    str(mid), Role(role), _size(size, size_counter, payload, window)
                 )
-            )
-            for row in rows:
-                yield StoredEntry(str(row["id"]), Role(row["role"]), _size(row, window))
-            if len(rows) < limit:
+            if len(page) < limit:
                 return
-            after = int(rows[-1]["seq"])
+            after = int(page[-1][1])
             limit = min(limit * 2, _MAX_PAGE)
+            page = tx.run(
+                self._statements.read_page,
+                cid=cid,
+                after=after,
+                system=_SYSTEM,
+                counter=window.counter_id,
+                limit=limit,
+            ).value("entry")
 
 
-def _size(row: Record, window: Window) -> int:
+def _size(size: Any, size_counter: Any, payload: Any, window: Window) -> int:
     """A stored message's size: kept beside it when measured the same way."""
     counter = window.counter_id
     if counter is None:
         return 1
-    if row["size_counter"] == counter and row["size"] is not None:
-        return int(row["size"])
-    return window.measure(codec.from_json(row["payload"]))
+    if size_counter == counter and size is not None:
+        return int(size)
+    return window.measure(codec.from_json(payload))
