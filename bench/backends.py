@@ -193,13 +193,20 @@ def _cassandra(stack: ExitStack, workdir: Path) -> Setup:
     )
     # Last in, first out: drop our table, then shut our cluster down.
     stack.callback(repository.close)
-    stack.callback(repository.drop_table)
+    stack.callback(repository.drop_schema)
     version = floor.session.execute("SELECT release_version FROM system.local").one()[0]
     return Setup(
         repository,
         floor,
         notes=[f"Cassandra {version}, LWT per write, LOCAL_QUORUM / LOCAL_SERIAL"],
     )
+
+
+def _neo4j(stack: ExitStack, workdir: Path) -> Setup:
+    # Imported here: bench.neo4j builds its Setup from this module.
+    from bench.neo4j import open_neo4j
+
+    return open_neo4j(stack, workdir)
 
 
 BACKENDS: dict[str, Backend] = {
@@ -214,5 +221,6 @@ BACKENDS: dict[str, Backend] = {
         Backend("mariadb", "MariaDB", 1.5, _server_sql("mariadb", MariaDBFloor)),
         Backend("redis", "Redis", 1.3, _redis),
         Backend("cassandra", "Cassandra", None, _cassandra),
+        Backend("neo4j", "Neo4j", None, _neo4j),
     )
 }

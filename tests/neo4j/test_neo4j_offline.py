@@ -276,18 +276,15 @@ def test_neo4j_labels_only_appear_backquoted(name: str) -> None:
 @pytest.mark.parametrize(
     "name",
     [
-        "state",
-        "known_ids",
-        "read_system",
+        "probe",
         "read_page",
         "read_sizes",
         "read_all",
-        "insert",
-        "upsert",
-        "delete_ids",
-        "delete_others",
+        "read_snapshot",
+        "append",
+        "replace",
+        "delete_messages",
         "delete_conversation",
-        "update_conversation",
         "lock",
         "lock_existing",
     ],
@@ -298,12 +295,12 @@ def test_neo4j_conversation_id_is_always_a_parameter(name: str) -> None:
     assert "'" not in text.replace("''", "")  # no literal values but ''
 
 
-@pytest.mark.parametrize("name", ["lock", "lock_existing"])
+@pytest.mark.parametrize("name", ["lock", "lock_existing", "probe"])
 def test_neo4j_lock_statements_write_the_conversation_node(name: str) -> None:
     """The lock is a property write on the conversation node, found by id."""
     text = _statements()[name]
     assert re.search(r"(MERGE|MATCH) \(c:`ChatConv` \{id: \$cid\}\)", text)
-    assert re.search(r"\bSET c\.version = coalesce\(c\.version, 0\) \+ 1", text)
+    assert re.search(r"\bSET c\.version = randomUUID\(\)", text)
 
 
 def test_neo4j_schema_has_constraints_and_the_read_indexes() -> None:
@@ -318,10 +315,44 @@ def test_neo4j_schema_has_constraints_and_the_read_indexes() -> None:
 def test_neo4j_reads_filter_on_the_indexed_properties() -> None:
     """Each read has an equality on conversation_id and a predicate on seq or role."""
     s = _statements()
-    for name in ("read_all", "read_page", "read_sizes", "delete_others"):
+    for name in ("read_all", "read_page", "read_sizes", "delete_messages"):
         assert "m.conversation_id = $cid AND m.seq " in s[name]
-    assert "ORDER BY m.seq LIMIT $limit" in s["read_page"]
-    assert "m.conversation_id = $cid AND m.role = $system" in s["read_system"]
+    assert "m.conversation_id = $cid AND m.seq >= 0" in s["read_snapshot"]
+    assert "old.conversation_id = $cid AND old.seq >= 0" in s["replace"]
+    assert "s.conversation_id = $cid AND s.role = $system" in s["probe"]
+    # Ordered as the (conversation_id, seq) index is, so the seek streams in order.
+    assert "ORDER BY m.conversation_id, m.seq LIMIT $limit" in s["read_page"]
+    assert s["read_all"].endswith("ORDER BY m.conversation_id, m.seq")
+
+
+def test_neo4j_probe_takes_the_lock_before_it_reads_messages() -> None:
+    """The probe starts with the lock; the message reads are subqueries after it."""
+    probe = _statements()["probe"]
+    assert probe.startswith(_statements()["lock"])
+    assert probe.index("SET c.version = randomUUID()") < probe.index("COLLECT {")
+
+
+@pytest.mark.parametrize(
+    ("name", "variable", "properties"),
+    [
+        ("read_all", "m", "conversation_id, seq"),
+        ("read_page", "m", "conversation_id, seq"),
+        ("read_sizes", "m", "conversation_id, seq"),
+        ("read_snapshot", "m", "conversation_id, seq"),
+        ("delete_messages", "m", "conversation_id, seq"),
+        ("replace", "old", "conversation_id, seq"),
+        ("append", "d", "conversation_id, id"),
+        ("probe", "k", "conversation_id, id"),
+        ("probe", "s", "conversation_id, role"),
+        ("probe", "m", "conversation_id, seq"),
+    ],
+)
+def test_neo4j_message_reads_name_their_index(
+    name: str, variable: str, properties: str
+) -> None:
+    """The planner is told which index to seek, whatever its statistics say."""
+    hint = f"USING INDEX SEEK {variable}:`{MESSAGE}`({properties})"
+    assert hint in _statements()[name]
 
 
 def test_neo4j_schema_names_differ_per_label_pair() -> None:

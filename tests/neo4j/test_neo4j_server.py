@@ -53,7 +53,7 @@ def _explain(
 
 
 def _seeded(repository: Neo4jChatMemoryRepository) -> None:
-    # Enough rows that the cost planner sees an index seek as the cheap plan.
+    # Other conversations beside the one explained, so a scan and a seek differ.
     for c in range(20):
         repository.save_all(
             f"seed-{c}",
@@ -65,42 +65,84 @@ def _seeded(repository: Neo4jChatMemoryRepository) -> None:
         )
 
 
+_PARAMS: dict[str, Any] = {
+    "cid": "seed-1",
+    "after": -1,
+    "limit": 32,
+    "system": "system",
+    "counter": "tokens:x",
+    "ids": ["x"],
+    "delete_ids": ["x"],
+    "keep": [],
+    "rows": [],
+    "next_seq": 0,
+    "message_count": 0,
+    "size_total": None,
+    "size_counter": None,
+}
+
+
 @pytest.mark.parametrize(
-    ("name", "properties"),
+    ("name", "indexes"),
     [
-        ("read_all", "conversation_id, seq"),
-        ("read_page", "conversation_id, seq"),
-        ("read_system", "conversation_id, role"),
-        ("read_sizes", "conversation_id, seq"),
-        ("known_ids", "conversation_id, id"),
-        ("delete_ids", "conversation_id, id"),
-        ("delete_others", "conversation_id, seq"),
-        ("insert", "conversation_id, id"),
-        ("state", "(id)"),
-        ("lock", "(id)"),
+        ("probe", ["(id)", "conversation_id, id", "conversation_id, role", "seq"]),
+        ("read_page", ["conversation_id, seq"]),
+        ("read_sizes", ["conversation_id, seq"]),
+        ("read_all", ["conversation_id, seq"]),
+        ("read_snapshot", ["(id)", "conversation_id, seq"]),
+        ("append", ["(id)", "conversation_id, id"]),
+        ("replace", ["(id)", "conversation_id, seq", "conversation_id, id"]),
+        ("delete_messages", ["conversation_id, seq"]),
+        ("delete_conversation", ["(id)"]),
+        ("lock", ["(id)"]),
+        ("lock_existing", ["(id)"]),
     ],
 )
 def test_neo4j_queries_seek_their_index(
-    repository: Neo4jChatMemoryRepository, name: str, properties: str
+    repository: Neo4jChatMemoryRepository, name: str, indexes: list[str]
 ) -> None:
-    """EXPLAIN shows every per-conversation query seeking an index, never scanning."""
+    """EXPLAIN shows each per-conversation query seeking its indexes, no scans."""
     _seeded(repository)
-    params = {
-        "cid": "seed-1",
-        "after": -1,
-        "limit": 32,
-        "system": "system",
-        "counter": "tokens:x",
-        "ids": ["x"],
-        "keep": [],
-        "rows": [],
-    }
-    operators = _explain(repository, getattr(repository.statements, name), **params)
+    operators = _explain(repository, getattr(repository.statements, name), **_PARAMS)
     kinds = [op for op, _ in operators]
-    assert not any(op in {"NodeByLabelScan", "AllNodesScan"} for op in kinds), operators
+    scans = {"NodeByLabelScan", "AllNodesScan", "NodeIndexScan"}
+    assert not any(op in scans for op in kinds), operators
     seeks = [d for op, d in operators if "IndexSeek" in op]
-    assert seeks, operators
-    assert any(properties in d for d in seeks), operators
+    for properties in indexes:
+        assert any(properties in d for d in seeks), (properties, operators)
+    if name in ("read_all", "read_page", "read_snapshot"):
+        # Rows come in the index's order: nothing sorts the whole conversation.
+        assert not any(op in {"Sort", "Top", "PartialSort"} for op in kinds), operators
+    if name == "probe":
+        # The page of oldest messages streams from the seek and stops at LIMIT.
+        assert "Top" not in kinds, operators
+
+
+def _execution_order(plan: dict[str, Any]) -> Iterator[tuple[str, str]]:
+    """Operators in the order they first produce rows: children left to right."""
+    for child in plan.get("children", []):
+        yield from _execution_order(child)
+    operator = str(plan["operatorType"]).split("@")[0]
+    yield operator, str(plan.get("args", {}).get("Details", ""))
+
+
+def test_neo4j_probe_reads_messages_only_after_the_lock(
+    repository: Neo4jChatMemoryRepository,
+) -> None:
+    """In the probe's plan the SET that locks runs before any message is read."""
+    message = repository.statements.message_label
+    with repository._session() as session:
+        summary = session.run(
+            "EXPLAIN " + repository.statements.probe, _PARAMS
+        ).consume()
+    assert summary.plan is not None
+    order = list(_execution_order(summary.plan))
+    lock = next(
+        i for i, (op, d) in enumerate(order) if op == "SetProperty" and "version" in d
+    )
+    message_reads = [i for i, (op, d) in enumerate(order) if f":{message}(" in d]
+    assert message_reads, order
+    assert lock < min(message_reads), order
 
 
 def test_neo4j_schema_is_idempotent(repository: Neo4jChatMemoryRepository) -> None:
@@ -194,3 +236,31 @@ def test_neo4j_eviction_reads_pages_and_keeps_sequence(
             "WHERE m.conversation_id = 'long' RETURN m.seq AS seq"
         ).value("seq")
     assert seqs == [400]
+
+
+def test_neo4j_drop_removes_every_node_and_the_schema(neo4j_url: str) -> None:
+    """``drop`` deletes both labels' nodes and the four schema objects."""
+    tag = uuid.uuid4().hex[:12]
+    repository = Neo4jChatMemoryRepository.from_url(
+        neo4j_url,
+        conversation_label=f"ConversationD{tag}",
+        message_label=f"MessageD{tag}",
+    )
+    try:
+        for c in range(3):
+            repository.save_all(f"c{c}", [Message.user(f"u{i}") for i in range(5)])
+        repository.drop()
+        statements = repository.statements
+        with repository._session() as session:
+            left = session.run(
+                "MATCH (n) WHERE n:`"
+                + statements.conversation_label
+                + "` OR n:`"
+                + statements.message_label
+                + "` RETURN count(n) AS n"
+            ).single(strict=True)["n"]
+            shown = set(session.run("SHOW INDEXES YIELD name").value("name"))
+        assert left == 0
+        assert not set(statements.index_names.values()) & shown
+    finally:
+        repository.close()

@@ -8,6 +8,8 @@ PostgreSQL and MariaDB: the pool's checkout event tells which connection the
 current thread uses, and an admin connection ends that server session
 (``pg_terminate_backend`` or ``KILL``). Redis: the repository's client names its
 connections, and an admin client ends every one of them (``CLIENT KILL ID``).
+Neo4j: the repository's driver sends a user agent of its own, and an admin
+driver ends every Bolt connection that carries it (``dbms.killConnection``).
 """
 
 from __future__ import annotations
@@ -122,6 +124,50 @@ class _RedisKiller:
         pass
 
 
+class _Neo4jKiller:
+    """Ends every Bolt connection opened with the repository's user agent.
+
+    Once per fault: the driver runs a transaction function again when its
+    connection dies, and that run reaches the same fault point. Dropping the
+    connection on every run would only spend the driver's retry budget; one
+    drop is the fault, and the retry is what the test then checks.
+    """
+
+    def __init__(self, url: str, user_agent: str) -> None:
+        self._url = url
+        self._user_agent = user_agent
+        self._struck = False
+        self.killed = 0
+
+    def arm(self, repository: Any) -> None:
+        pass
+
+    def kill(self, repository: Any) -> None:
+        if self._struck:
+            return
+        from neo4j import GraphDatabase
+
+        from chatledger_neo4j import parse_url
+
+        settings = parse_url(self._url)
+        with (
+            GraphDatabase.driver(settings.uri, auth=settings.auth) as admin,
+            admin.session() as session,
+        ):
+            ids = session.run(
+                "CALL dbms.listConnections() YIELD connectionId, userAgent "
+                "WHERE userAgent = $agent RETURN connectionId",
+                agent=self._user_agent,
+            ).value("connectionId")
+            for connection in ids:
+                session.run("CALL dbms.killConnection($id)", id=connection).consume()
+        self._struck = True
+        self.killed += len(ids)
+
+    def after(self, repository: Any) -> None:
+        self._struck = False
+
+
 def killer_for(target: Target) -> Any:
     """A killer for the target's backend, or ``None`` if it has no server session."""
     url = str(target.args[0]) if target.args else ""
@@ -131,4 +177,6 @@ def killer_for(target: Target) -> Any:
         return _SqlKiller(url, "KILL {session}", "mysql")
     if target.name == "redis":
         return _RedisKiller(url)
+    if target.name == "neo4j":
+        return _Neo4jKiller(url, target.kwargs["user_agent"])
     return None

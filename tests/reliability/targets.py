@@ -145,7 +145,12 @@ def _neo4j_target(url: str) -> Target:
         "neo4j",
         "chatledger_neo4j:Neo4jChatMemoryRepository.from_url",
         (url,),
-        {"conversation_label": f"{tag}Conv", "message_label": f"{tag}Msg"},
+        {
+            "conversation_label": f"{tag}Conv",
+            "message_label": f"{tag}Msg",
+            # Names the repository's Bolt connections, for the killer.
+            "user_agent": tag,
+        },
     )
 
 

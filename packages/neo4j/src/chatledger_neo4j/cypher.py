@@ -28,6 +28,15 @@ Schema (created by :attr:`Statements.schema`, each ``IF NOT EXISTS``):
   in order and paging its oldest messages seek it;
 - a range index on ``Message (conversation_id, role)``: reading the system
   messages of a conversation seeks it.
+
+Each query on messages names its index with ``USING INDEX SEEK``. The cost
+planner estimates rows from index samples, which a new or fast-growing store
+does not have yet; with estimates near zero it chose full index scans, and a
+cached plan is kept until the statistics drift far enough. The reads in
+sequence order say ``ORDER BY m.conversation_id, m.seq``: the conversation id
+is fixed by the seek, so this is sequence order, and it is the index's own
+order, so rows stream from the seek and ``LIMIT`` stops it early instead of
+sorting the whole conversation.
 """
 
 from __future__ import annotations
@@ -35,7 +44,9 @@ from __future__ import annotations
 import re
 from typing import LiteralString
 
-from chatledger.errors import InvalidNameError
+from chatledger.adapters import (
+    InvalidNameError,
+)
 
 __all__ = ["LABEL_PATTERN", "Statements", "quote_label", "validate_label"]
 
@@ -129,47 +140,51 @@ class Statements:
             text("DROP INDEX {message_seq} IF EXISTS"),
             text("DROP INDEX {message_role} IF EXISTS"),
         )
-        # Writing a property takes the node's write lock; every write runs this
-        # first, so sequence and counters are read only while it is held.
-        self.lock = text(
+        # Writing a property takes the node's write lock; every write does
+        # this first, so sequence and counters are read only while it is held.
+        # The value is new for every write, even across a delete and
+        # re-create, so a reader that sees the same version before and after
+        # the messages knows no write committed in between.
+        lock = (
             "MERGE (c:{C} {{id: $cid}}) "
-            "ON CREATE SET c.next_seq = 0, c.message_count = 0, c.version = 0 "
-            "SET c.version = coalesce(c.version, 0) + 1"
+            "ON CREATE SET c.next_seq = 0, c.message_count = 0 "
+            "SET c.version = randomUUID() "
         )
+        self.lock = text(lock)
         self.lock_existing = text(
             "MATCH (c:{C} {{id: $cid}}) "
-            "SET c.version = coalesce(c.version, 0) + 1 "
+            "SET c.version = randomUUID() "
             "RETURN count(c) AS found"
         )
-        self.state = text(
-            "MATCH (c:{C} {{id: $cid}}) "
-            "RETURN c.next_seq AS next_seq, "
-            "coalesce(c.message_count, 0) AS message_count, "
-            "c.size_total AS size_total, c.size_counter AS size_counter"
-        )
-        self.known_ids = text(
-            "UNWIND $ids AS mid "
-            "MATCH (m:{M} {{conversation_id: $cid, id: mid}}) "
-            "RETURN m.id AS id"
-        )
-        self.read_system = text(
-            "MATCH (m:{M}) "
-            "WHERE m.conversation_id = $cid AND m.role = $system "
-            "RETURN m.id AS id, m.payload AS payload ORDER BY m.seq"
-        )
-        self.read_page = text(
-            "MATCH (m:{M}) "
+        page = (
+            "MATCH (m:{M}) USING INDEX SEEK m:{M}(conversation_id, seq) "
             "WHERE m.conversation_id = $cid AND m.seq > $after "
             "AND m.role <> $system "
-            "RETURN m.id AS id, m.seq AS seq, m.role AS role, m.size AS size, "
-            "m.size_counter AS size_counter, "
+            "RETURN [m.id, m.seq, m.role, m.size, m.size_counter, "
             "CASE WHEN $counter IS NOT NULL "
             "AND coalesce(m.size_counter, '') <> $counter "
-            "THEN m.payload END AS payload "
-            "ORDER BY m.seq LIMIT $limit"
+            "THEN m.payload END] AS entry "
+            "ORDER BY m.conversation_id, m.seq LIMIT $limit"
         )
+        # What an append reads, in one statement once the lock is held: the
+        # COLLECT subqueries sit above the SET in the plan, so they run after
+        # it (the server tests check the plan). Entries of the page are
+        # [id, seq, role, size, size_counter, payload or null].
+        self.probe = text(
+            lock + "RETURN c.next_seq AS next_seq, "
+            "coalesce(c.message_count, 0) AS message_count, "
+            "c.size_total AS size_total, c.size_counter AS size_counter, "
+            "COLLECT {{ MATCH (k:{M}) USING INDEX SEEK k:{M}(conversation_id, id) "
+            "WHERE k.conversation_id = $cid AND k.id IN $ids RETURN k.id }} "
+            "AS known, "
+            "COLLECT {{ MATCH (s:{M}) USING INDEX SEEK s:{M}(conversation_id, role) "
+            "WHERE s.conversation_id = $cid AND s.role = $system "
+            "RETURN s.payload ORDER BY s.seq }} AS system, "
+            "COLLECT {{ " + page.replace("$after", "-1") + " }} AS page"
+        )
+        self.read_page = text(page)
         self.read_sizes = text(
-            "MATCH (m:{M}) "
+            "MATCH (m:{M}) USING INDEX SEEK m:{M}(conversation_id, seq) "
             "WHERE m.conversation_id = $cid AND m.seq >= 0 "
             "AND m.role <> $system "
             "RETURN m.size AS size, m.size_counter AS size_counter, "
@@ -177,48 +192,73 @@ class Statements:
             "THEN m.payload END AS payload"
         )
         self.read_all = text(
-            "MATCH (m:{M}) "
+            "MATCH (m:{M}) USING INDEX SEEK m:{M}(conversation_id, seq) "
             "WHERE m.conversation_id = $cid AND m.seq >= 0 "
-            "RETURN m.payload AS payload ORDER BY m.seq"
+            "RETURN m.payload AS payload ORDER BY m.conversation_id, m.seq"
+        )
+        # A conversation as one write left it, in one statement: the version,
+        # then the messages, then the version again. Each aggregation is a
+        # barrier: the server finishes one step before it starts the next.
+        self.read_snapshot = text(
+            "OPTIONAL MATCH (c:{C} {{id: $cid}}) "
+            "WITH collect(c.version) AS before "
+            "OPTIONAL MATCH (m:{M}) USING INDEX SEEK m:{M}(conversation_id, seq) "
+            "WHERE m.conversation_id = $cid AND m.seq >= 0 "
+            "WITH before, m ORDER BY m.conversation_id, m.seq "
+            "WITH before, collect(m.payload) AS payloads, "
+            "count(m) AS messages "
+            "OPTIONAL MATCH (c:{C} {{id: $cid}}) "
+            "RETURN before, payloads, messages, collect(c.version) AS after"
         )
         self.list_ids = text("MATCH (c:{C}) RETURN c.id AS id")
-        self.insert = text(
-            "UNWIND $rows AS row "
+        counters = (
+            "MATCH (c:{C} {{id: $cid}}) "
+            "SET c.next_seq = $next_seq, c.message_count = $message_count, "
+            "c.size_total = $size_total, c.size_counter = $size_counter "
+        )
+        # An append's writes in one statement: the counters, the new messages
+        # (MERGE: a retried append never doubles one), the evicted ones gone.
+        self.append = text(
+            counters + "FOREACH (row IN $rows | "
             "MERGE (m:{M} {{conversation_id: $cid, id: row.id}}) "
             "ON CREATE SET m.seq = row.seq, m.role = row.role, "
             "m.payload = row.payload, m.size = row.size, "
-            "m.size_counter = row.size_counter"
+            "m.size_counter = row.size_counter) "
+            "WITH c "
+            "OPTIONAL MATCH (d:{M}) USING INDEX SEEK d:{M}(conversation_id, id) "
+            "WHERE d.conversation_id = $cid AND d.id IN $delete_ids "
+            "DETACH DELETE d"
         )
-        self.upsert = text(
-            "UNWIND $rows AS row "
+        # A replace's writes in one statement: the messages not kept go, the
+        # new list is upserted with sequence 0..n-1, the counters are reset.
+        self.replace = text(
+            counters + "WITH c "
+            "OPTIONAL MATCH (old:{M}) USING INDEX SEEK old:{M}(conversation_id, seq) "
+            "WHERE old.conversation_id = $cid AND old.seq >= 0 "
+            "AND NOT old.id IN $keep "
+            "DETACH DELETE old "
+            "WITH c, count(old) AS deleted "
+            "FOREACH (row IN $rows | "
             "MERGE (m:{M} {{conversation_id: $cid, id: row.id}}) "
             "SET m.seq = row.seq, m.role = row.role, m.payload = row.payload, "
-            "m.size = row.size, m.size_counter = row.size_counter"
+            "m.size = row.size, m.size_counter = row.size_counter)"
         )
-        self.delete_ids = text(
-            "UNWIND $ids AS mid "
-            "MATCH (m:{M} {{conversation_id: $cid, id: mid}}) "
-            "DETACH DELETE m"
-        )
-        self.delete_others = text(
-            "MATCH (m:{M}) "
+        self.delete_messages = text(
+            "MATCH (m:{M}) USING INDEX SEEK m:{M}(conversation_id, seq) "
             "WHERE m.conversation_id = $cid AND m.seq >= 0 "
-            "AND NOT m.id IN $keep "
             "DETACH DELETE m"
         )
         self.delete_conversation = text("MATCH (c:{C} {{id: $cid}}) DETACH DELETE c")
-        self.update_conversation = text(
-            "MATCH (c:{C} {{id: $cid}}) "
-            "SET c.next_seq = $next_seq, c.message_count = $message_count, "
-            "c.size_total = $size_total, c.size_counter = $size_counter"
-        )
+        # One batch per statement, run until a batch comes back short: the
+        # form that runs on every 5.x (CALL { WITH ... } IN TRANSACTIONS is
+        # deprecated from 5.23 on, and CALL (m) { ... } is new there).
         self.purge = (
             text(
-                "MATCH (m:{M}) CALL {{ WITH m DETACH DELETE m }} "
-                "IN TRANSACTIONS OF 5000 ROWS"
+                "MATCH (m:{M}) WITH m LIMIT $batch DETACH DELETE m "
+                "RETURN count(*) AS deleted"
             ),
             text(
-                "MATCH (c:{C}) CALL {{ WITH c DETACH DELETE c }} "
-                "IN TRANSACTIONS OF 5000 ROWS"
+                "MATCH (c:{C}) WITH c LIMIT $batch DETACH DELETE c "
+                "RETURN count(*) AS deleted"
             ),
         )

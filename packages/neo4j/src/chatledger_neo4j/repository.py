@@ -8,14 +8,15 @@ Example (needs a Neo4j server):
     memory = MessageWindowChatMemory(repository, max_messages=20)
     memory.add("c1", Message.user("Hello"))
 
-Every operation is one managed transaction (``session.execute_write`` or
-``execute_read``); a replace is never split in two. Each write first locks the
-conversation node by writing a property to it (Neo4j runs at read committed and
-does not lock what a transaction only reads), and only then reads the sequence
-and counters. The driver retries a transaction function on transient errors,
-and may run it again after a commit whose outcome it could not see, so the
-functions are idempotent: an append skips every message id the conversation
-already holds, and a replace writes the same state however often it runs.
+Every operation is one managed transaction (``session.execute_write``, or
+``driver.execute_query`` for a conversation read); a replace is never split in
+two. Each write first locks the conversation node by writing a property to it
+(Neo4j runs at read committed and does not lock what a transaction only
+reads), and only then reads the sequence and counters. The driver retries a
+transaction function on transient errors, and may run it again after a commit
+whose outcome it could not see, so the functions are idempotent: an append
+skips every message id the conversation already holds, and a replace writes
+the same state however often it runs.
 
 Why one JSON payload per message and not child nodes (metadata, tool calls,
 tool responses and media as nodes of their own, as other Neo4j chat stores do):
@@ -42,21 +43,31 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Self, TypeVar
 
-from neo4j import Driver, GraphDatabase, ManagedTransaction, Record, Session
-from neo4j.exceptions import ClientError
+from neo4j import (
+    Driver,
+    GraphDatabase,
+    ManagedTransaction,
+    Record,
+    RoutingControl,
+    Session,
+)
+from neo4j.exceptions import ClientError, IncompleteCommit
 
-from chatledger import codec
-from chatledger.append_plan import StoredEntry, StoredWindow, plan_append
-from chatledger.closing import ClosingContext
-from chatledger.faults import FaultPoints
-from chatledger.messages import Message, Role
-from chatledger.repository import AppendResult
-from chatledger.validation import (
+from chatledger.adapters import (
+    AppendResult,
+    ClosingContext,
+    FaultPoints,
+    Message,
+    Role,
+    StoredEntry,
+    StoredWindow,
+    Window,
+    codec,
+    plan_append,
     stamp_messages,
     validate_conversation_id,
     validate_messages,
 )
-from chatledger.window import Window
 from chatledger_neo4j.cypher import Statements
 from chatledger_neo4j.url import parse_url
 
@@ -68,6 +79,11 @@ _SYSTEM = Role.SYSTEM.value
 #: that overflows by a turn rarely needs more.
 _FIRST_PAGE = 32
 _MAX_PAGE = 1024
+#: Reads of a conversation that writes keep interleaving with before the
+#: read takes the conversation's write lock instead.
+_SNAPSHOT_ATTEMPTS = 8
+#: Nodes deleted per transaction by :meth:`Neo4jChatMemoryRepository.drop`.
+_PURGE_BATCH = 5000
 #: Errors a concurrent ``CREATE ... IF NOT EXISTS`` of the same schema may raise.
 _SCHEMA_RACES = frozenset(
     {
@@ -213,13 +229,27 @@ class Neo4jChatMemoryRepository(ClosingContext):
         """
         with self._session() as session:
             for statement in self._statements.purge:
-                session.run(statement).consume()
+                while True:
+                    batch = session.run(statement, batch=_PURGE_BATCH)
+                    if batch.single(strict=True)["deleted"] < _PURGE_BATCH:
+                        break
             for statement in self._statements.drop_schema:
                 session.run(statement).consume()
 
     def _write(self, work: Callable[[ManagedTransaction], _T]) -> _T:
         with self._session() as session:
             result = session.execute_write(work)
+            # Every commit the server confirms carries a bookmark. A server
+            # that killed the connection (dbms.killConnection) can still answer
+            # the pending COMMIT with an empty SUCCESS and then close: the
+            # driver reports success, yet nothing was committed.
+            confirmed = bool(session.last_bookmarks().raw_values)
+        if not confirmed:
+            raise IncompleteCommit(
+                "Neo4j answered the commit without a bookmark and closed the "
+                "connection; the write may not be stored (retrying the same "
+                "write is safe)"
+            )
         self.fault_points.reach("after_commit")
         return result
 
@@ -234,19 +264,68 @@ class Neo4jChatMemoryRepository(ClosingContext):
         query = self._statements.list_ids
 
         def work(tx: ManagedTransaction) -> list[str]:
-            return [str(v) for v in tx.run(query).value("id")]
+            # A conversation deleted while the label is scanned reads as null.
+            return [v for v in tx.run(query).value("id") if isinstance(v, str)]
 
         return self._read(work)
 
     def find_by_conversation_id(self, conversation_id: str) -> list[Message]:
-        """Return the messages of one conversation, oldest first."""
+        """Return the messages of one conversation, oldest first.
+
+        The list is the conversation as one committed write left it, never a
+        mix of two: see :meth:`_snapshot`.
+        """
         cid = validate_conversation_id(conversation_id)
-        query = self._statements.read_all
+        payloads = self._snapshot(cid)
+        if payloads is None:
+            payloads = self._locked_read(cid)
+        return [codec.from_json(payload) for payload in payloads]
+
+    def _snapshot(self, cid: str) -> list[str] | None:
+        """The payloads as of one commit, or ``None`` if writes kept interleaving.
+
+        Neo4j reads at read committed, without read locks: one query can see
+        a message that a concurrent append evicts as a null payload, and the
+        messages that append adds further on. Every write sets a new version
+        on the conversation before touching its messages, so the same version
+        read before and after the messages proves no write committed between.
+        One statement reads all three, in one round trip and its commit.
+        """
+        for _ in range(_SNAPSHOT_ATTEMPTS):
+            row = self._driver.execute_query(
+                self._statements.read_snapshot,
+                {"cid": cid},
+                routing_=RoutingControl.READ,
+                database_=self._database,
+                bookmark_manager_=self._driver.execute_query_bookmark_manager,
+            ).records[0]
+            before, payloads = row["before"], row["payloads"]
+            # With no conversation node, only "no messages" is a state that
+            # held at the first read; a null payload is a message deleted
+            # while it was read.
+            settled = before == row["after"] and (bool(before) or not payloads)
+            if (
+                settled
+                and len(payloads) == row["messages"]
+                and all(isinstance(p, str) for p in payloads)
+            ):
+                return list(payloads)
+        return None
+
+    def _locked_read(self, cid: str) -> list[str]:
+        """Read the payloads holding the conversation's write lock."""
+        q = self._statements
 
         def work(tx: ManagedTransaction) -> list[str]:
-            return [str(v) for v in tx.run(query, cid=cid).value("payload")]
+            if not tx.run(q.lock_existing, cid=cid).single(strict=True)["found"]:
+                return []
+            payloads = tx.run(q.read_all, cid=cid).value("payload")
+            if not all(isinstance(p, str) for p in payloads):
+                raise RuntimeError(f"a message of {cid!r} has no payload")
+            return payloads
 
-        return [codec.from_json(payload) for payload in self._read(work)]
+        with self._session() as session:
+            return session.execute_write(work)
 
     def save_all(self, conversation_id: str, messages: Sequence[Message]) -> None:
         """Replace one conversation in one transaction; ``[]`` removes it."""
@@ -263,18 +342,19 @@ class Neo4jChatMemoryRepository(ClosingContext):
         def work(tx: ManagedTransaction) -> None:
             tx.run(q.lock, cid=cid).consume()
             self.fault_points.reach("after_lock")
-            tx.run(q.delete_others, cid=cid, keep=keep).consume()
-            self.fault_points.reach("after_delete")
-            tx.run(q.upsert, cid=cid, rows=rows).consume()
-            self.fault_points.reach("after_insert")
+            # Deletes, upserts and counters travel as one statement.
             tx.run(
-                q.update_conversation,
+                q.replace,
                 cid=cid,
+                keep=keep,
+                rows=rows,
                 next_seq=len(rows),
                 message_count=count,
                 size_total=None,
                 size_counter=None,
             ).consume()
+            self.fault_points.reach("after_delete")
+            self.fault_points.reach("after_insert")
             self.fault_points.reach("before_commit")
 
         self._write(work)
@@ -290,7 +370,7 @@ class Neo4jChatMemoryRepository(ClosingContext):
             found = tx.run(q.lock_existing, cid=cid).single(strict=True)["found"]
             self.fault_points.reach("after_lock")
             if found:
-                tx.run(q.delete_others, cid=cid, keep=[]).consume()
+                tx.run(q.delete_messages, cid=cid).consume()
                 tx.run(q.delete_conversation, cid=cid).consume()
                 self.fault_points.reach("after_delete")
             self.fault_points.reach("before_commit")
@@ -304,9 +384,10 @@ class Neo4jChatMemoryRepository(ClosingContext):
     ) -> AppendResult:
         """Append and evict in one locked transaction (see ``SupportsWindowAppend``).
 
-        Reads only the conversation node, which of the new ids it already
-        holds, its system messages and as many of its oldest non-system
-        messages as the eviction needs.
+        One statement locks the conversation and reads its counters, which of
+        the new ids it already holds, its system messages and its oldest
+        non-system messages; a second writes. Further pages of old messages
+        are read only when the eviction needs them.
         """
         cid = validate_conversation_id(conversation_id)
         batch = validate_messages(messages)
@@ -320,52 +401,55 @@ class Neo4jChatMemoryRepository(ClosingContext):
         counter = window.counter_id
 
         def work(tx: ManagedTransaction) -> AppendResult:
-            tx.run(q.lock, cid=cid).consume()
+            state = tx.run(
+                q.probe,
+                cid=cid,
+                ids=ids,
+                system=_SYSTEM,
+                counter=counter,
+                limit=_FIRST_PAGE,
+            ).single(strict=True)
             self.fault_points.reach("after_lock")
-            state = tx.run(q.state, cid=cid).single(strict=True)
-            known = set(tx.run(q.known_ids, cid=cid, ids=ids).value("id"))
+            known = set(state["known"])
             fresh = [m for m in batch if m.id not in known]
             if not fresh:
                 return AppendResult()
-            stored_system = [
-                codec.from_json(payload)
-                for payload in tx.run(q.read_system, cid=cid, system=_SYSTEM).value(
-                    "payload"
-                )
-            ]
+            stored_system = [codec.from_json(p) for p in state["system"]]
             stored = StoredWindow(
                 system_count=len(stored_system),
                 system_size=sum(window.measure(m) for m in stored_system),
                 count=int(state["message_count"]),
                 total=self._stored_total(tx, cid, state, window),
-                read_oldest=lambda expected: self._oldest(tx, cid, window),
+                read_oldest=lambda expected: self._oldest(
+                    tx, cid, window, state["page"]
+                ),
                 system=stored_system,
             )
             plan = plan_append(stored, fresh, window)
             next_seq = int(state["next_seq"])
-            rows = [
-                _row(m, next_seq + i, None if counter is None else size, counter)
-                for i, (m, size) in enumerate(
-                    zip(plan.insert, plan.insert_sizes, strict=True)
-                )
-            ]
-            if rows:
-                tx.run(q.insert, cid=cid, rows=rows).consume()
-            self.fault_points.reach("after_insert")
-            if plan.delete_ids:
-                tx.run(q.delete_ids, cid=cid, ids=plan.delete_ids).consume()
-            self.fault_points.reach("after_evict")
             if plan.empty:
+                tx.run(q.delete_messages, cid=cid).consume()
                 tx.run(q.delete_conversation, cid=cid).consume()
             else:
+                rows = [
+                    _row(m, next_seq + i, None if counter is None else size, counter)
+                    for i, (m, size) in enumerate(
+                        zip(plan.insert, plan.insert_sizes, strict=True)
+                    )
+                ]
+                # The new messages, the evictions and the counters, at once.
                 tx.run(
-                    q.update_conversation,
+                    q.append,
                     cid=cid,
+                    rows=rows,
+                    delete_ids=plan.delete_ids,
                     next_seq=next_seq + len(rows),
                     message_count=plan.message_count,
                     size_total=None if counter is None else plan.size_total,
                     size_counter=counter,
                 ).consume()
+            self.fault_points.reach("after_insert")
+            self.fault_points.reach("after_evict")
             self.fault_points.reach("before_commit")
             return AppendResult(plan.appended, plan.evicted_ids)
 
@@ -385,38 +469,49 @@ class Neo4jChatMemoryRepository(ClosingContext):
         rows = tx.run(
             self._statements.read_sizes, cid=cid, system=_SYSTEM, counter=counter
         )
-        return sum(_size(row, window) for row in rows)
+        return sum(
+            _size(row["size"], row["size_counter"], row["payload"], window)
+            for row in rows
+        )
 
     def _oldest(
-        self, tx: ManagedTransaction, cid: str, window: Window
+        self,
+        tx: ManagedTransaction,
+        cid: str,
+        window: Window,
+        first_page: list[list[Any]],
     ) -> Iterator[StoredEntry]:
-        """The stored non-system messages, oldest first, fetched page by page."""
-        after = -1
+        """The stored non-system messages, oldest first, fetched page by page.
+
+        The first page came with the lock; later ones are read only if the
+        eviction gets that far.
+        """
+        page = first_page
         limit = _FIRST_PAGE
         while True:
-            rows = list(
-                tx.run(
-                    self._statements.read_page,
-                    cid=cid,
-                    after=after,
-                    system=_SYSTEM,
-                    counter=window.counter_id,
-                    limit=limit,
+            for mid, _, role, size, size_counter, payload in page:
+                yield StoredEntry(
+                    str(mid), Role(role), _size(size, size_counter, payload, window)
                 )
-            )
-            for row in rows:
-                yield StoredEntry(str(row["id"]), Role(row["role"]), _size(row, window))
-            if len(rows) < limit:
+            if len(page) < limit:
                 return
-            after = int(rows[-1]["seq"])
+            after = int(page[-1][1])
             limit = min(limit * 2, _MAX_PAGE)
+            page = tx.run(
+                self._statements.read_page,
+                cid=cid,
+                after=after,
+                system=_SYSTEM,
+                counter=window.counter_id,
+                limit=limit,
+            ).value("entry")
 
 
-def _size(row: Record, window: Window) -> int:
+def _size(size: Any, size_counter: Any, payload: Any, window: Window) -> int:
     """A stored message's size: kept beside it when measured the same way."""
     counter = window.counter_id
     if counter is None:
         return 1
-    if row["size_counter"] == counter and row["size"] is not None:
-        return int(row["size"])
-    return window.measure(codec.from_json(row["payload"]))
+    if size_counter == counter and size is not None:
+        return int(size)
+    return window.measure(codec.from_json(payload))
