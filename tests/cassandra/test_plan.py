@@ -27,7 +27,7 @@ from chatledger_cassandra.plan import (
     StoredRow,
     Write,
     payloads_needed,
-    plan_append,
+    plan_append_batch,
     plan_replace,
 )
 from chatledger_cassandra.statements import LANE_OTHER, LANE_SYSTEM, Statements
@@ -111,7 +111,7 @@ class Partition:
 
 
 def _append(part: Partition, batch: list[Message], window: Window, ttl: int) -> Plan:
-    plan = plan_append("c", part.snapshot(window, ttl), batch, window, ttl)
+    plan = plan_append_batch("c", part.snapshot(window, ttl), batch, window, ttl)
     if plan.condition is not None:
         assert part.apply(plan)
     return plan
@@ -224,7 +224,9 @@ def test_cassandra_stale_plan_loses_its_condition() -> None:
     _append(part, stamp_messages([Message.user("U1")]), window, 0)
     stale = part.snapshot(window, 0)
     _append(part, stamp_messages([Message.user("U2")]), window, 0)
-    plan = plan_append("c", stale, stamp_messages([Message.user("U3")]), window, 0)
+    plan = plan_append_batch(
+        "c", stale, stamp_messages([Message.user("U3")]), window, 0
+    )
     assert not part.apply(plan)
     assert [m.content for m in part.messages()] == ["U1", "U2"]
 

@@ -27,7 +27,7 @@ def repository(required: set[str]) -> Iterator[CassandraChatMemoryRepository]:
     try:
         yield repository
     finally:
-        repository.drop_table()
+        repository.drop_schema()
         repository.close()
 
 

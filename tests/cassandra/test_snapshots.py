@@ -12,7 +12,12 @@ from chatledger.testing import random_turns
 from chatledger.tokens import estimate_tokens
 from chatledger.validation import stamp_messages
 from chatledger.window import Window
-from chatledger_cassandra.plan import Snapshot, StoredRow, plan_append, plan_replace
+from chatledger_cassandra.plan import (
+    Snapshot,
+    StoredRow,
+    plan_append_batch,
+    plan_replace,
+)
 from chatledger_cassandra.snapshots import (
     SnapshotCache,
     after_commit,
@@ -41,7 +46,7 @@ def test_cassandra_after_commit_is_what_the_partition_holds(seed: int) -> None:
         if rng.random() < 0.1:
             plan = plan_replace("c", part.version, stamp_messages(batch), 0, 50)
         else:
-            plan = plan_append("c", before, stamp_messages(batch), window, 0, 50)
+            plan = plan_append_batch("c", before, stamp_messages(batch), window, 0, 50)
         if plan.condition is not None:
             assert part.apply(plan)
         expected = after_commit(before, plan)
@@ -52,11 +57,11 @@ def test_cassandra_after_commit_is_what_the_partition_holds(seed: int) -> None:
 def test_cassandra_after_commit_of_a_delete_is_an_empty_conversation() -> None:
     part = Partition()
     window = MessageWindow(1)
-    first = plan_append(
+    first = plan_append_batch(
         "c", part.snapshot(window, 0), [Message.assistant("A")], window, 0
     )
     assert part.apply(first)
-    gone = plan_append(
+    gone = plan_append_batch(
         "c", part.snapshot(window, 0), [Message.assistant("B")], window, 0
     )
     assert gone.condition is not None

@@ -29,7 +29,7 @@ def neo4j_store(required: set[str]) -> Iterator[tuple[str, dict[str, str]]]:
     labels = {"conversation_label": f"CliConv{tag}", "message_label": f"CliMsg{tag}"}
     yield url, labels
     repository = connect(url, **labels)
-    repository.drop()  # type: ignore[attr-defined]
+    repository.drop_schema()  # type: ignore[attr-defined]
     repository.close()  # type: ignore[attr-defined]
 
 

@@ -129,7 +129,7 @@ def cassandra_store(required: set[str]) -> Iterator[tuple[str, list[str]]]:
     yield url, ["-o", f"table={table}", "-o", "create_keyspace=true"]
     repository = connect(url, table=table, create_schema=False)
     try:
-        repository.drop_table()  # type: ignore[attr-defined]
+        repository.drop_schema()  # type: ignore[attr-defined]
     finally:
         repository.close()  # type: ignore[attr-defined]
 

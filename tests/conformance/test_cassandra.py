@@ -51,7 +51,7 @@ class TestCassandraConformance(ChatMemoryRepositoryTests):
     ) -> Iterator[CassandraChatMemoryRepository]:
         repository = _fresh(cassandra_root)
         yield repository
-        repository.drop_table()
+        repository.drop_schema()
 
     @pytest.fixture
     def make_repository_with_ttl(
@@ -65,4 +65,4 @@ class TestCassandraConformance(ChatMemoryRepositoryTests):
 
         yield make
         for repository in made:
-            repository.drop_table()
+            repository.drop_schema()

@@ -31,5 +31,5 @@ class TestNeo4jConformance(ChatMemoryRepositoryTests):
         try:
             yield repository
         finally:
-            repository.drop()
+            repository.drop_schema()
             repository.close()

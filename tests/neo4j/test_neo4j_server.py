@@ -30,7 +30,7 @@ def repository(neo4j_url: str) -> Iterator[Neo4jChatMemoryRepository]:
         yield repository
     finally:
         repository.fault_points.clear()
-        repository.drop()
+        repository.drop_schema()
         repository.close()
 
 
@@ -147,8 +147,8 @@ def test_neo4j_probe_reads_messages_only_after_the_lock(
 
 def test_neo4j_schema_is_idempotent(repository: Neo4jChatMemoryRepository) -> None:
     """Creating the schema again changes nothing and raises nothing."""
-    repository.ensure_schema()
-    repository.ensure_schema()
+    repository.create_schema()
+    repository.create_schema()
     names = set(repository.statements.index_names.values())
     with repository._session() as session:
         shown = set(session.run("SHOW INDEXES YIELD name").value("name"))
@@ -249,7 +249,7 @@ def test_neo4j_drop_removes_every_node_and_the_schema(neo4j_url: str) -> None:
     try:
         for c in range(3):
             repository.save_all(f"c{c}", [Message.user(f"u{i}") for i in range(5)])
-        repository.drop()
+        repository.drop_schema()
         statements = repository.statements
         with repository._session() as session:
             left = session.run(

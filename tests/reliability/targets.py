@@ -183,10 +183,8 @@ def _drop_other(target: Target) -> None:
     """Remove the store with the adapter's own teardown."""
     repository = target.build()
     try:
-        if target.name == "neo4j":
-            repository.drop()
-        elif target.name == "cassandra":
-            repository.drop_table()
+        if target.name == "neo4j" or target.name == "cassandra":
+            repository.drop_schema()
         else:
             for conversation in repository.find_conversation_ids():
                 repository.delete_by_conversation_id(conversation)

@@ -2,7 +2,7 @@
 
 Example (shell):
     chatledger demo                        # a SQLite file; needs chatledger-sql
-    chatledger ls sqlite:///chat.db --long
+    chatledger ls sqlite:///chat.db --long   # ids and message counts
     chatledger show sqlite:///chat.db c1
     chatledger export sqlite:///chat.db --format openai > chats.jsonl
     chatledger copy sqlite:///chat.db postgresql+psycopg://app@db/chat
@@ -52,12 +52,19 @@ from chatledger.errors import (
 from chatledger.jsonl import export_line, read_export
 from chatledger.messages import Message
 from chatledger.progress import DEFAULT_EVERY, Progress
-from chatledger.repository import ChatMemoryRepository, SupportsWindowAppend
+from chatledger.repository import (
+    ChatMemoryRepository,
+    SupportsConversationPages,
+    SupportsCountMessages,
+    SupportsWindowAppend,
+)
 from chatledger.validation import validate_conversation_id
 
 __all__ = ["main"]
 
 _T = TypeVar("_T")
+#: Conversation ids ``ls`` asks for at a time, where the store can page.
+_LS_PAGE = 1000
 
 PROG = "chatledger"
 DEMO_URL = "sqlite:///chatledger-demo.db"
@@ -149,17 +156,39 @@ def _demo(args: argparse.Namespace) -> int:
 # --- ls, show, rm ----------------------------------------------------------
 
 
+def _conversation_ids(repository: ChatMemoryRepository) -> Iterator[str]:
+    """Every conversation id, a page at a time where the store can page."""
+    if not isinstance(repository, SupportsConversationPages):
+        yield from sorted(repository.find_conversation_ids())
+        return
+    cursor = None
+    while True:
+        page = repository.find_conversation_ids_page(cursor, _LS_PAGE)
+        yield from page.ids
+        if page.next_cursor is None:
+            return
+        cursor = page.next_cursor
+
+
 def _ls(args: argparse.Namespace) -> int:
     repository = _open(args.url, args.options, create=False)
-    for cid in sorted(repository.find_conversation_ids()):
-        if not args.long:
+    counting = isinstance(repository, SupportsCountMessages)
+    for cid in _conversation_ids(repository):
+        if not (args.long or args.times):
             _out(cid)
             continue
-        messages = repository.find_by_conversation_id(cid)
+        if args.times or not counting:
+            messages = repository.find_by_conversation_id(cid)
+            count = len(messages)
+        else:
+            count = repository.count_messages(cid)  # type: ignore[attr-defined]
+        if not args.times:
+            _out(f"{cid}\t{count}")
+            continue
         first = messages[0].created_at if messages else None
         last = messages[-1].created_at if messages else None
         _out(
-            f"{cid}\t{len(messages)}\t"
+            f"{cid}\t{count}\t"
             f"{first.isoformat(timespec='seconds') if first else '-'}\t"
             f"{last.isoformat(timespec='seconds') if last else '-'}"
         )
@@ -509,11 +538,9 @@ def _close(repository: object) -> None:
 
 def _drop_namespace(repository: object) -> None:
     """Remove the run's table, label set or key space, if the adapter can."""
-    for name in ("drop_schema", "drop_table", "drop"):
-        drop = getattr(repository, name, None)
-        if callable(drop):
-            drop()
-            return
+    drop = getattr(repository, "drop_schema", None)
+    if callable(drop):
+        drop()
 
 
 def _run_suite(
@@ -672,7 +699,12 @@ def build_parser() -> argparse.ArgumentParser:
         "-l",
         "--long",
         action="store_true",
-        help="also message count, first and last created_at (tab separated)",
+        help="also the message count, tab separated (counted by the store)",
+    )
+    ls.add_argument(
+        "--times",
+        action="store_true",
+        help="also the count, first and last created_at (reads each conversation)",
     )
     _add_options(ls)
     ls.set_defaults(run=_ls)

@@ -17,7 +17,9 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from chatledger.errors import InvalidNameError
+from chatledger.adapters import (
+    InvalidNameError,
+)
 
 __all__ = ["NAME_PATTERN", "render_replication", "validate_name"]
 

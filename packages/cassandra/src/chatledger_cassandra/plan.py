@@ -2,19 +2,20 @@
 
 Example:
     from chatledger import Message, MessageWindow
-    from chatledger_cassandra.plan import Snapshot, plan_append
+    from chatledger_cassandra.plan import Snapshot, plan_append_batch
 
-    plan = plan_append("c1", Snapshot(None, []), [Message.user("hi")],
-                       MessageWindow(20), ttl=0)
+    plan = plan_append_batch(
+        "c1", Snapshot(None, []), [Message.user("hi")], MessageWindow(20), ttl=0
+    )
     plan.condition   # the conditional UPDATE that creates the conversation
     plan.writes      # the INSERT of the message
 
 The repository reads a :class:`Snapshot` of the partition, asks this module for
 a :class:`Plan`, and sends the plan as one conditional single-partition batch.
-Keeping the decision here, with no driver in sight, means the window rules come
-from :func:`chatledger.window.merge_system` and
-:func:`chatledger.window.count_evictions` alone and the statements of a batch
-can be checked without a server.
+What to keep is decided by core's planner,
+:func:`chatledger.adapters.plan_append`, as for every adapter that plans in
+Python; this module only turns its plan into statements, with no driver in
+sight, so the statements of a batch can be checked without a server.
 
 Rules the plans keep, so that one batch never shadows its own rows (every
 statement of a batch carries the same write timestamp, and Cassandra lets a
@@ -32,10 +33,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
-from chatledger import codec
-from chatledger.messages import Message, Role
-from chatledger.repository import AppendResult
-from chatledger.window import Window, count_evictions, merge_system
+from chatledger.adapters import (
+    AppendResult,
+    Message,
+    Role,
+    StoredEntry,
+    StoredWindow,
+    Window,
+    codec,
+    needs_stored_system,
+    plan_append,
+)
 from chatledger_cassandra.statements import LANE_OTHER, LANE_SYSTEM
 
 __all__ = [
@@ -44,7 +52,7 @@ __all__ = [
     "StoredRow",
     "Write",
     "payloads_needed",
-    "plan_append",
+    "plan_append_batch",
     "plan_replace",
 ]
 
@@ -135,10 +143,13 @@ def _insert(
     message: Message,
     window: Window | None,
     ttl: int,
+    measured: int | None = None,
     phase: Phase = "insert",
 ) -> Write:
     counter = None if window is None else window.counter_id
-    size = None if counter is None or window is None else window.measure(message)
+    size = None
+    if counter is not None and window is not None:
+        size = window.measure(message) if measured is None else measured
     return Write(
         "insert",
         (
@@ -220,7 +231,7 @@ def _row_size(row: StoredRow, window: Window) -> int:
     return window.measure(row.message())
 
 
-def plan_append(
+def plan_append_batch(
     conversation_id: str,
     snapshot: Snapshot,
     batch: Sequence[Message],
@@ -228,7 +239,12 @@ def plan_append(
     ttl: int,
     start: int = 0,
 ) -> Plan:
-    """Plan an atomic window append (the contract of ``SupportsWindowAppend``).
+    """Turn core's window plan for ``batch`` into one conditional batch.
+
+    What to keep is :func:`chatledger.adapters.plan_append`'s decision, fed
+    with the snapshot; this function only numbers the new rows, picks the
+    range deletes and adds the version condition (the contract of
+    ``SupportsWindowAppend``).
 
     Args:
         conversation_id: The validated conversation id.
@@ -249,48 +265,44 @@ def plan_append(
     other_rows = sorted(
         (r for r in snapshot.rows if r.lane == LANE_OTHER), key=lambda r: r.seq
     )
-    stored_system = [row.message() for row in system_rows]
-    merge = merge_system(stored_system, fresh)
-    base = start if snapshot.version is None else snapshot.version
-    new_seq = {m.id: base + i for i, m in enumerate(merge.new)}
-
-    kept_system = [] if merge.replace_stored else stored_system
-    new_system = [m for m in merge.new if m.role is Role.SYSTEM]
-    new_other = [m for m in merge.new if m.role is not Role.SYSTEM]
-    system_size = sum(window.measure(m) for m in kept_system + new_system)
-    entries = [(Role(row.role), _row_size(row, window)) for row in other_rows]
-    entries += [(m.role, window.measure(m)) for m in new_other]
-    cut = count_evictions(
-        window.limit, system_size, sum(size for _, size in entries), entries
+    other_sizes = [_row_size(row, window) for row in other_rows]
+    stored = StoredWindow(
+        system_count=len(system_rows),
+        system_size=sum(_row_size(row, window) for row in system_rows),
+        count=len(other_rows),
+        total=sum(other_sizes),
+        read_oldest=lambda expected: (
+            StoredEntry(row.msg_id, Role(row.role), size, row.seq)
+            for row, size in zip(other_rows, other_sizes, strict=True)
+        ),
+        system=[row.message() for row in system_rows]
+        if needs_stored_system(fresh)
+        else None,
     )
-
-    evicted_rows = other_rows[:cut]
-    surviving_rows = other_rows[cut:]
-    evicted_new = new_other[: max(0, cut - len(other_rows))]
-    surviving_new = new_other[max(0, cut - len(other_rows)) :]
-    evicted_ids = [row.msg_id for row in system_rows] if merge.replace_stored else []
-    evicted_ids += [row.msg_id for row in evicted_rows] + [m.id for m in evicted_new]
-    result = AppendResult(list(merge.new), evicted_ids)
-
-    next_seq = base + len(merge.new)
-    survivors = len(kept_system) + len(new_system) + len(surviving_rows)
-    if survivors + len(surviving_new) == 0:
+    plan = plan_append(stored, fresh, window)
+    result = AppendResult(plan.appended, plan.evicted_ids)
+    if plan.empty:
         if snapshot.version is None:
             return Plan(None, [], result)
         return _delete_plan(conversation_id, snapshot.version, result)
 
-    surviving_ids = {m.id for m in surviving_new}
+    # Every appended message takes a number, kept or not, so the version
+    # advances whenever the batch writes anything.
+    base = start if snapshot.version is None else snapshot.version
+    new_seq = {m.id: base + i for i, m in enumerate(plan.appended)}
+    next_seq = base + len(plan.appended)
     writes: list[Write] = []
-    if merge.replace_stored and system_rows:
+    if plan.replace_system and system_rows:
         writes.append(
             Write("delete_before", (conversation_id, LANE_SYSTEM, base), "delete")
         )
-    for message in merge.new:
-        if message.role is Role.SYSTEM or message.id in surviving_ids:
-            writes.append(
-                _insert(conversation_id, new_seq[message.id], message, window, ttl)
-            )
-    if evicted_rows:
+    for message, size in zip(plan.insert, plan.insert_sizes, strict=True):
+        writes.append(
+            _insert(conversation_id, new_seq[message.id], message, window, ttl, size)
+        )
+    surviving_rows = other_rows[len(plan.evicted) :]
+    if plan.evicted:
+        surviving_new = [m for m in plan.insert if m.role is not Role.SYSTEM]
         first_kept = (
             surviving_rows[0].seq
             if surviving_rows
@@ -300,7 +312,7 @@ def plan_append(
             Write("delete_before", (conversation_id, LANE_OTHER, first_kept), "evict")
         )
     if ttl:
-        kept_rows = ([] if merge.replace_stored else system_rows) + surviving_rows
+        kept_rows = ([] if plan.replace_system else system_rows) + surviving_rows
         writes.extend(_rewrite(conversation_id, row, ttl) for row in kept_rows)
     return Plan(
         _condition(conversation_id, snapshot.version, next_seq, ttl), writes, result

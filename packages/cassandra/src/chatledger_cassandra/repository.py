@@ -82,18 +82,21 @@ from typing import Any, Literal, TypeVar
 from cassandra import ConsistencyLevel, ReadTimeout, WriteTimeout, WriteType
 from cassandra.query import UNSET_VALUE, BatchStatement, BatchType, BoundStatement
 
-from chatledger import codec
-from chatledger.closing import ClosingContext
-from chatledger.faults import FaultPoints
-from chatledger.messages import Message
-from chatledger.repository import AppendResult
-from chatledger.ttl import to_ttl
-from chatledger.validation import (
+from chatledger.adapters import (
+    AppendResult,
+    ClosingContext,
+    ConversationPage,
+    FaultPoints,
+    InvalidPageError,
+    Message,
+    Window,
+    codec,
     stamp_messages,
+    to_ttl,
     validate_conversation_id,
     validate_messages,
+    validate_page_request,
 )
-from chatledger.window import Window
 from chatledger_cassandra.errors import (
     ContentionError,
     InvalidURLError,
@@ -106,7 +109,7 @@ from chatledger_cassandra.plan import (
     StoredRow,
     Write,
     payloads_needed,
-    plan_append,
+    plan_append_batch,
     plan_replace,
 )
 from chatledger_cassandra.sizes import DEFAULT_MAX_WRITE_BYTES, check_write
@@ -292,7 +295,7 @@ class CassandraChatMemoryRepository(ClosingContext):
         if create_keyspace:
             session.execute(keyspace_ddl)
         if create_schema:
-            session.execute(self._cql.create_table)
+            self.create_schema()
         # Prepared on first use: with create_schema=False the table may not exist
         # yet, and the server refuses to prepare a statement on a missing table.
         self._texts = self._cql.prepared()
@@ -390,8 +393,12 @@ class CassandraChatMemoryRepository(ClosingContext):
         """The driver session every statement runs on."""
         return self._session
 
-    def drop_table(self) -> None:
-        """Drop the table and everything in it (for tests and teardown)."""
+    def create_schema(self) -> None:
+        """Create the table if it is missing (idempotent)."""
+        self._session.execute(self._cql.create_table)
+
+    def drop_schema(self) -> None:
+        """Drop the table and every conversation in it (the keyspace stays)."""
         self._session.execute(f"DROP TABLE IF EXISTS {self._cql.qualified}")
 
     # -- reads -------------------------------------------------------------
@@ -433,6 +440,49 @@ class CassandraChatMemoryRepository(ClosingContext):
         return [
             _cells(row, ("conversation_id",))[0] for row in self._session.execute(bound)
         ]
+
+    def count_messages(self, conversation_id: str) -> int:
+        """Return how many messages a conversation holds; the server counts."""
+        validate_conversation_id(conversation_id)
+        row = self._session.execute(
+            self._bind("count_messages", (conversation_id,))
+        ).one()
+        return 0 if row is None else int(_cells(row, ("count",))[0])
+
+    def find_conversation_ids_page(
+        self, cursor: str | None = None, limit: int = 100
+    ) -> ConversationPage:
+        """Return up to ``limit`` conversation ids after ``cursor``, in token order.
+
+        One range query over the partition tokens per page: the cursor is the
+        token of the last id of the previous page, so each page starts where
+        the last ended on the ring, whatever the cluster's size.
+
+        Raises:
+            InvalidPageError: as the protocol says, and for a cursor that is
+                not a token this method gave.
+        """
+        after, limit = validate_page_request(cursor, limit)
+        if after is None:
+            bound = self._bind("first_ids_page", (limit + 1,))
+        else:
+            try:
+                token = int(after)
+            except ValueError:
+                raise InvalidPageError(
+                    f"cursor {after!r} is not one find_conversation_ids_page gave"
+                ) from None
+            bound = self._bind("ids_page_after", (token, limit + 1))
+        bound.fetch_size = None
+        rows = [
+            _cells(row, ("conversation_id", "token"))
+            for row in self._session.execute(bound)
+        ]
+        if len(rows) > limit:
+            return ConversationPage(
+                [r[0] for r in rows[:limit]], str(rows[limit - 1][1])
+            )
+        return ConversationPage([r[0] for r in rows], None)
 
     def find_by_conversation_id(self, conversation_id: str) -> list[Message]:
         """Return one conversation's messages, oldest first (``[]`` if none)."""
@@ -568,7 +618,9 @@ class CassandraChatMemoryRepository(ClosingContext):
     def _backoff(self, attempt: int) -> None:
         time.sleep(random.uniform(0, min(0.1, 0.002 * 2 ** min(attempt, 10))))
 
-    def _retrying(self, attempt_once: Callable[[], _T | None]) -> _T:
+    def _retrying(
+        self, conversation_id: str, attempt_once: Callable[[], _T | None]
+    ) -> _T:
         """Run ``attempt_once`` until it returns non-None, retrying lost races."""
         last_error: Exception | None = None
         for attempt in range(self._max_attempts):
@@ -585,8 +637,9 @@ class CassandraChatMemoryRepository(ClosingContext):
         if last_error is not None:
             raise last_error
         raise ContentionError(
-            f"gave up after {self._max_attempts} attempts: other writers kept "
-            "changing the conversation"
+            conversation_id,
+            self._max_attempts,
+            "other writers kept changing the conversation",
         )
 
     def save_all(self, conversation_id: str, messages: Sequence[Message]) -> None:
@@ -612,7 +665,7 @@ class CassandraChatMemoryRepository(ClosingContext):
 
         with self._writers.hold(conversation_id):
             self._snapshots.forget(conversation_id)
-            self._retrying(attempt)
+            self._retrying(conversation_id, attempt)
 
     def delete_by_conversation_id(self, conversation_id: str) -> None:
         """Delete a conversation's partition; an unknown id does nothing."""
@@ -631,7 +684,7 @@ class CassandraChatMemoryRepository(ClosingContext):
 
         with self._writers.hold(conversation_id):
             self._snapshots.forget(conversation_id)
-            self._retrying(attempt)
+            self._retrying(conversation_id, attempt)
 
     def append_to_window(
         self, conversation_id: str, messages: Sequence[Message], window: Window
@@ -657,7 +710,7 @@ class CassandraChatMemoryRepository(ClosingContext):
                 if snapshot is None:
                     return None  # a write landed between two reads: read again
             self.fault_points.reach("after_lock")
-            plan = plan_append(
+            plan = plan_append_batch(
                 conversation_id,
                 snapshot,
                 stamped,
@@ -679,4 +732,4 @@ class CassandraChatMemoryRepository(ClosingContext):
             return plan.result
 
         with self._writers.hold(conversation_id):
-            return self._retrying(attempt)
+            return self._retrying(conversation_id, attempt)

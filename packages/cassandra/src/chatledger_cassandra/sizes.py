@@ -1,9 +1,14 @@
 """How big one write is, checked against the server's limits before it is sent.
 
 Example:
+    from chatledger import Message, MessageWindow
+    from chatledger_cassandra.plan import Snapshot, plan_append_batch
     from chatledger_cassandra.sizes import DEFAULT_MAX_WRITE_BYTES, check_write
 
-    check_write(plan, DEFAULT_MAX_WRITE_BYTES, "c1")   # MessageTooLargeError?
+    plan = plan_append_batch(
+        "c1", Snapshot(None, []), [Message.user("hi")], MessageWindow(20), ttl=0
+    )
+    check_write(plan, DEFAULT_MAX_WRITE_BYTES, "c1")   # MessageTooLargeError if not
 
 Every write of a conversation is one conditional batch: one request to the
 coordinator and one mutation of the partition. Cassandra refuses a request
@@ -19,7 +24,9 @@ the request and the mutation add around the values.
 
 from __future__ import annotations
 
-from chatledger.errors import MessageTooLargeError
+from chatledger.adapters import (
+    MessageTooLargeError,
+)
 from chatledger_cassandra.plan import Plan
 
 __all__ = ["DEFAULT_MAX_WRITE_BYTES", "check_write", "write_bytes"]

@@ -1,11 +1,18 @@
 """What a repository remembers of the conversations it wrote last.
 
 Example:
-    from chatledger_cassandra.snapshots import SnapshotCache
+    from chatledger import Message, MessageWindow
+    from chatledger.validation import stamp_messages
+    from chatledger_cassandra.plan import Snapshot, plan_append_batch
+    from chatledger_cassandra.snapshots import SnapshotCache, after_commit
 
+    snapshot = Snapshot(None, [])
+    plan = plan_append_batch(
+        "c1", snapshot, stamp_messages([Message.user("hi")]), MessageWindow(20), 0
+    )
     cache = SnapshotCache(capacity=128)
     cache.remember("c1", after_commit(snapshot, plan))
-    cache.recall("c1", version_now)   # the snapshot, if nobody wrote since
+    cache.recall("c1", plan.condition.params[1])   # the snapshot: nobody wrote since
 
 An append decides on the index columns of the whole conversation, so reading
 them costs a round trip whose size grows with the conversation. The writers

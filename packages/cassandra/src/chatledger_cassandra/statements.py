@@ -134,6 +134,30 @@ class Statements:
         return f"SELECT DISTINCT conversation_id FROM {self.qualified}"
 
     @property
+    def first_ids_page(self) -> str:
+        """The first page of conversation ids, in token order, with their tokens."""
+        return (
+            'SELECT DISTINCT conversation_id, token(conversation_id) AS "token" '
+            f"FROM {self.qualified} LIMIT ?"
+        )
+
+    @property
+    def ids_page_after(self) -> str:
+        """The page of conversation ids after a token, in token order."""
+        return (
+            'SELECT DISTINCT conversation_id, token(conversation_id) AS "token" '
+            f"FROM {self.qualified} WHERE token(conversation_id) > ? LIMIT ?"
+        )
+
+    @property
+    def count_messages(self) -> str:
+        """Count a conversation's message rows (the static version is no row)."""
+        return (
+            f'SELECT COUNT(seq) AS "count" FROM {self.qualified} '
+            "WHERE conversation_id = ?"
+        )
+
+    @property
     def start(self) -> str:
         """The condition of a batch that creates a conversation."""
         return (
@@ -205,6 +229,9 @@ class Statements:
             "select_full": self.select_full,
             "select_lane": self.select_lane,
             "list_ids": self.list_ids,
+            "first_ids_page": self.first_ids_page,
+            "ids_page_after": self.ids_page_after,
+            "count_messages": self.count_messages,
             "start": self.start,
             "advance": self.advance,
             "insert": self.insert,

@@ -211,6 +211,21 @@ class Statements:
             "RETURN before, payloads, messages, collect(c.version) AS after"
         )
         self.list_ids = text("MATCH (c:{C}) RETURN c.id AS id")
+        #: Pages of conversation ids in id order, on the uniqueness index.
+        self.first_ids_page = text(
+            "MATCH (c:{C}) WHERE c.id IS NOT NULL "
+            "RETURN c.id AS id ORDER BY id LIMIT $limit"
+        )
+        self.ids_page_after = text(
+            "MATCH (c:{C}) WHERE c.id > $after "
+            "RETURN c.id AS id ORDER BY id LIMIT $limit"
+        )
+        #: A conversation's messages counted on the sequence index, unread.
+        self.count_messages = text(
+            "OPTIONAL MATCH (m:{M}) USING INDEX SEEK m:{M}(conversation_id, seq) "
+            "WHERE m.conversation_id = $cid AND m.seq >= 0 "
+            "RETURN count(m) AS n"
+        )
         counters = (
             "MATCH (c:{C} {{id: $cid}}) "
             "SET c.next_seq = $next_seq, c.message_count = $message_count, "

@@ -56,6 +56,7 @@ from neo4j.exceptions import ClientError, IncompleteCommit
 from chatledger.adapters import (
     AppendResult,
     ClosingContext,
+    ConversationPage,
     FaultPoints,
     Message,
     Role,
@@ -67,6 +68,7 @@ from chatledger.adapters import (
     stamp_messages,
     validate_conversation_id,
     validate_messages,
+    validate_page_request,
 )
 from chatledger_neo4j.cypher import Statements
 from chatledger_neo4j.url import parse_url
@@ -118,7 +120,7 @@ class Neo4jChatMemoryRepository(ClosingContext):
         message_label: Label of message nodes.
         create_schema: Create the constraints and indexes now (idempotent,
             safe from several processes at once). Pass ``False`` when they are
-            managed elsewhere; :meth:`ensure_schema` creates them later.
+            managed elsewhere; :meth:`create_schema` creates them later.
 
     Raises:
         chatledger.InvalidNameError: a label is not allowed.
@@ -140,7 +142,7 @@ class Neo4jChatMemoryRepository(ClosingContext):
         self._owns_driver = False
         self.fault_points = FaultPoints()
         if create_schema:
-            self.ensure_schema()
+            self.create_schema()
 
     @classmethod
     def from_url(
@@ -211,7 +213,7 @@ class Neo4jChatMemoryRepository(ClosingContext):
             bookmark_manager=self._driver.execute_query_bookmark_manager,
         )
 
-    def ensure_schema(self) -> None:
+    def create_schema(self) -> None:
         """Create the constraints and indexes if missing, and wait until online."""
         with self._session() as session:
             for statement in self._statements.schema:
@@ -222,7 +224,7 @@ class Neo4jChatMemoryRepository(ClosingContext):
                         raise
             session.run("CALL db.awaitIndexes(300)").consume()
 
-    def drop(self) -> None:
+    def drop_schema(self) -> None:
         """Delete every node with this repository's labels and drop its schema.
 
         Irreversible; meant for tests and for tearing a deployment down.
@@ -268,6 +270,36 @@ class Neo4jChatMemoryRepository(ClosingContext):
             return [v for v in tx.run(query).value("id") if isinstance(v, str)]
 
         return self._read(work)
+
+    def count_messages(self, conversation_id: str) -> int:
+        """Return how many messages a conversation holds, counted on an index."""
+        cid = validate_conversation_id(conversation_id)
+        query = self._statements.count_messages
+        return self._read(
+            lambda tx: int(tx.run(query, cid=cid).single(strict=True)["n"])
+        )
+
+    def find_conversation_ids_page(
+        self, cursor: str | None = None, limit: int = 100
+    ) -> ConversationPage:
+        """Return up to ``limit`` conversation ids after ``cursor``, in id order.
+
+        One range seek on the conversation id's uniqueness index per page.
+        """
+        after, limit = validate_page_request(cursor, limit)
+        q = self._statements
+
+        def work(tx: ManagedTransaction) -> list[str]:
+            if after is None:
+                found = tx.run(q.first_ids_page, limit=limit + 1)
+            else:
+                found = tx.run(q.ids_page_after, after=after, limit=limit + 1)
+            return [str(v) for v in found.value("id")]
+
+        ids = self._read(work)
+        if len(ids) > limit:
+            return ConversationPage(ids[:limit], ids[limit - 1])
+        return ConversationPage(ids, None)
 
     def find_by_conversation_id(self, conversation_id: str) -> list[Message]:
         """Return the messages of one conversation, oldest first.
