@@ -1,14 +1,35 @@
 """The append planner for adapters whose reads are awaited.
 
 Example:
-    stored = AsyncStoredWindow(
-        system_count=0,
-        system_size=0,
-        count=3,
-        total=3,
-        read_oldest=oldest_rows,  # (expected) -> async iterator of StoredEntry
-    )
-    plan = await plan_append_async(stored, [Message.user("next")], MessageWindow(3))
+    import asyncio
+
+    from chatledger import Message, MessageWindow, Role
+    from chatledger.adapters import AsyncStoredWindow, StoredEntry, plan_append_async
+
+    rows = [
+        StoredEntry("m1", Role.USER, 1, position=0),
+        StoredEntry("m2", Role.ASSISTANT, 1, position=1),
+        StoredEntry("m3", Role.USER, 1, position=2),
+    ]
+
+    async def oldest_rows(expected):  # an adapter awaits its pages of rows here
+        for row in rows:
+            yield row
+
+    async def main():
+        stored = AsyncStoredWindow(
+            system_count=0,
+            system_size=0,
+            count=3,
+            total=3,
+            read_oldest=oldest_rows,  # (expected) -> async iterator of StoredEntry
+        )
+        fresh = [Message.user("next")]
+        plan = await plan_append_async(stored, fresh, MessageWindow(3))
+        plan.insert         # the new message
+        plan.evicted_ids    # ['m1', 'm2']: the oldest whole turn
+
+    asyncio.run(main())
 
 :func:`chatledger.append_plan.plan_append` pulls the oldest stored entries
 lazily, through a plain iterator, and stops as soon as it knows the eviction

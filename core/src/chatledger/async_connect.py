@@ -1,12 +1,18 @@
 """Open an async repository from a URL: the asyncio twin of :func:`chatledger.connect`.
 
 Example:
-    from chatledger import AsyncMessageWindowChatMemory, connect_async
+    import asyncio
 
-    repository = connect_async("postgresql+asyncpg://app@db/chat")
-    memory = AsyncMessageWindowChatMemory(repository, max_messages=20)
-    ...
-    await repository.aclose()
+    from chatledger import AsyncMessageWindowChatMemory, Message, connect_async
+
+    async def main():
+        repository = connect_async("sqlite+aiosqlite:///chat.db")  # no I/O yet
+        memory = AsyncMessageWindowChatMemory(repository, max_messages=20)
+        await memory.add("c1", Message.user("Hello"))
+        await memory.get("c1")
+        await repository.aclose()
+
+    asyncio.run(main())
 
 Adapters announce the schemes their async repositories handle in the
 entry-point group ``chatledger.async_repositories``, exactly as the sync ones

@@ -1,15 +1,22 @@
 """An asyncio repository that keeps conversations in this process.
 
 Example:
+    import asyncio
+
     from chatledger import (
         AsyncInMemoryChatMemoryRepository,
         AsyncMessageWindowChatMemory,
+        Message,
     )
 
-    memory = AsyncMessageWindowChatMemory(
-        AsyncInMemoryChatMemoryRepository(), max_messages=10
-    )
-    await memory.add("c1", Message.user("Hello"))
+    async def main():
+        memory = AsyncMessageWindowChatMemory(
+            AsyncInMemoryChatMemoryRepository(), max_messages=10
+        )
+        await memory.add("c1", Message.user("Hello"))
+        await memory.get("c1")
+
+    asyncio.run(main())
 
 It is the reference implementation of the async contracts, and it is
 :class:`chatledger.InMemoryChatMemoryRepository` behind coroutines: the same

@@ -1,13 +1,18 @@
 """Chat memories for asyncio: the async twins of :mod:`chatledger.memory`.
 
 Example:
+    import asyncio
+
     from chatledger import AsyncMessageWindowChatMemory, Message, connect_async
 
-    memory = AsyncMessageWindowChatMemory(
-        connect_async("postgresql+asyncpg://app@db/chat"), max_messages=20
-    )
-    await memory.add("c1", Message.user("Hello"))
-    prompt = await memory.get("c1")
+    async def main():
+        memory = AsyncMessageWindowChatMemory(
+            connect_async("memory://"), max_messages=20  # or any async URL
+        )
+        await memory.add("c1", [Message.system("Be brief."), Message.user("Hello")])
+        prompt = await memory.get("c1")  # system first, then the window
+
+    asyncio.run(main())
 
 The policy is the sync memories' own: the same validation, the same window
 (:mod:`chatledger.window`) and the same choice between the repository's atomic

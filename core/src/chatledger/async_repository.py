@@ -1,11 +1,20 @@
 """The storage contracts for asyncio: the repository protocols, every method async.
 
 Example:
-    from chatledger import AsyncChatMemoryRepository, AsyncInMemoryChatMemoryRepository
+    import asyncio
 
-    repository: AsyncChatMemoryRepository = AsyncInMemoryChatMemoryRepository()
-    await repository.save_all("c1", [Message.user("hi")])
-    await repository.find_by_conversation_id("c1")
+    from chatledger import (
+        AsyncChatMemoryRepository,
+        AsyncInMemoryChatMemoryRepository,
+        Message,
+    )
+
+    async def main():
+        repository: AsyncChatMemoryRepository = AsyncInMemoryChatMemoryRepository()
+        await repository.save_all("c1", [Message.user("hi")])
+        await repository.find_by_conversation_id("c1")
+
+    asyncio.run(main())
 
 Each protocol here is the twin of one in :mod:`chatledger.repository`: the same
 method names, arguments, results and contract, as coroutines. Where a

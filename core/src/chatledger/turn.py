@@ -4,10 +4,14 @@ Example:
     from chatledger import Message, MessageWindowChatMemory
     from chatledger.convert import to_openai
 
-    memory = MessageWindowChatMemory(repository)
+    def chat(messages):  # stands for a model client's call
+        return f"Sunny ({len(messages)} messages read)"
+
+    memory = MessageWindowChatMemory(max_messages=20)   # in-memory repository
     with memory.turn("c1", Message.user("Weather in Rome?")) as turn:
-        reply = client.chat(to_openai(turn.messages))   # history + prompt, system first
-        turn.reply(Message.assistant(reply))           # once per tool round
+        reply = chat(to_openai(turn.messages))   # history + prompt, system first
+        turn.reply(Message.assistant(reply))     # once per tool round
+    memory.get("c1")   # the prompt and the reply, stored together
 
 On a normal exit every new prompt message and every reply is stored, in order,
 in one ``memory.add`` (one atomic append on a repository that has it). When the

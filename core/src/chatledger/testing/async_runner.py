@@ -2,10 +2,19 @@
 
 Example (what :class:`chatledger.testing.AsyncChatMemoryRepositoryTests` does):
 
+    from chatledger import AsyncInMemoryChatMemoryRepository, Message, MessageWindow
+    from chatledger.testing.async_runner import (
+        EventLoopThread,
+        repository_facade,
+        window_memory,
+    )
+
     runner = EventLoopThread()
-    repository = repository_facade(AsyncAcmeRepository(...), runner)
+    repository = repository_facade(AsyncInMemoryChatMemoryRepository(), runner)
     repository.save_all("c1", [Message.user("hi")])    # awaited on runner's loop
     memory = window_memory(repository, MessageWindow(20))  # an async memory inside
+    memory.add("c1", Message.assistant("hello"))
+    memory.get("c1")                                     # both messages
     runner.close()
 
 The suite's cases call repository methods and memories without ``await``. For

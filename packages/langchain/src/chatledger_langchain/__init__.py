@@ -1,6 +1,8 @@
 """chatledger-langchain: chatledger conversation memory as a LangChain chat history.
 
 Example:
+    from langchain_core.messages import AIMessage, HumanMessage
+
     from chatledger import MessageWindowChatMemory, connect
     from chatledger_langchain import ChatLedgerMessageHistory
 

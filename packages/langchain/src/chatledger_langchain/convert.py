@@ -1,10 +1,14 @@
 """Messages to LangChain messages and back, losing nothing either way.
 
 Example:
+    from langchain_core.messages import AIMessage, HumanMessage
+
+    from chatledger import MessageWindowChatMemory
     from chatledger_langchain import from_langchain, to_langchain
 
-    chat_model.invoke(to_langchain(memory.get("c1")))
+    memory = MessageWindowChatMemory(max_messages=20)
     memory.add("c1", from_langchain([HumanMessage("Hi"), AIMessage("Hello")]))
+    to_langchain(memory.get("c1"))   # what chat_model.invoke(...) takes
 
 The mapping: a system message is a ``SystemMessage``, a user message a
 ``HumanMessage``, an assistant message an ``AIMessage`` (tool calls in

@@ -1,17 +1,26 @@
 """A LangChain chat message history that stores through chatledger.
 
 Example:
+    from langchain_core.language_models.fake_chat_models import FakeListChatModel
+    from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
     from langchain_core.runnables.history import RunnableWithMessageHistory
+
     from chatledger import MessageWindowChatMemory, connect
     from chatledger_langchain import ChatLedgerMessageHistory
 
     memory = MessageWindowChatMemory(connect("sqlite:///chat.db"), max_messages=40)
+    prompt = ChatPromptTemplate.from_messages(
+        [MessagesPlaceholder("history"), ("human", "{question}")]
+    )
+    model = FakeListChatModel(responses=["Hello!"])   # stands for a chat model
     chain = RunnableWithMessageHistory(
         prompt | model,
         lambda session_id: ChatLedgerMessageHistory(memory, session_id),
         input_messages_key="question",
         history_messages_key="history",
     )
+    chain.invoke({"question": "Hi"}, {"configurable": {"session_id": "user-42"}})
+    memory.get("user-42")   # the question and the answer
 """
 
 from __future__ import annotations

@@ -1,13 +1,19 @@
 """``AsyncRedisChatMemoryRepository``: conversations in Redis or Valkey, for asyncio.
 
-Example:
+Example (needs a Redis server):
+    import asyncio
+
     from chatledger import AsyncMessageWindowChatMemory, Message
     from chatledger_redis import AsyncRedisChatMemoryRepository
 
-    repository = AsyncRedisChatMemoryRepository.from_url("redis://localhost:6379/0")
-    memory = AsyncMessageWindowChatMemory(repository, max_messages=20)
-    await memory.add("c1", Message.user("Hello"))
-    await repository.aclose()
+    async def main():
+        url = "redis://localhost:6379/0"
+        repository = AsyncRedisChatMemoryRepository.from_url(url)
+        memory = AsyncMessageWindowChatMemory(repository, max_messages=20)
+        await memory.add("c1", Message.user("Hello"))
+        await repository.aclose()
+
+    asyncio.run(main())
 
 The async twin of :class:`chatledger_redis.RedisChatMemoryRepository`, on
 ``redis.asyncio`` (``Redis`` or ``RedisCluster``): the same key layout, the

@@ -1,9 +1,16 @@
 """What each Redis call of a repository sends, and how its answer is read.
 
 Example:
-    args = append_args(stamped, window, ttl_ms)          # the APPEND script's ARGV
-    outcome = client.evalsha(APPEND_SHA, len(keys), *keys, *args)  # or awaited
-    result = append_result(outcome, stamped)
+    from chatledger import Message, MessageWindow
+    from chatledger.adapters import stamp_messages
+    from chatledger_redis.commands import append_args, append_result, conversation_keys
+
+    stamped = stamp_messages([Message.user("hi", id="m9")])
+    _, keys = conversation_keys("chatledger:", "c1")
+    args = append_args(stamped, MessageWindow(20), 0)   # the APPEND script's ARGV
+    # outcome = client.evalsha(append_sha, len(keys), *keys, *args)  # or awaited
+    outcome = [1, b"m1"]                   # what the script answers: m1 evicted
+    append_result(outcome, stamped)        # AppendResult([m9], ["m1"])
 
 The sync and the async repository send the same scripts with the same
 arguments to the same keys (:mod:`chatledger_redis.keys`), so a conversation

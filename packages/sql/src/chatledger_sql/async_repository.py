@@ -1,15 +1,21 @@
 """Chat memory in a SQL database for asyncio, through SQLAlchemy's ``AsyncEngine``.
 
 Example:
+    import asyncio
+
     from chatledger import AsyncMessageWindowChatMemory, Message
     from chatledger_sql import AsyncSqlChatMemoryRepository
 
-    repository = AsyncSqlChatMemoryRepository.from_url(
-        "postgresql+asyncpg://postgres@localhost/app"
-    )
-    memory = AsyncMessageWindowChatMemory(repository, max_messages=20)
-    await memory.add("c1", Message.user("Hello"))
-    await repository.aclose()
+    async def main():
+        repository = AsyncSqlChatMemoryRepository.from_url(
+            "sqlite+aiosqlite:///chat.db"  # or postgresql+asyncpg://..., ...
+        )
+        memory = AsyncMessageWindowChatMemory(repository, max_messages=20)
+        await memory.add("c1", Message.user("Hello"))
+        await memory.get("c1")
+        await repository.aclose()
+
+    asyncio.run(main())
 
 The async twin of :class:`chatledger_sql.SqlChatMemoryRepository`: the same
 tables, statements, dialects, row encoding, append planner, retries and

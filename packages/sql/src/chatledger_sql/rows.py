@@ -1,8 +1,16 @@
 """A message as a row of the messages table, and back.
 
 Example:
+    from types import SimpleNamespace
+
+    from chatledger import Message
+    from chatledger_sql.rows import decode, encode
+
+    message = Message.user("hi", metadata={"lang": "en"})
     row = encode("c1", 7, message, None)   # Statements.insert_messages values
-    message = decode(row_read_back)
+    row["payload"]                         # '{"v":1,"metadata":{"lang":"en"}}'
+    read_back = SimpleNamespace(**row)     # a row as the driver returns it
+    assert decode(read_back) == message
 
 One encoding for every SQL database and for the sync and async repositories:
 the message's codec form (:mod:`chatledger.codec`) less the columns of its

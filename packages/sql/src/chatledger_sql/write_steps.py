@@ -1,8 +1,21 @@
 """The pure steps of a SQL write: what to send, from what was read.
 
 Example:
-    writes = append_writes(plan, "c1", state, window.counter_id, now, ttl)
-    connection.execute(statements.insert_messages, writes.rows)   # or await it
+    from datetime import UTC, datetime
+
+    from chatledger import Message, MessageWindow
+    from chatledger.adapters import StoredWindow, plan_append
+    from chatledger_sql.dialects.base import ConversationState
+    from chatledger_sql.write_steps import append_writes, stored_window
+
+    window = MessageWindow(20)
+    state = ConversationState(0, 0, 0, None, None, None)  # the locked row: empty
+    stored = stored_window(StoredWindow, window, state, None, lambda n: iter([]))
+    plan = plan_append(stored, [Message.user("hi")], window)
+    now = datetime.now(UTC)
+    writes = append_writes(plan, "c1", state, window.counter_id, now, None)
+    writes.rows     # connection.execute(statements.insert_messages, writes.rows)
+    writes.update   # the parameters of statements.update_conversation
 
 The sync and the async repository run the same writes; only the way they
 reach the database differs. Everything a write computes between two
