@@ -55,7 +55,7 @@ class FileChatMemoryRepository:
             repository._store({})
         return repository
 
-    def drop(self) -> None:
+    def drop_schema(self) -> None:
         """Remove the file and everything in it."""
         self.path.unlink(missing_ok=True)
 
