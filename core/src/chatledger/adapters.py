@@ -25,6 +25,9 @@ meaning within a minor version. It holds
   planner (:func:`plan_append` and its :class:`StoredWindow`,
   :class:`StoredEntry`, :class:`AppendPlan`), which every adapter that plans
   in Python calls instead of reworking the window arithmetic;
+- the record of evicted ids that keeps a late retry a no-op
+  (:data:`EVICTED_IDS_KEPT`, :class:`EvictedIds`, :func:`kept_newest`,
+  :func:`trim_due`, :func:`trim_below`; see :mod:`chatledger.evicted_ids`);
 - for async adapters: the protocols (:class:`AsyncChatMemoryRepository`
   and the ``AsyncSupports...`` capabilities), :func:`plan_append_async`
   (the planner over awaited reads, with :class:`AsyncStoredWindow`) and
@@ -79,6 +82,14 @@ from chatledger.errors import (
     MissingDriverError,
     StoreNotFoundError,
 )
+from chatledger.evicted_ids import (
+    EVICTED_IDS_KEPT,
+    EVICTED_IDS_TRIM_STEP,
+    EvictedIds,
+    kept_newest,
+    trim_below,
+    trim_due,
+)
 from chatledger.faults import FAULT_POINTS, FaultPoints
 from chatledger.messages import Message, Role
 from chatledger.repository import AppendResult, ConversationPage
@@ -101,6 +112,8 @@ from chatledger.window import (
 )
 
 __all__ = [
+    "EVICTED_IDS_KEPT",
+    "EVICTED_IDS_TRIM_STEP",
     "FAULT_POINTS",
     "MAX_CONVERSATION_ID_BYTES",
     "MAX_PAGE_SIZE",
@@ -116,6 +129,7 @@ __all__ = [
     "ClosingContext",
     "ContentionError",
     "ConversationPage",
+    "EvictedIds",
     "FaultPoints",
     "InvalidMessageError",
     "InvalidNameError",
@@ -136,6 +150,7 @@ __all__ = [
     "count_evictions",
     "install_hint",
     "is_async_repository",
+    "kept_newest",
     "merge_system",
     "needs_stored_system",
     "plan_append",
@@ -145,6 +160,8 @@ __all__ = [
     "stamp_messages",
     "system_key",
     "to_ttl",
+    "trim_below",
+    "trim_due",
     "utc_now",
     "validate_conversation_id",
     "validate_messages",

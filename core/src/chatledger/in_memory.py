@@ -25,6 +25,7 @@ from chatledger.append_plan import (
     needs_stored_system,
     plan_append,
 )
+from chatledger.evicted_ids import EvictedIds
 from chatledger.messages import Message, Role
 from chatledger.repository import AppendResult, ConversationPage
 from chatledger.validation import (
@@ -145,6 +146,9 @@ class InMemoryChatMemoryRepository:
         """Create an empty repository."""
         self._lock = threading.Lock()
         self._conversations: dict[str, _Conversation] = {}
+        # Kept apart from the messages: a window may empty a conversation
+        # (it is then not listed) while its evicted ids must still count.
+        self._evicted: dict[str, EvictedIds] = {}
 
     def __repr__(self) -> str:
         return f"InMemoryChatMemoryRepository(conversations={len(self._conversations)})"
@@ -206,6 +210,7 @@ class InMemoryChatMemoryRepository:
         validate_conversation_id(conversation_id)
         batch = stamp_messages(validate_messages(messages))
         with self._lock:
+            self._evicted.pop(conversation_id, None)
             if batch:
                 self._conversations[conversation_id] = _Conversation.of(batch)
             else:
@@ -216,6 +221,7 @@ class InMemoryChatMemoryRepository:
         validate_conversation_id(conversation_id)
         with self._lock:
             self._conversations.pop(conversation_id, None)
+            self._evicted.pop(conversation_id, None)
 
     def append_to_window(
         self, conversation_id: str, messages: Sequence[Message], window: Window
@@ -234,11 +240,18 @@ class InMemoryChatMemoryRepository:
             stored = self._conversations.get(conversation_id)
             if stored is None:
                 stored = _Conversation([], set(), 0)
-            fresh = stamp_messages(m for m in batch if m.id not in stored.ids)
+            evicted = self._evicted.get(conversation_id, ())
+            fresh = stamp_messages(
+                m for m in batch if m.id not in stored.ids and m.id not in evicted
+            )
             if not fresh:
                 return AppendResult()
             plan = plan_append(stored.stored_window(window, fresh), fresh, window)
             stored.apply(plan, window.counter_id)
+            if plan.evicted_ids:
+                self._evicted.setdefault(conversation_id, EvictedIds()).add(
+                    plan.evicted_ids
+                )
             if plan.empty:
                 self._conversations.pop(conversation_id, None)
             else:

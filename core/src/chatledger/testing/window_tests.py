@@ -66,10 +66,19 @@ class WindowMemoryTests:
 
     #: Set to True when the repository implements ``SupportsWindowAppend``.
     supports_atomic_append: bool = False
+    #: Set to False only for an adapter that keeps no record of evicted ids
+    #: (``chatledger.evicted_ids``): its late retries are stored again.
+    remembers_evicted_ids: bool = True
     #: Threads that append at once in the concurrency test.
     concurrent_writers: int = 8
     #: Appends each of those threads makes.
     appends_per_writer: int = 50
+
+    def _require_evicted_record(self) -> None:
+        if not self.supports_atomic_append:
+            pytest.skip("the repository has no atomic window append")
+        if not self.remembers_evicted_ids:
+            pytest.skip("the repository keeps no record of evicted ids")
 
     def test_atomic_append_flag_matches_capability(self, repository: Any) -> None:
         """``supports_atomic_append`` is True exactly when the capability is there."""
@@ -285,3 +294,56 @@ class WindowMemoryTests:
         assert all(m.created_at is not None for m in result.appended)
         assert sorted(result.evicted_ids) == sorted(m.id for m in first)
         assert repository.find_by_conversation_id("direct") == second
+
+    def test_retry_after_eviction_is_a_noop(self, repository: Any) -> None:
+        """A retried append whose messages the window already evicted stores nothing."""
+        self._require_evicted_record()
+        window = MessageWindow(2)
+        first = [Message.user("U1"), Message.assistant("A1")]
+        second = [Message.user("U2"), Message.assistant("A2")]
+        repository.append_to_window("late", first, window)
+        repository.append_to_window("late", second, window)
+        retried = repository.append_to_window("late", first, window)
+        assert retried.appended == []
+        assert retried.evicted_ids == []
+        assert repository.find_by_conversation_id("late") == second
+        # New messages in the retried batch still go in, alone.
+        third = Message.user("U3")
+        result = repository.append_to_window("late", [first[1], third], window)
+        assert [m.id for m in result.appended] == [third.id]
+        # The window starts on a whole turn: U2 and A2 make room for U3.
+        assert [m.id for m in repository.find_by_conversation_id("late")] == [third.id]
+
+    def test_retry_after_system_replacement_is_a_noop(self, repository: Any) -> None:
+        """A retried append does not bring back a system message replaced since."""
+        self._require_evicted_record()
+        window = MessageWindow(10)
+        first = [Message.system("S1"), Message.user("U1")]
+        repository.append_to_window("resys", first, window)
+        replacement = Message.system("S2")
+        repository.append_to_window("resys", [replacement], window)
+        retried = repository.append_to_window("resys", first, window)
+        assert retried.appended == []
+        assert [m.id for m in repository.find_by_conversation_id("resys")] == [
+            first[1].id,
+            replacement.id,
+        ]
+
+    def test_save_all_and_delete_forget_evicted_ids(self, repository: Any) -> None:
+        """Rewriting or deleting a conversation clears its evicted ids too."""
+        if not self.supports_atomic_append:
+            pytest.skip("the repository has no atomic window append")
+        window = MessageWindow(2)
+        first = [Message.user("U1"), Message.assistant("A1")]
+        second = [Message.user("U2"), Message.assistant("A2")]
+        for rewrite in (True, False):
+            repository.append_to_window("forget", first, window)
+            repository.append_to_window("forget", second, window)
+            if rewrite:
+                repository.save_all("forget", [])
+            else:
+                repository.delete_by_conversation_id("forget")
+            result = repository.append_to_window("forget", first, window)
+            assert [m.id for m in result.appended] == [m.id for m in first]
+            assert repository.find_by_conversation_id("forget") == first
+            repository.delete_by_conversation_id("forget")
