@@ -7,6 +7,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import platform
 import sys
@@ -15,8 +16,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench.async_runner import ASYNC_BACKENDS, measure_async
 from bench.backends import BACKENDS
-from bench.report import BackendReport, ratios, render, targets
+from bench.report import (
+    AsyncReport,
+    BackendReport,
+    async_targets,
+    ratios,
+    render,
+    render_async,
+    targets,
+)
 from bench.runner import Plan, Stats, measure_backend, measure_codec
 
 __all__ = ["main"]
@@ -38,6 +48,11 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         "--quick", action="store_true", help="few samples: a smoke run, not figures"
     )
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
+    parser.add_argument(
+        "--no-async",
+        action="store_true",
+        help=f"skip the async twin's rows (measured on: {', '.join(ASYNC_BACKENDS)})",
+    )
     return parser.parse_args(argv)
 
 
@@ -74,14 +89,62 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"    {time.perf_counter() - step:.1f} s", file=sys.stderr, flush=True
             )
+        async_reports = [] if args.no_async else _measure_async(names, plan, Path(tmp))
     print(render(reports, codec_stats))
+    if async_reports:
+        print()
+        print(render_async(async_reports))
+        print("\nAsync targets:")
+        print("\n".join(t.line() for t in async_targets(async_reports)))
     print(
         f"\n{platform.python_implementation()} {platform.python_version()}, "
         f"{'quick' if args.quick else 'full'} run, {time.perf_counter() - began:.0f} s"
     )
     if args.json:
-        args.json.write_text(json.dumps(_as_json(reports, codec_stats), indent=2))
+        out = _as_json(reports, codec_stats)
+        out["async"] = _async_json(async_reports)
+        args.json.write_text(json.dumps(out, indent=2))
     return 0
+
+
+def _measure_async(names: list[str], plan: Plan, tmp: Path) -> list[AsyncReport]:
+    """Measure the async twin on every selected backend that has one."""
+    reports: list[AsyncReport] = []
+    for name in names:
+        backend = ASYNC_BACKENDS.get(name)
+        if backend is None:
+            continue
+        workdir = tmp / f"{name}-async"
+        workdir.mkdir()
+        step = time.perf_counter()
+        print(f"... {backend.label} async", file=sys.stderr, flush=True)
+        try:
+            results, notes = asyncio.run(measure_async(backend, workdir, plan))
+            reports.append(AsyncReport(backend, results, notes))
+        except Exception as exc:  # an unreachable server skips its backend only
+            reports.append(
+                AsyncReport(backend, None, [], f"{type(exc).__name__}: {exc}")
+            )
+        print(f"    {time.perf_counter() - step:.1f} s", file=sys.stderr, flush=True)
+    return reports
+
+
+def _async_json(reports: list[AsyncReport]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for report in reports:
+        entry: dict[str, Any] = {"skipped": report.skipped}
+        if report.results is not None:
+            entry["latency_us"] = {
+                f"{k}-{w}": vars(s) for (k, w), s in report.results.latency.items()
+            }
+            entry["throughput_per_s"] = report.results.throughput
+            entry["errors"] = report.results.errors
+        out[report.backend.name] = entry
+    out["targets"] = [
+        {"backend": t.backend, "what": t.what, "value": t.value, "met": t.met}
+        for t in async_targets(reports)
+    ]
+    return out
 
 
 def _as_json(

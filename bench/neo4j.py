@@ -116,7 +116,7 @@ class Neo4jFloor:
         record than per list element, so one row per node is not the floor.
         """
         record = self.session.run(self._select, cid=conversation_id).single()
-        return record[0] if record is not None else []  # type: ignore[no-any-return]
+        return record[0] if record is not None else []
 
     def replace(self, conversation_id: str, payloads: Sequence[str]) -> None:
         """DELETE the conversation's nodes and CREATE the new ones, one transaction."""
@@ -170,7 +170,7 @@ def open_neo4j(stack: ExitStack, workdir: Path) -> Setup:
     )
     # Last in, first out: drop our labels, then close the driver.
     stack.callback(repository.close)
-    stack.callback(repository.drop)
+    stack.callback(repository.drop_schema)
     import neo4j
 
     return Setup(repository, floor, notes=[server, f"driver {neo4j.__version__}"])

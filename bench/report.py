@@ -12,14 +12,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from bench.async_runner import TASKS, AsyncBackend
 from bench.backends import Backend, Setup
 from bench.runner import REWRITE_WINDOWS, WINDOWS, Results, Stats
 
-__all__ = ["BackendReport", "Target", "render", "targets"]
+__all__ = [
+    "AsyncReport",
+    "BackendReport",
+    "Target",
+    "async_targets",
+    "render",
+    "render_async",
+    "targets",
+]
 
 READ_TARGET = 1.3
 GROWTH_TARGET = 1.3
 REWRITE_TARGET = 10.0
+ASYNC_APPEND_TARGET = 1.2
 
 
 @dataclass
@@ -229,4 +239,87 @@ def render(
         lines.append("")
         lines.append("Targets:")
         lines.extend(t.line() for t in found)
+    return "\n".join(lines)
+
+
+@dataclass
+class AsyncReport:
+    """One backend's async results, or why it was skipped."""
+
+    backend: AsyncBackend
+    results: Results | None
+    notes: list[str]
+    skipped: str | None = None
+
+
+def async_targets(reports: list[AsyncReport]) -> list[Target]:
+    """The async targets: async append near the sync one, throughput with tasks."""
+    found: list[Target] = []
+    for report in reports:
+        if report.results is None:
+            continue
+        lat = report.results.latency.get
+        label = report.backend.label
+        found.append(
+            Target(
+                label,
+                "async append / sync at W=20",
+                _ratio(lat(("async_append", 20)), lat(("sync_append", 20))),
+                ASYNC_APPEND_TARGET,
+            )
+        )
+        if report.backend.throughput_target is not None:
+            one = report.results.throughput.get(1)
+            many = report.results.throughput.get(TASKS[-1])
+            found.append(
+                Target(
+                    label,
+                    f"async throughput {TASKS[-1]}/1 tasks",
+                    many / one if one and many is not None else None,
+                    report.backend.throughput_target,
+                    True,
+                )
+            )
+    return found
+
+
+def render_async(reports: list[AsyncReport]) -> str:
+    """The async section: one table per backend and its throughput line."""
+    lines = ["Async twin, latency in microseconds, p50 / p95; ratios on p50."]
+    head = (
+        f"{'W':>5} | {'async append':>17} | {'async floor':>17} | {'xfloor':>6} | "
+        f"{'sync append':>17} | {'x sync':>6} | {'async read':>17} | "
+        f"{'async floor read':>17} | {'xfloor':>6}"
+    )
+    for report in reports:
+        b = report.backend
+        lines.append("")
+        if report.results is None:
+            lines.append(f"== {b.label} async: skipped ({report.skipped})")
+            continue
+        notes = f"; {', '.join(report.notes)}" if report.notes else ""
+        lines.append(f"== {b.label} async (floor: {b.floor_name}{notes})")
+        lines.append(head)
+        lines.append("-" * len(head))
+        lat = report.results.latency.get
+        for w in WINDOWS:
+            aa, fa, sa = (
+                lat(("async_append", w)),
+                lat(("async_floor_append", w)),
+                lat(("sync_append", w)),
+            )
+            ar, fr = lat(("async_read", w)), lat(("async_floor_read", w))
+            lines.append(
+                f"{w:>5} | {_cell(aa)} | {_cell(fa)} | {_rx(_ratio(aa, fa))} | "
+                f"{_cell(sa)} | {_rx(_ratio(aa, sa))} | {_cell(ar)} | {_cell(fr)} | "
+                f"{_rx(_ratio(ar, fr))}"
+            )
+        tput = report.results.throughput
+        if tput:
+            lines.append(
+                "   throughput (ours, W=20): "
+                + ", ".join(f"{n} tasks {tput[n]:,.0f}/s" for n in TASKS if n in tput)
+            )
+        for error in report.results.errors:
+            lines.append(f"   ERROR {error}")
     return "\n".join(lines)
