@@ -12,7 +12,7 @@ import pytest
 from sqlalchemy import exc
 
 from chatledger import AsyncMessageWindowChatMemory, ContentionError, Message
-from chatledger.adapters import InvalidNameError, InvalidTTLError
+from chatledger.adapters import InvalidNameError, InvalidTTLError, InvalidUrlError
 from chatledger_sql import MariaDBDialect, SQLiteDialect
 from chatledger_sql.async_repository import AsyncSqlChatMemoryRepository
 from chatledger_sql.dialects.base import RetryTransaction
@@ -83,8 +83,8 @@ def test_bad_options_and_sync_drivers_are_refused_before_any_io(
         AsyncSqlChatMemoryRepository.from_url(url, table_name="x; DROP")
     with pytest.raises(InvalidTTLError):
         AsyncSqlChatMemoryRepository.from_url(url, ttl=-1)
-    with pytest.raises(exc.InvalidRequestError, match="async"):
-        AsyncSqlChatMemoryRepository.from_url(f"sqlite:///{tmp_path / 'c.db'}")
+    with pytest.raises(InvalidUrlError, match="a sync driver"):
+        AsyncSqlChatMemoryRepository.from_url(f"sqlite+pysqlite:///{tmp_path / 'c.db'}")
     with pytest.raises(TypeError, match="AsyncEngine"):
         AsyncSqlChatMemoryRepository(object())  # type: ignore[arg-type]
     assert not (tmp_path / "c.db").exists()

@@ -14,10 +14,11 @@ from chatledger import (
     Message,
     StoreNotFoundError,
     connect,
+    connect_async,
 )
 from chatledger.connect import installed_schemes
 from chatledger_sql import SqlChatMemoryRepository
-from chatledger_sql.urls import database_file, engine_url
+from chatledger_sql.urls import async_engine_url, database_file, engine_url
 from tests.sql.conftest import unique_table
 
 
@@ -126,3 +127,55 @@ def test_a_reader_of_existing_tables_reads(any_engine: Engine) -> None:
         assert reader.find_conversation_ids() == ["c1"]
     finally:
         writer.drop_schema()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "sqlite+aiosqlite:///chat.db",
+        "postgresql+asyncpg://a@h/d",
+        "mysql+asyncmy://a@h/d",
+    ],
+)
+def test_the_sync_repository_refuses_an_asyncio_driver(url: str) -> None:
+    with pytest.raises(InvalidUrlError, match="connect_async"):
+        connect(url)
+
+
+@pytest.mark.parametrize(
+    ("given", "meant"),
+    [
+        ("sqlite:///chat.db", "sqlite+aiosqlite:///chat.db"),
+        ("SQLITE+AIOSQLITE:///chat.db", "sqlite+aiosqlite:///chat.db"),
+        ("postgres://app@db/chat", "postgresql+psycopg://app@db/chat"),
+        ("postgresql+asyncpg://app@db/chat", "postgresql+asyncpg://app@db/chat"),
+        ("mysql://app@db/chat", "mysql+asyncmy://app@db/chat"),
+        ("mariadb+aiomysql://app@db/chat", "mariadb+aiomysql://app@db/chat"),
+    ],
+)
+def test_async_engine_url_picks_an_asyncio_driver(given: str, meant: str) -> None:
+    assert async_engine_url(given).render_as_string() == meant
+
+
+@pytest.mark.parametrize(
+    ("url", "says"),
+    [
+        ("mysql+pymysql://a@h/d", "a sync driver"),
+        ("sqlite+pysqlite:///chat.db", "a sync driver"),
+        ("duckdb:///chat.duckdb", "runs on SQLite, PostgreSQL, MySQL and MariaDB"),
+        ("mssql+pyodbc://a@h/d", "runs on SQLite, PostgreSQL, MySQL and MariaDB"),
+        ("sqlite://chat.db", "names a host"),
+    ],
+)
+def test_connect_async_refuses_what_it_cannot_open(
+    url: str, says: str, tmp_path: Path
+) -> None:
+    with pytest.raises(InvalidUrlError, match=says):
+        connect_async(url)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_connect_async_names_a_missing_folder(tmp_path: Path) -> None:
+    with pytest.raises(StoreNotFoundError, match="does not exist"):
+        connect_async(f"sqlite:///{tmp_path / 'missing' / 'chat.db'}")
+    assert list(tmp_path.iterdir()) == []

@@ -77,6 +77,7 @@ from chatledger_sql.repository import MAX_PURGE_BATCH, _sqlite_on_connect
 from chatledger_sql.rows import check_ids, check_sizes, decode, decode_raw
 from chatledger_sql.schema import Tables, build_tables, check_name, check_table_name
 from chatledger_sql.statements import Statements
+from chatledger_sql.urls import async_engine_url, check_database_file, missing_driver
 from chatledger_sql.write_steps import (
     MAX_ATTEMPTS,
     append_writes,
@@ -231,17 +232,29 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
                 ``sqlite+aiosqlite:///chat.db``,
                 ``postgresql+psycopg://user@host/db``,
                 ``postgresql+asyncpg://user@host/db`` or
-                ``mysql+asyncmy://user@host/db``.
+                ``mysql+asyncmy://user@host/db``; without a driver
+                (``sqlite:///chat.db``, ``postgres://...``) the backend's
+                installed asyncio driver is used
+                (:func:`chatledger_sql.urls.async_engine_url`).
             engine_options: Keyword arguments for ``create_async_engine``.
             **options: Keyword arguments of the constructor.
 
         :meth:`aclose` disposes the engine made here.
 
         Raises:
-            sqlalchemy.exc.InvalidRequestError: the URL's driver is not async.
+            chatledger.InvalidUrlError: the URL names a sync driver, or a
+                backend the async repository does not run on.
+            chatledger.MissingDriverError: the asyncio driver is not
+                installed (the message gives the ``pip install`` line).
+            chatledger.StoreNotFoundError: a SQLite file's folder is missing.
         """
         to_ttl(options.get("ttl"))
-        engine = create_async_engine(url, **dict(engine_options or {}))
+        parsed = async_engine_url(url)
+        check_database_file(parsed, must_exist=not options.get("create_schema", True))
+        try:
+            engine = create_async_engine(parsed, **dict(engine_options or {}))
+        except (ImportError, exc.NoSuchModuleError) as error:
+            raise missing_driver(parsed, error) from error
         if engine.dialect.name == "sqlite":
             event.listen(engine.sync_engine, "connect", _sqlite_on_connect)
         repository = cls(engine, **options)

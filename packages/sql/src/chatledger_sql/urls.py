@@ -30,6 +30,7 @@ from chatledger.adapters import (
 )
 
 __all__ = [
+    "async_engine_url",
     "check_database_file",
     "database_file",
     "engine_url",
@@ -46,6 +47,24 @@ _EXTRA_DRIVERS = {
     "mysql": ("MySQLdb", "pymysql"),
     "mariadb": ("MySQLdb", "pymysql"),
     "oracle": ("cx_Oracle", "oracledb"),
+}
+
+#: For a URL given to the async repository without ``+driver``: the asyncio
+#: drivers of each backend, in order of preference.
+_ASYNC_DRIVERS = {
+    "sqlite": ("aiosqlite",),
+    "postgresql": ("psycopg", "asyncpg"),
+    "mysql": ("asyncmy", "aiomysql"),
+    "mariadb": ("asyncmy", "aiomysql"),
+}
+#: Drivers that speak asyncio only (psycopg speaks both).
+_ASYNC_ONLY = {
+    "aiosqlite",
+    "asyncpg",
+    "asyncmy",
+    "aiomysql",
+    "aioodbc",
+    "oracledb_async",
 }
 
 #: Backends whose database is a local file, and the file ending they show.
@@ -71,17 +90,64 @@ def engine_url(url: str | URL) -> URL:
         InvalidUrlError: the URL cannot be parsed, or names a SQLite or DuckDB
             host (``sqlite://chat.db``) where a path was meant.
     """
+    parsed, backend, driver = _parse(url)
+    if driver in _ASYNC_ONLY:
+        raise InvalidUrlError(
+            f"{redact_url(str(url))!r} names {driver}, an asyncio driver: open it "
+            "with chatledger.connect_async (AsyncSqlChatMemoryRepository), or "
+            f"give a sync URL such as {backend}:// here"
+        )
+    if not driver and backend in _EXTRA_DRIVERS:
+        default_module, extra_driver = _EXTRA_DRIVERS[backend]
+        if not _module_present(default_module) and _module_present(extra_driver):
+            driver = extra_driver
+    return _checked(url, parsed, backend, driver)
+
+
+def async_engine_url(url: str | URL) -> URL:
+    """Return ``url`` as ``create_async_engine`` should get it.
+
+    As :func:`engine_url`, and a URL without a driver gets the backend's
+    asyncio driver that is installed (``sqlite://`` uses aiosqlite,
+    ``postgresql://`` psycopg, ``mysql://`` asyncmy, else the next one).
+
+    Raises:
+        InvalidUrlError: as :func:`engine_url`, or the URL names a sync-only
+            driver (``mysql+pymysql``), or a backend the async repository does
+            not run on.
+    """
+    parsed, backend, driver = _parse(url)
+    choices = _ASYNC_DRIVERS.get(backend)
+    if choices is None:
+        raise InvalidUrlError(
+            f"{redact_url(str(url))!r}: the async SQL repository runs on SQLite, "
+            f"PostgreSQL, MySQL and MariaDB; open {backend} with chatledger.connect "
+            "(SqlChatMemoryRepository)"
+        )
+    if driver and driver not in choices:
+        raise InvalidUrlError(
+            f"{redact_url(str(url))!r} names {driver}, a sync driver: an async "
+            f"repository needs one of {', '.join(choices)} "
+            f"({backend}+{choices[0]}://...), or open this URL with chatledger.connect"
+        )
+    if not driver:
+        driver = next((d for d in choices if _module_present(d)), choices[0])
+    return _checked(url, parsed, backend, driver)
+
+
+def _parse(url: str | URL) -> tuple[URL, str, str]:
+    """Parse ``url``: the URL, its backend (aliases resolved) and its driver."""
     try:
         parsed = make_url(url)
     except exc.ArgumentError as error:
         shown = redact_url(str(url))
         raise InvalidUrlError(f"{shown!r} is not a database URL: {error}") from None
     backend, _, driver = parsed.drivername.lower().partition("+")
-    backend = _ALIASES.get(backend, backend)
-    if not driver and backend in _EXTRA_DRIVERS:
-        default_module, extra_driver = _EXTRA_DRIVERS[backend]
-        if not _module_present(default_module) and _module_present(extra_driver):
-            driver = extra_driver
+    return parsed, _ALIASES.get(backend, backend), driver
+
+
+def _checked(url: str | URL, parsed: URL, backend: str, driver: str) -> URL:
+    """``parsed`` with its normalised driver name; a file backend's host refused."""
     parsed = parsed.set(drivername=backend + ("+" + driver if driver else ""))
     if backend in _FILE_BACKENDS and parsed.host:
         shown = redact_url(str(url))
