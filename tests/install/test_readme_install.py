@@ -9,7 +9,8 @@ Each line runs in bash, from a folder whose ``core`` and ``packages`` are
 this checkout's, with the new virtualenv first on ``PATH``, so ``pip`` and
 ``python`` are its own. Then the adapter must import, every driver its extra
 names must be installed, and ``connect`` must find the adapter for the
-row's URL.
+row's URL. The framework bridges' table has no URL: a bridge's line must
+install it and its framework, and the bridge must import.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ class InstallLine:
     Attributes:
         backend: The row (or ``"first command"``).
         command: The command, as written.
-        url: A URL of the backend, for ``connect`` to resolve.
+        url: A URL of the backend, for ``connect`` to resolve (``""`` for a
+            framework bridge, which has none).
         modules: The packages that must import.
         distributions: The driver distributions the extras must bring.
     """
@@ -86,20 +88,40 @@ def readme_install_lines() -> list[InstallLine]:
             *_installed_by(first.group(1).partition("&&")[0]),
         )
     ]
-    rows = [line for line in text.splitlines() if line.startswith("|")]
-    header = [cell.strip() for cell in rows[0].strip("|").split("|")]
-    column = header.index("From a checkout")
-    for row in rows[2:]:
-        cells = [cell.strip() for cell in row.strip("|").split("|")]
-        if len(cells) != len(header):
-            break
-        commands = _CODE.findall(cells[column])
-        urls = _CODE.findall(cells[header.index("URL")])
-        assert len(commands) == 1, row
-        lines.append(
-            InstallLine(cells[0], commands[0], urls[0], *_installed_by(commands[0]))
-        )
+    for table in _tables(text):
+        header = _cells(table[0])
+        if "From a checkout" not in header:
+            continue
+        column = header.index("From a checkout")
+        for row in table[2:]:
+            cells = _cells(row)
+            commands = _CODE.findall(cells[column])
+            # A bridge's table has no URL: its line must install and import.
+            urls = _CODE.findall(cells[header.index("URL")]) if "URL" in header else []
+            assert len(commands) == 1, row
+            url = urls[0] if urls else ""
+            lines.append(
+                InstallLine(cells[0], commands[0], url, *_installed_by(commands[0]))
+            )
     return lines
+
+
+def _cells(row: str) -> list[str]:
+    return [cell.strip() for cell in row.strip().strip("|").split("|")]
+
+
+def _tables(text: str) -> list[list[str]]:
+    """The README's tables, each as its lines (header, rule, rows)."""
+    tables: list[list[str]] = []
+    previous_was_row = False
+    for line in text.splitlines():
+        is_row = line.startswith("|")
+        if is_row and not previous_was_row:
+            tables.append([])
+        if is_row:
+            tables[-1].append(line)
+        previous_was_row = is_row
+    return tables
 
 
 LINES = readme_install_lines()
@@ -113,7 +135,8 @@ _CHECK = textwrap.dedent(
         importlib.import_module(name)
     for name in filter(None, distributions.split(",")):
         importlib.metadata.version(name)
-    adapter_parameters(url)
+    if url:
+        adapter_parameters(url)
     print("ok")
     """
 )
@@ -123,6 +146,7 @@ def test_the_table_is_parsed() -> None:
     backends = [line.backend for line in LINES]
     assert backends[:3] == ["first command", "in memory", "SQLite"]
     assert "Neo4j" in backends
+    assert {"LangChain", "OpenAI Agents SDK"} <= set(backends)
     assert all(line.command.startswith(("pip install", "python")) for line in LINES)
 
 

@@ -1,0 +1,192 @@
+"""An OpenAI Agents SDK session that keeps its items in a chatledger repository.
+
+Example:
+    import asyncio
+
+    from chatledger import AsyncInMemoryChatMemoryRepository
+    from chatledger_openai_agents import ChatLedgerSession
+
+    async def main():
+        repository = AsyncInMemoryChatMemoryRepository()  # or connect_async(url)
+        session = ChatLedgerSession("user-42", repository)
+        hello = {"role": "assistant", "content": "Hello!"}
+        await session.add_items([{"role": "user", "content": "Hi"}, hello])
+        assert await session.get_items(limit=1) == [hello]
+        assert await session.pop_item() == hello
+        await session.clear_session()
+
+    asyncio.run(main())
+
+The session is the conversation ``session_id`` of the repository; each item
+is one message (see :mod:`chatledger_openai_agents.items` for the mapping).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, cast
+
+from agents import TResponseInputItem
+from agents.memory import SessionSettings
+
+from chatledger import AsyncChatMemoryRepository, AsyncMessageWindowChatMemory
+from chatledger.adapters import is_async_repository, validate_conversation_id
+from chatledger_openai_agents.items import items_to_messages, messages_to_items
+
+__all__ = ["UNBOUNDED", "ChatLedgerSession"]
+
+#: The window of the appends: more messages than a conversation holds, so
+#: nothing is evicted.
+UNBOUNDED = 2**31 - 1
+
+_ASYNC_REPOSITORIES = (
+    "an async chatledger repository (AsyncSqlChatMemoryRepository, "
+    "AsyncRedisChatMemoryRepository, AsyncInMemoryChatMemoryRepository, or "
+    "chatledger.connect_async(url))"
+)
+
+
+def _settings(value: object) -> SessionSettings | None:
+    if value is None or isinstance(value, SessionSettings):
+        return value
+    if isinstance(value, Mapping):
+        return SessionSettings(**value)
+    raise TypeError(
+        f"session_settings must be a SessionSettings, a dict or None, not "
+        f"{type(value).__name__}"
+    )
+
+
+def _checked_limit(limit: object) -> int | None:
+    if limit is None:
+        return None
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise TypeError(f"limit must be an int or None, not {type(limit).__name__}")
+    if limit < 0:
+        raise ValueError(f"limit must be >= 0, not {limit}")
+    return limit
+
+
+class ChatLedgerSession:
+    """The Agents SDK ``Session`` protocol over a chatledger async repository.
+
+    Args:
+        session_id: The session, stored as the conversation of that id;
+            checked before any I/O like every conversation id.
+        repository: An async chatledger repository: ``AsyncSqlChatMemoryRepository``,
+            ``AsyncRedisChatMemoryRepository``, ``AsyncInMemoryChatMemoryRepository``
+            or what ``chatledger.connect_async(url)`` opens. A sync repository
+            is refused: its calls would block the event loop.
+        session_settings: The SDK's ``SessionSettings`` (or a dict of its
+            fields); its ``limit`` applies when ``get_items`` is called
+            without one.
+
+    What each operation guarantees:
+
+    - ``add_items`` validates every item, then stores the batch in one
+      atomic append (the repository's ``append_to_window``, with a window of
+      :data:`UNBOUNDED` messages that evicts nothing), so concurrent writers,
+      in tasks or processes, lose no item and duplicate none, and the append
+      writes the new items only. Each item gets a new message id when it is
+      converted, so the driver's retry of that append (after a lost
+      connection) is a no-op; calling ``add_items`` again with the same items
+      stores them again. A repository without ``append_to_window`` gets
+      read-modify-write through ``save_all``, which is not safe against
+      concurrent writers.
+    - ``get_items(limit)`` returns the newest ``limit`` items (all when
+      ``None``), oldest first, each ``==`` to the item as added. The
+      repository reads the conversation whole.
+    - ``pop_item`` reads the conversation and replaces it, in one atomic
+      ``save_all``, with all but its newest message, whose item it returns
+      (``None`` when the session is empty; nothing is written then). The
+      replacement is all-or-nothing, but the repository has no conditional
+      delete, so an ``add_items`` of another writer that lands between the
+      read and the replacement is overwritten: pop only while no one else
+      writes to the session (the SDK pops only to rewind its own run).
+    - ``clear_session`` deletes the conversation.
+
+    Raises:
+        InvalidConversationIdError: for a bad ``session_id``.
+        TypeError: ``repository`` is not an async repository, or
+            ``session_settings`` is neither settings, a dict nor ``None``.
+    """
+
+    session_settings: SessionSettings | None = None
+
+    def __init__(
+        self,
+        session_id: str,
+        repository: AsyncChatMemoryRepository,
+        *,
+        session_settings: SessionSettings | Mapping[str, Any] | None = None,
+    ) -> None:
+        """Keep the items of ``session_id`` in ``repository``."""
+        self.session_id = validate_conversation_id(session_id)
+        if not is_async_repository(repository):
+            why = (
+                f"{type(repository).__name__} is a sync repository, whose calls "
+                "would block the event loop"
+                if callable(getattr(repository, "find_by_conversation_id", None))
+                else f"not {type(repository).__name__}"
+            )
+            raise TypeError(f"repository must be {_ASYNC_REPOSITORIES}; {why}")
+        self.session_settings = _settings(session_settings)
+        self.repository = repository
+        self._memory = AsyncMessageWindowChatMemory(repository, max_messages=UNBOUNDED)
+
+    def __repr__(self) -> str:
+        return f"ChatLedgerSession({self.session_id!r}, {self.repository!r})"
+
+    async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
+        """Return the newest ``limit`` items, oldest first; all when ``None``.
+
+        Without ``limit``, ``session_settings.limit`` applies, if set.
+
+        Raises:
+            TypeError, ValueError: ``limit`` is not ``None`` or an int >= 0;
+                before any I/O.
+            ForeignMessageError: a message among those returned was not
+                stored by a session.
+        """
+        if limit is None and self.session_settings is not None:
+            limit = self.session_settings.limit
+        count = _checked_limit(limit)
+        if count == 0:
+            return []
+        messages = await self.repository.find_by_conversation_id(self.session_id)
+        if count is not None:
+            messages = messages[-count:]
+        return cast(list[TResponseInputItem], messages_to_items(messages))
+
+    async def add_items(self, items: list[TResponseInputItem]) -> None:
+        """Append ``items``, in order, in one atomic append.
+
+        Raises:
+            TypeError, InvalidMessageError: before any I/O, for an item that
+                is not a dict of JSON values (see
+                :func:`~chatledger_openai_agents.items_to_messages`); nothing
+                is stored then.
+        """
+        messages = items_to_messages(cast(list[Mapping[str, Any]], items))
+        if messages:
+            await self._memory.add(self.session_id, messages)
+
+    async def pop_item(self) -> TResponseInputItem | None:
+        """Remove the newest item and return it; ``None`` if there is none.
+
+        See the class docstring for what the removal guarantees.
+
+        Raises:
+            ForeignMessageError: the newest message was not stored by a
+                session; nothing is removed then.
+        """
+        messages = await self.repository.find_by_conversation_id(self.session_id)
+        if not messages:
+            return None
+        [item] = messages_to_items(messages[-1:])
+        await self.repository.save_all(self.session_id, messages[:-1])
+        return cast(TResponseInputItem, item)
+
+    async def clear_session(self) -> None:
+        """Delete every item of the session (the whole conversation)."""
+        await self.repository.delete_by_conversation_id(self.session_id)
