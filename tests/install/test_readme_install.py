@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 
 _CODE = re.compile(r"`([^`]*)`")
+_BRIDGE_LINE = re.compile(r"from a checkout:\s*`(pip install [^`]*)`")
 _REQUIREMENT_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*")
 
 
@@ -74,7 +75,8 @@ def _installed_by(command: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 def readme_install_lines() -> list[InstallLine]:
-    """The README's first command and every "From a checkout" cell of its table."""
+    """The README's first command, every "From a checkout" cell of its table and
+    every "from a checkout: `pip install ...`" line of its prose (the bridges)."""
     text = README.read_text(encoding="utf-8")
     first = re.search(r"```bash\n(.*?)\n", text)
     assert first is not None, "the README starts with a bash block"
@@ -99,6 +101,10 @@ def readme_install_lines() -> list[InstallLine]:
         lines.append(
             InstallLine(cells[0], commands[0], urls[0], *_installed_by(commands[0]))
         )
+    for command in dict.fromkeys(_BRIDGE_LINE.findall(text)):
+        modules, distributions = _installed_by(command)
+        name = f"bridge {modules[-1]}"
+        lines.append(InstallLine(name, command, "memory://", modules, distributions))
     return lines
 
 
@@ -123,6 +129,7 @@ def test_the_table_is_parsed() -> None:
     backends = [line.backend for line in LINES]
     assert backends[:3] == ["first command", "in memory", "SQLite"]
     assert "Neo4j" in backends
+    assert "bridge chatledger_llama_index" in backends
     assert all(line.command.startswith(("pip install", "python")) for line in LINES)
 
 
