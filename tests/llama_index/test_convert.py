@@ -301,26 +301,26 @@ def test_what_only_one_side_has_travels_in_the_others_field() -> None:
         (ChatMessage(role=MessageRole.DEVELOPER, content="x"), r"\[0\]\.role"),
         (
             ChatMessage(role="user", blocks=[AudioBlock(audio=b"RIFF", format="wav")]),
-            r"\[0\]\.blocks\[0\]: a 'audio' block",
+            r"\[0\]\.blocks\[0\]: a block of type 'audio'",
         ),
         (
             ChatMessage(role="user", blocks=[DocumentBlock(data=b"%PDF")]),
-            r"\[0\]\.blocks\[0\]: a 'document' block",
+            r"\[0\]\.blocks\[0\]: a block of type 'document'",
         ),
         (
             ChatMessage(role="assistant", blocks=[ThinkingBlock(content="hm")]),
-            r"\[0\]\.blocks\[0\]: a 'thinking' block",
+            r"\[0\]\.blocks\[0\]: a block of type 'thinking'",
         ),
         (
             ChatMessage(
                 role="user",
                 blocks=[CachePoint(cache_control=CacheControl(type="ephemeral"))],
             ),
-            r"\[0\]\.blocks\[0\]: a 'cache' block",
+            r"\[0\]\.blocks\[0\]: a block of type 'cache'",
         ),
         (
             ChatMessage(role="system", blocks=[ImageBlock(image=PNG)]),
-            r"\[0\]\.blocks\[0\]: a 'image' block in a system message",
+            r"\[0\]\.blocks\[0\]: a block of type 'image' in a system message",
         ),
         (
             ChatMessage(role="assistant", blocks=[ToolCallBlock(tool_name="f")]),

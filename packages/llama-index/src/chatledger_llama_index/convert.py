@@ -619,7 +619,7 @@ def _one_from_llama_index(
             layout.append(kind)
         else:
             raise _refuse(
-                block_where, f"a {block.block_type!r} block in a {role} message"
+                block_where, f"a block of type {block.block_type!r} in a {role} message"
             )
     text = "\n".join(texts) if texts else None
     media_side = side.get("media", [])
