@@ -76,7 +76,8 @@ def _installed_by(command: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 
 def readme_install_lines() -> list[InstallLine]:
-    """The README's first command and every "From a checkout" cell of its table."""
+    """The README's first command, every "From a checkout" cell of its table and
+    every "from a checkout: `pip install ...`" line of its prose (the bridges)."""
     text = README.read_text(encoding="utf-8")
     first = re.search(r"```bash\n(.*?)\n", text)
     assert first is not None, "the README starts with a bash block"
@@ -146,7 +147,7 @@ def test_the_table_is_parsed() -> None:
     backends = [line.backend for line in LINES]
     assert backends[:3] == ["first command", "in memory", "SQLite"]
     assert "Neo4j" in backends
-    assert {"LangChain", "OpenAI Agents SDK"} <= set(backends)
+    assert {"LangChain", "OpenAI Agents SDK", "LlamaIndex"} <= set(backends)
     assert all(line.command.startswith(("pip install", "python")) for line in LINES)
 
 
