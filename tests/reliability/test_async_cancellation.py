@@ -53,6 +53,8 @@ def in_transaction(connection: Any) -> bool:
         return bool(connection.is_in_transaction())
     if hasattr(connection, "info"):  # psycopg
         return int(connection.info.transaction_status) != 0
+    if hasattr(connection, "in_transaction"):  # aiosqlite
+        return bool(connection.in_transaction)
     return bool(connection.server_status & 1)  # MySQL protocol: IN_TRANS
 
 

@@ -9,6 +9,7 @@ import pytest
 from chatledger import (
     AppendResult,
     InMemoryChatMemoryRepository,
+    InvalidMessageError,
     Message,
     MessageWindowChatMemory,
     Role,
@@ -145,6 +146,18 @@ def test_a_turn_context_is_entered_once() -> None:
     with pytest.raises(TurnClosedError), context:
         pass
     assert [m.content for m in memory.get("c")] == ["U"]
+
+
+def test_a_block_whose_read_was_refused_is_not_entered_again() -> None:
+    memory = _PlainMemory()
+    stored = Message.user("U1")
+    memory.stored["c"] = [stored]
+    context = TurnContext(memory, "c", [Message.user("U9", id=stored.id)])
+    with pytest.raises(InvalidMessageError, match="reuses the id"), context:
+        pass
+    with pytest.raises(TurnClosedError), context:
+        pass
+    assert memory.stored["c"] == [stored]
 
 
 def test_any_chat_memory_takes_a_turn() -> None:

@@ -28,6 +28,7 @@ from chatledger.async_repository import (
     AsyncSupportsCountMessages,
     AsyncSupportsWindowAppend,
 )
+from chatledger.async_turn import AsyncTurnContext
 from chatledger.connect import connect, redact_url
 from chatledger.errors import (
     ChatLedgerError,
@@ -78,6 +79,7 @@ __all__ = [
     "AsyncSupportsCountMessages",
     "AsyncSupportsWindowAppend",
     "AsyncTokenWindowChatMemory",
+    "AsyncTurnContext",
     "AsyncWindowChatMemory",
     "ChatLedgerError",
     "ChatMemory",

@@ -17,7 +17,8 @@ Example:
 The policy is the sync memories' own: the same validation, the same window
 (:mod:`chatledger.window`) and the same choice between the repository's atomic
 window append (:class:`~chatledger.AsyncSupportsWindowAppend`) and
-read-modify-write through ``save_all``. Only the I/O is awaited.
+read-modify-write through ``save_all``. Only the I/O is awaited, and
+``async with memory.turn(...)`` takes one model turn (:mod:`chatledger.async_turn`).
 """
 
 from __future__ import annotations
@@ -31,10 +32,12 @@ from chatledger.async_repository import (
     AsyncSupportsWindowAppend,
     is_async_repository,
 )
+from chatledger.async_turn import AsyncTurnContext
 from chatledger.memory import rewrite_window
 from chatledger.messages import Message
 from chatledger.repository import AppendResult
 from chatledger.tokens import estimate_tokens
+from chatledger.turn import OnError
 from chatledger.validation import validate_conversation_id, validate_messages
 from chatledger.window import MessageWindow, TokenWindow, Window
 
@@ -131,6 +134,28 @@ class AsyncWindowChatMemory:
         """Delete the conversation from the repository."""
         validate_conversation_id(conversation_id)
         await self.repository.delete_by_conversation_id(conversation_id)
+
+    def turn(
+        self,
+        conversation_id: str,
+        *prompt: Message,
+        on_error: OnError = "discard",
+    ) -> AsyncTurnContext:
+        """Open one model turn; see :mod:`chatledger.async_turn`.
+
+        Not awaited: ``async with memory.turn("c1", Message.user("Hi")) as
+        turn:`` awaits the history on entry (``turn.messages``: history and
+        prompt, system first), collects ``turn.reply(...)`` (a plain call)
+        once per round and, on a normal exit, stores the new prompt messages
+        and the replies in one append. When the block raises or its task is
+        cancelled, nothing is stored (``on_error="discard"``) or the prompt
+        alone (``"keep_prompt"``), and the exception propagates.
+
+        Raises:
+            InvalidConversationIdError, InvalidMessageError, ValueError: for a
+                bad id, prompt or ``on_error``, here, before any I/O.
+        """
+        return AsyncTurnContext(self, conversation_id, prompt, on_error)
 
 
 class AsyncMessageWindowChatMemory(AsyncWindowChatMemory):

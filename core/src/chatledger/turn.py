@@ -25,16 +25,18 @@ only the last user message), no synthetic empty user message, no reply that
 repeats the tool calls of an earlier round, and "already stored" decided by
 message id, never by equality (two equal "yes" answers are two messages).
 
-:class:`Turn` holds the rules and does no I/O; :class:`TurnContext` reads
-before the block and writes after it. An async context can drive the same
-:class:`Turn` with awaited reads and writes.
+:class:`Turn` holds the rules and does no I/O; :class:`TurnBlock` checks the
+arguments and decides what to store; :class:`TurnContext` adds the read
+before the block and the write after it. Its asyncio twin,
+:class:`~chatledger.async_turn.AsyncTurnContext` (``async with
+amemory.turn(...)``), is the same :class:`TurnBlock` with awaited I/O.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from types import TracebackType
-from typing import Literal, Protocol, get_args
+from typing import Generic, Literal, Protocol, TypeVar, get_args
 
 from chatledger.errors import ChatLedgerError, InvalidMessageError
 from chatledger.messages import Message, Role
@@ -45,12 +47,16 @@ __all__ = [
     "OnError",
     "StaleToolCallError",
     "Turn",
+    "TurnBlock",
     "TurnClosedError",
     "TurnContext",
     "TurnMemory",
     "open_turn",
     "validate_on_error",
 ]
+
+#: The memory a turn block reads and writes through.
+MemoryT = TypeVar("MemoryT")
 
 #: What a turn stores when its block raises: nothing, or the prompt alone.
 OnError = Literal["discard", "keep_prompt"]
@@ -245,20 +251,23 @@ def open_turn(
     return Turn(conversation_id, history, fresh)
 
 
-class TurnContext:
-    """The ``with`` block of one turn: reads on entry, stores once on exit.
+class TurnBlock(Generic[MemoryT]):
+    """What every turn block does apart from I/O: check, open, decide what to store.
 
-    Made by ``memory.turn(conversation_id, *prompt, on_error=...)``, which
-    checks its arguments before any I/O.
+    :class:`TurnContext` (``with``) and
+    :class:`~chatledger.async_turn.AsyncTurnContext` (``async with``) are this
+    class plus their reads and writes: each reads the history between
+    :meth:`_enter` and :meth:`_open` and stores the batch :meth:`_close`
+    returns, so the rules of a turn are one code path for both.
 
     Attributes:
-        result: What ``memory.add`` returned on exit (``None`` before, and
-            when nothing was stored).
+        result: What the memory's ``add`` returned on exit (``None`` before,
+            and when nothing was stored).
     """
 
     def __init__(
         self,
-        memory: TurnMemory,
+        memory: MemoryT,
         conversation_id: str,
         prompt: Sequence[Message],
         on_error: OnError = "discard",
@@ -274,15 +283,42 @@ class TurnContext:
         self._conversation_id = validate_conversation_id(conversation_id)
         self._prompt = validate_messages(list(prompt))
         self._memory = memory
+        self._entered = False
         self._turn: Turn | None = None
         self.result: object = None
 
-    def __enter__(self) -> Turn:
-        if self._turn is not None:
+    def _enter(self) -> str:
+        """Mark the block entered and return the conversation to read.
+
+        Marked before the read, so that a block entered twice at once (two
+        tasks sharing one context) is refused too.
+        """
+        if self._entered:
             raise TurnClosedError("a turn is entered once; call memory.turn again")
-        history = self._memory.get(self._conversation_id)
+        self._entered = True
+        return self._conversation_id
+
+    def _open(self, history: Sequence[Message]) -> Turn:
+        """Start the turn on ``history``, as read on entry."""
         self._turn = open_turn(self._conversation_id, history, self._prompt)
         return self._turn
+
+    def _close(self, failed: BaseException | None) -> list[Message]:
+        """Close the turn; return the batch to store (empty: store nothing)."""
+        assert self._turn is not None
+        return self._turn.to_store(failed, self._on_error)
+
+
+class TurnContext(TurnBlock[TurnMemory]):
+    """The ``with`` block of one turn: reads on entry, stores once on exit.
+
+    Made by ``memory.turn(conversation_id, *prompt, on_error=...)``, which
+    checks its arguments before any I/O (see :class:`TurnBlock`).
+    """
+
+    def __enter__(self) -> Turn:
+        conversation_id = self._enter()
+        return self._open(self._memory.get(conversation_id))
 
     def __exit__(
         self,
@@ -290,8 +326,7 @@ class TurnContext:
         failed: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        assert self._turn is not None
-        batch = self._turn.to_store(failed, self._on_error)
+        batch = self._close(failed)
         if batch:
             # A write error raised here propagates; during an exception it
             # carries the block's exception as its __context__.

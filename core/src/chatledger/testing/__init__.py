@@ -23,8 +23,10 @@ defining such a subclass raises ``TypeError``. Install with
 
 An async repository runs the same cases through
 :class:`AsyncChatMemoryRepositoryTests`, overriding ``async_repository``
-instead (and ``make_async_repository_with_ttl`` for TTLs). Its fixtures may
-await on the test class's event loop, the ``async_runner`` fixture:
+instead (and ``make_async_repository_with_ttl`` for TTLs); its memory and
+turn cases drive the async memories (``async with memory.turn(...)``). Its
+fixtures may await on the test class's event loop, the ``async_runner``
+fixture:
 
     class TestAcmeAsyncRepository(AsyncChatMemoryRepositoryTests):
         supports_atomic_append = True

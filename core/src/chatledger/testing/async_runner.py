@@ -25,14 +25,22 @@ at once (the concurrency case) thereby run their coroutines concurrently on
 that one loop, as tasks of one application would. This is test
 infrastructure only: the repository under test awaits its driver on the
 loop, and no library code runs in another thread.
+
+The memories a case makes come from :func:`memory_over` (or
+:func:`window_memory`): the sync memory over a sync repository, its async
+twin behind a :class:`MemoryFacade` over an async one. The facade's ``turn``
+returns a :class:`TurnFacade`, which awaits the async block's
+``__aenter__`` and ``__aexit__`` on the loop, so the turn cases written with
+``with memory.turn(...)`` run ``async with`` for async repositories.
 """
 
 from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Coroutine, Sequence
-from typing import Any, TypeVar
+from collections.abc import Callable, Coroutine, Sequence
+from types import TracebackType
+from typing import Any, Generic, TypeVar
 
 from chatledger.async_memory import AsyncWindowChatMemory
 from chatledger.async_repository import (
@@ -40,20 +48,25 @@ from chatledger.async_repository import (
     AsyncSupportsCountMessages,
     AsyncSupportsWindowAppend,
 )
+from chatledger.async_turn import AsyncTurnContext
 from chatledger.memory import WindowChatMemory
 from chatledger.messages import Message
 from chatledger.repository import AppendResult, ConversationPage
+from chatledger.turn import OnError, Turn
 from chatledger.window import Window
 
 __all__ = [
     "EventLoopThread",
     "MemoryFacade",
     "RepositoryFacade",
+    "TurnFacade",
+    "memory_over",
     "repository_facade",
     "window_memory",
 ]
 
 T = TypeVar("T")
+A = TypeVar("A", bound=AsyncWindowChatMemory)
 
 
 class EventLoopThread:
@@ -125,10 +138,6 @@ class RepositoryFacade:
         """Await ``delete_by_conversation_id``."""
         self.runner.run(self.repository.delete_by_conversation_id(conversation_id))
 
-    def window_memory(self, window: Window) -> MemoryFacade:
-        """An :class:`~chatledger.AsyncWindowChatMemory` over the repository."""
-        return MemoryFacade(AsyncWindowChatMemory(self.repository, window), self.runner)
-
 
 class _WindowAppend(RepositoryFacade):
     def append_to_window(
@@ -184,7 +193,7 @@ def repository_facade(repository: Any, runner: EventLoopThread) -> RepositoryFac
     return cls(repository, runner)
 
 
-class MemoryFacade:
+class MemoryFacade(Generic[A]):
     """An async window memory, each call run on a runner's loop.
 
     Attributes:
@@ -192,7 +201,7 @@ class MemoryFacade:
         window: Its window.
     """
 
-    def __init__(self, memory: AsyncWindowChatMemory, runner: EventLoopThread) -> None:
+    def __init__(self, memory: A, runner: EventLoopThread) -> None:
         """Drive ``memory`` on ``runner``."""
         self.memory = memory
         self.window = memory.window
@@ -212,8 +221,66 @@ class MemoryFacade:
         """Await ``clear``."""
         self._runner.run(self.memory.clear(conversation_id))
 
+    def turn(
+        self, conversation_id: str, *prompt: Message, on_error: OnError = "discard"
+    ) -> TurnFacade:
+        """``memory.turn(...)``, not awaited: it checks its arguments at once."""
+        context = self.memory.turn(conversation_id, *prompt, on_error=on_error)
+        return TurnFacade(context, self._runner)
 
-def window_memory(repository: Any, window: Window) -> WindowChatMemory | MemoryFacade:
+
+class TurnFacade:
+    """An ``async with`` turn block driven by a plain ``with`` block.
+
+    Entering awaits ``__aenter__`` on the runner's loop and exiting awaits
+    ``__aexit__`` with the block's exception, so a case's body runs between
+    the two awaits as it would inside ``async with``.
+
+    Attributes:
+        context: The async turn block.
+    """
+
+    def __init__(self, context: AsyncTurnContext, runner: EventLoopThread) -> None:
+        """Drive ``context`` on ``runner``."""
+        self.context = context
+        self._runner = runner
+
+    @property
+    def result(self) -> object:
+        """What the memory's ``add`` returned on exit."""
+        return self.context.result
+
+    def __enter__(self) -> Turn:
+        return self._runner.run(self.context.__aenter__())
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        failed: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self._runner.run(self.context.__aexit__(kind, failed, traceback))
+
+
+def memory_over(
+    repository: Any,
+    make: Callable[[Any], T],
+    make_async: Callable[[Any], A],
+) -> T | MemoryFacade[A]:
+    """The memory a suite case drives: ``make``'s, or ``make_async``'s in a facade.
+
+    A sync repository gets ``make(repository)``; a facade over an async
+    repository gets a :class:`MemoryFacade` over ``make_async`` of the async
+    repository. A case written once thereby runs a sync memory and its twin.
+    """
+    if isinstance(repository, RepositoryFacade):
+        return MemoryFacade(make_async(repository.repository), repository.runner)
+    return make(repository)
+
+
+def window_memory(
+    repository: Any, window: Window
+) -> WindowChatMemory | MemoryFacade[AsyncWindowChatMemory]:
     """The memory a suite case drives over ``repository``.
 
     A sync repository gets :class:`chatledger.WindowChatMemory` (what
@@ -221,6 +288,8 @@ def window_memory(repository: Any, window: Window) -> WindowChatMemory | MemoryF
     over an async repository gets :class:`chatledger.AsyncWindowChatMemory`,
     so both memories run every case.
     """
-    if isinstance(repository, RepositoryFacade):
-        return repository.window_memory(window)
-    return WindowChatMemory(repository, window)
+    return memory_over(
+        repository,
+        lambda sync: WindowChatMemory(sync, window),
+        lambda async_: AsyncWindowChatMemory(async_, window),
+    )

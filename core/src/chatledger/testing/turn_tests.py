@@ -2,44 +2,99 @@
 
 The ``test_spring_*`` cases each reproduce one defect of Spring AI's memory
 advisor and check that a turn does not have it.
+
+The cases are written once, with ``with memory.turn(...)``. On a sync
+repository ``memory`` is a :class:`~chatledger.MessageWindowChatMemory` (or
+a token window one); under :class:`~chatledger.testing.AsyncChatMemoryRepositoryTests`
+it is the async twin behind a :class:`~chatledger.testing.async_runner.MemoryFacade`,
+whose ``turn`` awaits ``async with``'s enter and exit on the test's loop.
 """
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Generator, Sequence
-from typing import Any
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 import pytest
 
+from chatledger.async_memory import (
+    AsyncMessageWindowChatMemory,
+    AsyncTokenWindowChatMemory,
+)
 from chatledger.errors import InvalidConversationIdError, InvalidMessageError
 from chatledger.memory import MessageWindowChatMemory, TokenWindowChatMemory
 from chatledger.messages import Message, Role, ToolCall, ToolResponse
-from chatledger.repository import AppendResult, ChatMemoryRepository
-from chatledger.turn import StaleToolCallError, TurnClosedError
+from chatledger.repository import AppendResult
+from chatledger.testing.async_runner import memory_over
+from chatledger.turn import StaleToolCallError, Turn, TurnClosedError
 
 __all__ = ["TurnTests"]
+
+
+class _TurnMemory(Protocol):
+    """A memory as the cases drive it: sync, or an async one behind a facade."""
+
+    def get(self, conversation_id: str) -> list[Message]: ...
+
+    def add(
+        self, conversation_id: str, messages: Message | Sequence[Message]
+    ) -> object: ...
+
+    def turn(
+        self, conversation_id: str, *prompt: Message, on_error: Any = ...
+    ) -> AbstractContextManager[Turn]: ...
+
+
+@dataclass
+class _Counts:
+    """The reads and writes a memory made."""
+
+    reads: int = 0
+    writes: list[list[Message]] = field(default_factory=list)
+
+    def wrote(self, messages: Message | Sequence[Message]) -> None:
+        self.writes.append(
+            [messages] if isinstance(messages, Message) else list(messages)
+        )
 
 
 class _CountingMemory(MessageWindowChatMemory):
     """A window memory that counts its reads and writes."""
 
-    def __init__(self, repository: ChatMemoryRepository, max_messages: int) -> None:
+    def __init__(self, repository: Any, max_messages: int, counts: _Counts) -> None:
         super().__init__(repository, max_messages)
-        self.reads = 0
-        self.writes: list[list[Message]] = []
+        self.counts = counts
 
     def get(self, conversation_id: str) -> list[Message]:
-        self.reads += 1
+        self.counts.reads += 1
         return super().get(conversation_id)
 
     def add(
         self, conversation_id: str, messages: Message | Sequence[Message]
     ) -> AppendResult:
-        self.writes.append(
-            [messages] if isinstance(messages, Message) else list(messages)
-        )
+        self.counts.wrote(messages)
         return super().add(conversation_id, messages)
+
+
+class _AsyncCountingMemory(AsyncMessageWindowChatMemory):
+    """The async twin of :class:`_CountingMemory`."""
+
+    def __init__(self, repository: Any, max_messages: int, counts: _Counts) -> None:
+        super().__init__(repository, max_messages)
+        self.counts = counts
+
+    async def get(self, conversation_id: str) -> list[Message]:
+        self.counts.reads += 1
+        return await super().get(conversation_id)
+
+    async def add(
+        self, conversation_id: str, messages: Message | Sequence[Message]
+    ) -> AppendResult:
+        self.counts.wrote(messages)
+        return await super().add(conversation_id, messages)
 
 
 class _ModelFailed(Exception):
@@ -55,7 +110,7 @@ def _ids(messages: Sequence[Message]) -> list[str]:
 
 
 def _fail_in_turn(
-    memory: MessageWindowChatMemory,
+    memory: _TurnMemory,
     prompt: Sequence[Message],
     replies: Sequence[Message],
     failure: BaseException,
@@ -78,21 +133,33 @@ def _tool_round(call_id: str) -> tuple[Message, Message]:
 class TurnTests:
     """``memory.turn`` on this repository: one atomic store, nothing on failure."""
 
-    def _memory(self, repository: Any, max_messages: int = 100) -> _CountingMemory:
-        return _CountingMemory(repository, max_messages)
+    def _memory(
+        self,
+        repository: Any,
+        max_messages: int = 100,
+        counts: _Counts | None = None,
+    ) -> _TurnMemory:
+        """A message window memory over ``repository``, the async one if it is."""
+        made = _Counts() if counts is None else counts
+        return memory_over(
+            repository,
+            lambda sync: _CountingMemory(sync, max_messages, made),
+            lambda async_: _AsyncCountingMemory(async_, max_messages, made),
+        )
 
     def test_turn_stores_prompt_and_replies_in_one_append(
         self, repository: Any
     ) -> None:
         """Prompt and every reply are stored in order by one ``add``."""
-        memory = self._memory(repository)
+        counts = _Counts()
+        memory = self._memory(repository, counts=counts)
         prompt = [Message.system("S"), Message.user("Weather in Rome?")]
         call, response = _tool_round("t1")
         answer = Message.assistant("24 °C.")
         with memory.turn("c", *prompt) as turn:
             turn.reply(call, response)
             turn.reply(answer)
-        assert len(memory.writes) == 1
+        assert len(counts.writes) == 1
         stored = memory.get("c")
         assert _ids(stored) == _ids([*prompt, call, response, answer])
         assert stored == [*prompt, call, response, answer]
@@ -182,11 +249,12 @@ class TurnTests:
 
     def test_turn_stores_nothing_on_keyboard_interrupt(self, repository: Any) -> None:
         """A ``BaseException`` such as ``KeyboardInterrupt`` discards the turn."""
-        memory = self._memory(repository)
+        counts = _Counts()
+        memory = self._memory(repository, counts=counts)
         with pytest.raises(KeyboardInterrupt), memory.turn("c", Message.user("U")):
             raise KeyboardInterrupt
         assert memory.get("c") == []
-        assert memory.writes == []
+        assert counts.writes == []
 
     def test_turn_keep_prompt_stores_the_prompt_alone(self, repository: Any) -> None:
         """With ``on_error="keep_prompt"`` a failed turn stores its prompt only."""
@@ -310,11 +378,12 @@ class TurnTests:
         error: type[Exception],
     ) -> None:
         """A bad id, prompt or ``on_error`` raises before the history is read."""
-        memory = self._memory(repository)
+        counts = _Counts()
+        memory = self._memory(repository, counts=counts)
         with pytest.raises(error):
             memory.turn(conversation_id, *prompt, on_error=on_error)
-        assert memory.reads == 0
-        assert memory.writes == []
+        assert counts.reads == 0
+        assert counts.writes == []
         assert repository.find_conversation_ids() == []
 
     def test_turn_prompt_reusing_a_stored_id_is_refused(self, repository: Any) -> None:
@@ -331,7 +400,11 @@ class TurnTests:
 
     def test_turn_on_a_token_window(self, repository: Any) -> None:
         """A token window memory takes a turn the same way."""
-        memory = TokenWindowChatMemory(repository, 10_000)
+        memory: _TurnMemory = memory_over(
+            repository,
+            lambda sync: TokenWindowChatMemory(sync, 10_000),
+            lambda async_: AsyncTokenWindowChatMemory(async_, 10_000),
+        )
         with memory.turn("c", Message.user("U")) as turn:
             turn.reply(Message.assistant("A"))
         assert _shape(memory.get("c")) == [(Role.USER, "U"), (Role.ASSISTANT, "A")]
@@ -340,7 +413,7 @@ class TurnTests:
         """Turns racing on one conversation lose nothing and never interleave."""
         if not getattr(self, "supports_atomic_append", False):
             pytest.skip("read-modify-write through save_all is not concurrency-safe")
-        memory = MessageWindowChatMemory(repository, max_messages=10_000)
+        memory = self._memory(repository, max_messages=10_000)
         writers, turns = 8, 4
         errors: list[BaseException] = []
 
