@@ -8,7 +8,9 @@ Example:
     now, window = utc_now(), MessageWindow(20)
     stamped_messages = stamp_messages([Message.user("hi")], now)
     batch = [encode_element(m, window) for m in stamped_messages]
-    update = append_pipeline(batch, window, version="v2", expires_at=None, now=now)
+    update = append_pipeline(
+        batch, window, version="v2", expires_at=None, now=now, evicted_ids_kept=1000
+    )
     # collection.find_one_and_update({"_id": cid}, update, upsert=True, ...)
 
 Nothing here does I/O: this module builds plain dicts. :func:`append_pipeline`
@@ -19,14 +21,16 @@ document while it holds it, in one atomic single-document update.
 
 The pipeline is one ``$set`` stage per step of the window rule, each made by
 its own builder below, in order: :func:`stored_state_stage` (an expired
-document counts as empty), :func:`fresh_stage` (ids already stored are
-filtered out), :func:`replace_system_stage` and :func:`merge_system_stage`
+document counts as empty), :func:`fresh_stage` (ids already stored, or
+recorded as taken out of the window, are filtered out),
+:func:`replace_system_stage` and :func:`merge_system_stage`
 (system messages by :func:`chatledger.adapters.system_key`),
 :func:`history_stage` (numbering), :func:`sizes_stage`,
 :func:`size_totals_stage`, :func:`cut_stage` (eviction count, turn snap and the
-orphan tool rule), :func:`evict_stage`, :func:`commit_stage` (messages,
-counters, expiry and the result) and :func:`left_stage`; then the temporary
-fields go. A step reads the stored document and what the steps before it set.
+orphan tool rule), :func:`evict_stage` and :func:`commit_stage` (messages,
+counters, expiry, the record of evicted ids and the result); then the
+temporary fields go. A step reads the stored document and what the steps
+before it set.
 
 Every value from the caller (ids, payloads, counter names) enters the pipeline
 inside ``$literal``, so a string that starts with ``$`` is never read as a field
@@ -47,6 +51,7 @@ from chatledger.adapters import (
 )
 
 __all__ = [
+    "EVICTED_IDS_FIELD",
     "RESULT_FIELD",
     "append_pipeline",
     "commit_stage",
@@ -55,7 +60,6 @@ __all__ = [
     "evict_stage",
     "fresh_stage",
     "history_stage",
-    "left_stage",
     "merge_system_stage",
     "replace_system_stage",
     "size_totals_stage",
@@ -66,8 +70,13 @@ __all__ = [
 #: The field where an append leaves what it did; read back by the same command.
 RESULT_FIELD = "last_append"
 
+#: The field that records the ids appends took out of the window, oldest
+#: first (see :mod:`chatledger.evicted_ids`); an append treats them as stored.
+EVICTED_IDS_FIELD = "evicted_ids"
+
 _TEMPORARIES = [
     "_old",
+    "_record",
     "_seq",
     "_fresh",
     "_ssys",
@@ -117,9 +126,10 @@ _STALE: dict[str, Any] = {"$gt": [{"$size": "$_stale"}, 0]}
 
 
 def stored_state_stage(now: datetime) -> dict[str, Any]:
-    """Read the stored messages (``_old``) and next sequence number (``_seq``).
+    """Read the stored messages, the record of evicted ids and the next seq.
 
-    A document whose ``expires_at`` passed by ``now`` counts as empty: the TTL
+    They go to ``_old``, ``_record`` and ``_seq``. A document whose
+    ``expires_at`` passed by ``now`` counts as empty, record included: the TTL
     monitor may not have removed it yet.
     """
     expired = {
@@ -131,16 +141,20 @@ def stored_state_stage(now: datetime) -> dict[str, Any]:
     return {
         "$set": {
             "_old": {"$cond": [expired, [], {"$ifNull": ["$messages", []]}]},
+            "_record": {
+                "$cond": [expired, [], {"$ifNull": [f"${EVICTED_IDS_FIELD}", []]}]
+            },
             "_seq": {"$cond": [expired, 0, {"$ifNull": ["$next_seq", 0]}]},
         }
     }
 
 
 def fresh_stage(batch: list[dict[str, Any]]) -> dict[str, Any]:
-    """Keep the batch elements whose id is not stored (``_fresh``).
+    """Keep the batch elements whose id is neither stored nor recorded (``_fresh``).
 
-    A retried append is a no-op this way. The stored system messages
-    (``_ssys``) are set aside for the system-message rule.
+    A retried append is a no-op this way, even after the window took its
+    messages out. The stored system messages (``_ssys``) are set aside for the
+    system-message rule.
     """
     return {
         "$set": {
@@ -148,7 +162,16 @@ def fresh_stage(batch: list[dict[str, Any]]) -> dict[str, Any]:
                 "$filter": {
                     "input": {"$literal": batch},
                     "as": "b",
-                    "cond": {"$not": [{"$in": ["$$b.id", "$_old.id"]}]},
+                    "cond": {
+                        "$not": [
+                            {
+                                "$or": [
+                                    {"$in": ["$$b.id", "$_old.id"]},
+                                    {"$in": ["$$b.id", "$_record"]},
+                                ]
+                            }
+                        ]
+                    },
                 }
             },
             "_ssys": {
@@ -504,13 +527,27 @@ def evict_stage() -> dict[str, Any]:
     }
 
 
-def commit_stage(version: str, expires_at: datetime | None) -> dict[str, Any]:
-    """Write the outcome: messages, counters, expiry and :data:`RESULT_FIELD`.
+def commit_stage(
+    version: str, expires_at: datetime | None, evicted_ids_kept: int
+) -> dict[str, Any]:
+    """Write the outcome: messages, counters, expiry, record and result.
 
     ``messages`` is ``_hist`` without the evicted, ``next_seq`` moves past the
     new messages and ``version`` and ``expires_at`` take their new values.
-    When stale, only :data:`RESULT_FIELD` changes, to ``{"stale": ids}``.
+    :data:`EVICTED_IDS_FIELD` gets the replaced system messages and the
+    evicted ones (new messages dropped at once included) appended, then keeps
+    its newest ``evicted_ids_kept``, as :func:`chatledger.adapters.kept_newest`
+    does. When stale, only :data:`RESULT_FIELD` changes, to ``{"stale": ids}``.
     """
+    if isinstance(evicted_ids_kept, bool) or evicted_ids_kept < 1:
+        raise ValueError(f"evicted_ids_kept must be at least 1, not {evicted_ids_kept}")
+    evicted = {"$concatArrays": ["$_gone", "$_evict"]}
+    record = {
+        "$slice": [
+            {"$concatArrays": ["$_record", "$_gone", "$_evict"]},
+            -evicted_ids_kept,
+        ]
+    }
     applied_messages = {
         "$filter": {
             "input": "$_hist",
@@ -530,23 +567,16 @@ def commit_stage(version: str, expires_at: datetime | None) -> dict[str, Any]:
             },
             "version": {"$cond": [_STALE, "$version", {"$literal": version}]},
             "expires_at": {"$cond": [_STALE, "$expires_at", {"$literal": expires_at}]},
+            EVICTED_IDS_FIELD: {"$cond": [_STALE, f"${EVICTED_IDS_FIELD}", record]},
             RESULT_FIELD: {
                 "$cond": [
                     _STALE,
                     {"stale": "$_stale"},
-                    {
-                        "appended": "$_merge.kept.id",
-                        "evicted": {"$concatArrays": ["$_gone", "$_evict"]},
-                    },
+                    {"appended": "$_merge.kept.id", "evicted": evicted},
                 ]
             },
         }
     }
-
-
-def left_stage() -> dict[str, Any]:
-    """Report how many messages the document holds afterwards (``left``)."""
-    return {"$set": {f"{RESULT_FIELD}.left": {"$size": {"$ifNull": ["$messages", []]}}}}
 
 
 def append_pipeline(
@@ -556,15 +586,17 @@ def append_pipeline(
     version: str,
     expires_at: datetime | None,
     now: datetime,
+    evicted_ids_kept: int,
 ) -> list[dict[str, Any]]:
     """Return the update pipeline that appends ``batch`` and trims to ``window``.
 
     The steps follow the ``SupportsWindowAppend`` contract: drop elements whose
-    id is stored, merge system messages, number the rest from ``next_seq``,
-    count evictions over the cached sizes and drop that many of the oldest
-    non-system messages. When a stored element has no size under the window's
-    counter, the pipeline changes nothing but :data:`RESULT_FIELD`, which then
-    lists the ids to measure (``stale``).
+    id is stored or in the record of evicted ids, merge system messages,
+    number the rest from ``next_seq``, count evictions over the cached sizes
+    and drop that many of the oldest non-system messages, whose ids join the
+    record. When a stored element has no size under the window's counter, the
+    pipeline changes nothing but :data:`RESULT_FIELD`, which then lists the ids
+    to measure (``stale``).
 
     Args:
         batch: Elements made by :func:`encode_element`, in order.
@@ -572,6 +604,11 @@ def append_pipeline(
         version: The new value of the document's ``version`` token.
         expires_at: The new expiry, or ``None`` for no TTL.
         now: The current time; a document that expired by then counts as empty.
+        evicted_ids_kept: How many of the newest evicted ids the record keeps
+            (:data:`chatledger.adapters.EVICTED_IDS_KEPT`).
+
+    Raises:
+        ValueError: if ``evicted_ids_kept`` is below 1.
     """
     return [
         stored_state_stage(now),
@@ -583,7 +620,6 @@ def append_pipeline(
         size_totals_stage(),
         cut_stage(window.limit),
         evict_stage(),
-        commit_stage(version, expires_at),
-        left_stage(),
+        commit_stage(version, expires_at, evicted_ids_kept),
         {"$unset": _TEMPORARIES},
     ]

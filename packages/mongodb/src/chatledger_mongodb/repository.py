@@ -16,7 +16,7 @@ transactions need a replica set and cost more). So a conversation is ONE
 document::
 
     {_id: <conversation id>, messages: [{seq, id, role, sizes, k?, p}, ...],
-     next_seq, version, expires_at, last_append}
+     next_seq, version, expires_at, evicted_ids, last_append}
 
 - ``p`` is the codec's JSON text. Metadata keys such as ``"$set"`` or ``"a.b"``
   therefore never become BSON field names, and a message comes back exactly.
@@ -25,15 +25,23 @@ document::
 - ``sizes`` caches each message's size under a token counter, so a token
   window never re-tokenizes the history; ``k`` (system messages only) is the
   equality key the system-message rule compares.
+- ``evicted_ids`` records, oldest first, the ids of the newest
+  :data:`chatledger.adapters.EVICTED_IDS_KEPT` messages appends took out of
+  the window (see :mod:`chatledger.evicted_ids`), so a late retry of an
+  append whose messages were evicted since stores nothing. The append reads
+  and extends it in its own pipeline; ``save_all`` clears it and it goes with
+  the document (delete, TTL). A window that evicts everything leaves the
+  document with no messages and its record: such a conversation is not listed.
 - ``version`` is a fresh random token on every content write (no ABA after a
   delete and re-create); ``expires_at`` drives a TTL index and is refreshed by
   every write (sliding TTL).
 
 A window append is ONE ``findAndModify`` whose update is an aggregation
 pipeline (:mod:`chatledger_mongodb.pipeline`): the server skips known message
-ids, merges system messages, numbers the new messages, computes the turn-aligned
-cut and drops the evicted messages while it holds the document, then returns
-only ``last_append`` (ids appended, ids evicted). One round trip, atomic, no
+ids (stored or recorded as evicted), merges system messages, numbers the new
+messages, computes the turn-aligned cut, drops the evicted messages and records
+their ids while it holds the document, then returns only ``last_append`` (ids
+appended, ids evicted). One round trip, atomic, no
 retries under contention and no lost or duplicated message. The window bounds
 the document, and with it the 16 MiB limit: a batch that cannot fit is refused
 before any I/O, and a write the server refuses for size (nothing changes, the
@@ -67,6 +75,7 @@ from pymongo.collection import Collection
 from pymongo.errors import OperationFailure
 
 from chatledger.adapters import (
+    EVICTED_IDS_KEPT,
     AppendResult,
     ClosingContext,
     ContentionError,
@@ -84,7 +93,12 @@ from chatledger.adapters import (
     validate_messages,
     validate_page_request,
 )
-from chatledger_mongodb.pipeline import RESULT_FIELD, append_pipeline, encode_element
+from chatledger_mongodb.pipeline import (
+    EVICTED_IDS_FIELD,
+    RESULT_FIELD,
+    append_pipeline,
+    encode_element,
+)
 
 __all__ = ["MAX_DOCUMENT_BYTES", "MongoDBChatMemoryRepository"]
 
@@ -291,6 +305,8 @@ class MongoDBChatMemoryRepository(ClosingContext):
     def save_all(self, conversation_id: str, messages: Sequence[Message]) -> None:
         """Replace one conversation in a single-document write; ``[]`` deletes it.
 
+        The record of evicted ids goes with the old content.
+
         Raises:
             MessageTooLargeError: before any I/O, if the conversation would not
                 fit in one 16 MiB document.
@@ -320,13 +336,13 @@ class MongoDBChatMemoryRepository(ClosingContext):
         with _size_refusal(conversation_id):
             self._collection.update_one(
                 {"_id": conversation_id},
-                {"$set": fields, "$unset": {RESULT_FIELD: ""}},
+                {"$set": fields, "$unset": {RESULT_FIELD: "", EVICTED_IDS_FIELD: ""}},
                 upsert=True,
             )
         self.fault_points.reach("after_commit")
 
     def delete_by_conversation_id(self, conversation_id: str) -> None:
-        """Remove one conversation; an unknown id does nothing."""
+        """Remove one conversation with its record of evicted ids, if it exists."""
         validate_conversation_id(conversation_id)
         self._collection.delete_one({"_id": conversation_id})
 
@@ -358,13 +374,13 @@ class MongoDBChatMemoryRepository(ClosingContext):
                 f"conversation) holds at most {MAX_DOCUMENT_BYTES}"
             )
         for _ in range(_MAX_SIZE_BACKFILLS + 1):
-            version = uuid.uuid4().hex
             update = append_pipeline(
                 elements,
                 window,
-                version=version,
+                version=uuid.uuid4().hex,
                 expires_at=self._expires_at(now),
                 now=now,
+                evicted_ids_kept=EVICTED_IDS_KEPT,
             )
             self.fault_points.reach("before_commit")
             with _size_refusal(conversation_id):
@@ -382,12 +398,6 @@ class MongoDBChatMemoryRepository(ClosingContext):
             if "stale" in result:
                 self._backfill_sizes(conversation_id, window, now)
                 continue
-            if result["left"] == 0:
-                # Everything was evicted: drop the empty document unless a
-                # later write already changed it.
-                self._collection.delete_one(
-                    {"_id": conversation_id, "version": version}
-                )
             by_id = {m.id: m for m in stamped}
             return AppendResult(
                 [by_id[i] for i in result["appended"]], list(result["evicted"])
