@@ -35,8 +35,8 @@ from chatledger import ContentionError  # noqa: E402
 from chatledger_mongodb import (  # noqa: E402
     MAX_DOCUMENT_BYTES,
     MongoDBChatMemoryRepository,
+    operations,
 )
-from chatledger_mongodb import repository as repository_module  # noqa: E402
 from chatledger_mongodb.pipeline import append_pipeline, encode_element  # noqa: E402
 from tests.mongodb.standin import StandInClient  # noqa: E402
 
@@ -139,7 +139,7 @@ def test_mongodb_entry_points_are_registered() -> None:
 
 
 def test_mongodb_too_large_server_refusal_becomes_message_too_large() -> None:
-    refusal = repository_module._size_refusal
+    refusal = operations.size_refusal
     with pytest.raises(MessageTooLargeError) as caught, refusal("c"):
         raise OperationFailure("Resulting document after update is larger", 17419)
     assert isinstance(caught.value.__cause__, OperationFailure)
@@ -258,7 +258,7 @@ def test_mongodb_stand_in_record_follows_kept_newest(
 ) -> None:
     import random
 
-    monkeypatch.setattr(repository_module, "EVICTED_IDS_KEPT", 5)
+    monkeypatch.setattr(operations, "EVICTED_IDS_KEPT", 5)
     rng = random.Random(seed)
     repository = _repository()
     reference = InMemoryChatMemoryRepository()
