@@ -35,9 +35,6 @@ def mongo_client(required: set[str]) -> Iterator[Any]:
 class TestMongoDBConformance(ChatMemoryRepositoryTests):
     """The whole suite against a real MongoDB server."""
 
-    # Until this adapter keeps the record of chatledger.evicted_ids.
-    remembers_evicted_ids = False
-
     supports_atomic_append = True
     supports_ttl = True
     # SCAN and cursors fetch in batches: the paging test crosses them.

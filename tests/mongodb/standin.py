@@ -1,9 +1,10 @@
 """A stand-in client for tests: mongomock storage plus the pipeline evaluator.
 
 Example:
-    from tests.mongodb.standin import StandInClient
+    from tests.mongodb.standin import AsyncStandInClient, StandInClient
 
     repository = MongoDBChatMemoryRepository(StandInClient(), collection="t1")
+    twin = AsyncMongoDBChatMemoryRepository(AsyncStandInClient(), collection="t1")
 
 It is NOT a MongoDB server and proves nothing about one. mongomock keeps the
 documents and answers the plain queries; update pipelines, which mongomock
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import threading
+from collections.abc import AsyncIterator
 from typing import Any
 
 import mongomock
@@ -24,7 +26,7 @@ from pymongo import ReturnDocument
 
 from tests.mongodb.aggregation import run_pipeline
 
-__all__ = ["StandInClient"]
+__all__ = ["AsyncStandInClient", "StandInClient"]
 
 
 class _Collection:
@@ -103,3 +105,99 @@ class StandInClient:
     def close(self) -> None:
         """Close the mongomock client."""
         self._inner.close()
+
+
+class _AsyncCursor:
+    """What pymongo's ``AsyncCursor`` offers the repository, over a sync cursor."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def sort(self, key: str, direction: int) -> _AsyncCursor:
+        self._inner = self._inner.sort(key, direction)
+        return self
+
+    def limit(self, limit: int) -> _AsyncCursor:
+        self._inner = self._inner.limit(limit)
+        return self
+
+    async def to_list(self, length: int | None = None) -> list[Any]:
+        found = list(self._inner)
+        return found if length is None else found[:length]
+
+    def __aiter__(self) -> AsyncIterator[Any]:
+        async def walk() -> AsyncIterator[Any]:
+            for document in list(self._inner):
+                yield document
+
+        return walk()
+
+
+class _AsyncCollection:
+    """pymongo's ``AsyncCollection`` calls the repository makes, on the stand-in.
+
+    Each is a coroutine where pymongo's is one (``find`` is not: it returns a
+    cursor), and awaits nothing: one call runs whole under the stand-in's
+    lock, as one server-side operation does.
+    """
+
+    def __init__(self, inner: _Collection) -> None:
+        self._inner = inner
+
+    @property
+    def name(self) -> str:
+        return str(self._inner.name)
+
+    def find(self, *args: Any, **kwargs: Any) -> _AsyncCursor:
+        return _AsyncCursor(self._inner.find(*args, **kwargs))
+
+    async def aggregate(self, pipeline: list[dict[str, Any]]) -> _AsyncCursor:
+        return _AsyncCursor(iter(list(self._inner.aggregate(pipeline))))
+
+    async def find_one(self, *args: Any, **kwargs: Any) -> Any:
+        return self._inner.find_one(*args, **kwargs)
+
+    async def find_one_and_update(self, *args: Any, **kwargs: Any) -> Any:
+        return self._inner.find_one_and_update(*args, **kwargs)
+
+    async def update_one(self, *args: Any, **kwargs: Any) -> Any:
+        return self._inner.update_one(*args, **kwargs)
+
+    async def delete_one(self, *args: Any, **kwargs: Any) -> Any:
+        return self._inner.delete_one(*args, **kwargs)
+
+    async def create_index(self, *args: Any, **kwargs: Any) -> Any:
+        return self._inner.create_index(*args, **kwargs)
+
+    async def index_information(self) -> Any:
+        return self._inner.index_information()
+
+    async def drop(self) -> None:
+        self._inner.drop()
+
+
+class _AsyncDatabase:
+    def __init__(self, inner: _Database) -> None:
+        self._inner = inner
+
+    def __getitem__(self, name: str) -> _AsyncCollection:
+        return _AsyncCollection(self._inner[name])
+
+
+class AsyncStandInClient:
+    """The stand-in behind pymongo's async API: NOT a server either.
+
+    Wraps a :class:`StandInClient` (a new one unless given), so a sync and an
+    async repository can share its storage.
+    """
+
+    def __init__(self, sync: StandInClient | None = None) -> None:
+        """Serve ``sync``'s storage (a fresh stand-in by default)."""
+        self.sync = sync if sync is not None else StandInClient()
+
+    def __getitem__(self, name: str) -> _AsyncDatabase:
+        return _AsyncDatabase(self.sync[name])
+
+    async def close(self) -> None:
+        """Close the wrapped stand-in."""
+        self.sync.close()

@@ -14,7 +14,14 @@ from typing import Any
 
 import pytest
 
-from chatledger import InvalidNameError, InvalidTTLError, Message, MessageTooLargeError
+from chatledger import (
+    InMemoryChatMemoryRepository,
+    InvalidNameError,
+    InvalidTTLError,
+    Message,
+    MessageTooLargeError,
+)
+from chatledger.adapters import EVICTED_IDS_KEPT, kept_newest
 from chatledger.memory import MessageWindowChatMemory, TokenWindowChatMemory
 from chatledger.testing import random_turns
 from chatledger.tokens import estimate_tokens
@@ -28,8 +35,9 @@ from chatledger import ContentionError  # noqa: E402
 from chatledger_mongodb import (  # noqa: E402
     MAX_DOCUMENT_BYTES,
     MongoDBChatMemoryRepository,
+    operations,
 )
-from chatledger_mongodb import repository as repository_module  # noqa: E402
+from chatledger_mongodb.pipeline import append_pipeline, encode_element  # noqa: E402
 from tests.mongodb.standin import StandInClient  # noqa: E402
 
 
@@ -131,7 +139,7 @@ def test_mongodb_entry_points_are_registered() -> None:
 
 
 def test_mongodb_too_large_server_refusal_becomes_message_too_large() -> None:
-    refusal = repository_module._size_refusal
+    refusal = operations.size_refusal
     with pytest.raises(MessageTooLargeError) as caught, refusal("c"):
         raise OperationFailure("Resulting document after update is larger", 17419)
     assert isinstance(caught.value.__cause__, OperationFailure)
@@ -213,14 +221,97 @@ def test_mongodb_stand_in_every_write_slides_expires_at() -> None:
     assert _raw(plain, "c")["expires_at"] is None
 
 
-def test_mongodb_stand_in_window_emptied_deletes_the_document() -> None:
+def test_mongodb_stand_in_window_emptied_keeps_the_record() -> None:
     repository = _repository()
-    result = repository.append_to_window(
-        "c", [Message.assistant("a"), Message.assistant("b")], MessageWindow(1)
-    )
-    assert len(result.evicted_ids) == 2
-    assert _raw(repository, "c") is None
+    batch = [Message.assistant("a"), Message.assistant("b")]
+    result = repository.append_to_window("c", batch, MessageWindow(1))
+    assert result.evicted_ids == [m.id for m in batch]
+    document = _raw(repository, "c")
+    assert document["messages"] == []
+    assert document["evicted_ids"] == [m.id for m in batch]
     assert repository.find_conversation_ids() == []
+    assert repository.find_conversation_ids_page().ids == []
+    assert repository.count_messages("c") == 0
+    retried = repository.append_to_window("c", batch, MessageWindow(1))
+    assert (retried.appended, retried.evicted_ids) == ([], [])
+    assert repository.find_by_conversation_id("c") == []
+
+
+def test_mongodb_stand_in_record_keeps_the_newest_evicted_ids() -> None:
+    repository = _repository()
+    batch = [Message.user(f"U{i}") for i in range(EVICTED_IDS_KEPT + 6)]
+    result = repository.append_to_window("c", batch, MessageWindow(1))
+    dropped = [m.id for m in batch[:-1]]
+    assert result.evicted_ids == dropped
+    record = _raw(repository, "c")["evicted_ids"]
+    assert record == kept_newest([], dropped) == dropped[-EVICTED_IDS_KEPT:]
+    last = Message.user("last")
+    result = repository.append_to_window("c", [last], MessageWindow(1))
+    assert result.evicted_ids == [batch[-1].id]
+    assert _raw(repository, "c")["evicted_ids"] == kept_newest(record, [batch[-1].id])
+    assert len(_raw(repository, "c")["evicted_ids"]) == EVICTED_IDS_KEPT
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_mongodb_stand_in_record_follows_kept_newest(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import random
+
+    monkeypatch.setattr(operations, "EVICTED_IDS_KEPT", 5)
+    rng = random.Random(seed)
+    repository = _repository()
+    reference = InMemoryChatMemoryRepository()
+    record: list[str] = []
+    for batch in random_turns(rng, 20):
+        window = MessageWindow(rng.randint(1, 6))
+        result = repository.append_to_window("c", batch, window)
+        expected = reference.append_to_window("c", batch, window)
+        assert result.evicted_ids == expected.evicted_ids
+        record = kept_newest(record, result.evicted_ids, 5)
+        assert _raw(repository, "c").get("evicted_ids", []) == record
+        found = repository.find_by_conversation_id("c")
+        assert found == reference.find_by_conversation_id("c")
+
+
+def test_mongodb_stand_in_save_all_clears_the_record() -> None:
+    repository = _repository()
+    first = [Message.user("U1"), Message.assistant("A1")]
+    repository.append_to_window("c", first, MessageWindow(2))
+    repository.append_to_window("c", [Message.user("U2")], MessageWindow(2))
+    assert _raw(repository, "c")["evicted_ids"] == [m.id for m in first]
+    repository.save_all("c", [Message.user("fresh")])
+    assert "evicted_ids" not in _raw(repository, "c")
+    result = repository.append_to_window("c", first, MessageWindow(10))
+    assert [m.id for m in result.appended] == [m.id for m in first]
+
+
+def test_mongodb_stand_in_expired_record_is_forgotten() -> None:
+    # No TTL index, as in the expiry test above: the document outlives expiry.
+    repository = _repository(ttl=timedelta(hours=1), create_indexes=False)
+    first = [Message.user("U1"), Message.assistant("A1")]
+    repository.append_to_window("c", first, MessageWindow(2))
+    repository.append_to_window("c", [Message.user("U2")], MessageWindow(2))
+    past = datetime.now(UTC) - timedelta(seconds=5)
+    repository.collection.update_one({"_id": "c"}, {"$set": {"expires_at": past}})
+    result = repository.append_to_window("c", first, MessageWindow(10))
+    assert [m.id for m in result.appended] == [m.id for m in first]
+    assert _raw(repository, "c")["evicted_ids"] == []
+
+
+def test_mongodb_pipeline_refuses_an_empty_record_bound() -> None:
+    window = MessageWindow(2)
+    element = encode_element(Message.user("a"), window)
+    for kept in (0, -1, True):
+        with pytest.raises(ValueError, match="evicted_ids_kept"):
+            append_pipeline(
+                [element],
+                window,
+                version="v",
+                expires_at=None,
+                now=datetime.now(UTC),
+                evicted_ids_kept=kept,
+            )
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -30,9 +30,6 @@ from tests.mongodb.standin import StandInClient
 class TestMongoDBStandInEvaluator(ChatMemoryRepositoryTests):
     """Suite on mongomock + the pipeline evaluator: a stand-in, NOT a server."""
 
-    # Until this adapter keeps the record of chatledger.evicted_ids.
-    remembers_evicted_ids = False
-
     supports_atomic_append = True
     supports_ttl = True
 

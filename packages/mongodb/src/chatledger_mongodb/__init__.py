@@ -8,11 +8,14 @@ Example (needs a MongoDB server):
     memory = MessageWindowChatMemory(repository, max_messages=20)
 
 ``chatledger.connect("mongodb://...")`` finds this repository through the
-``chatledger.repositories`` entry point.
+``chatledger.repositories`` entry point, and ``chatledger.connect_async``
+finds :class:`AsyncMongoDBChatMemoryRepository` (on pymongo's
+``AsyncMongoClient``) through ``chatledger.async_repositories``.
 """
 
 from __future__ import annotations
 
+from chatledger_mongodb.async_repository import AsyncMongoDBChatMemoryRepository
 from chatledger_mongodb.errors import ConcurrentUpdateError
 from chatledger_mongodb.repository import (
     MAX_DOCUMENT_BYTES,
@@ -21,6 +24,7 @@ from chatledger_mongodb.repository import (
 
 __all__ = [
     "MAX_DOCUMENT_BYTES",
+    "AsyncMongoDBChatMemoryRepository",
     "ConcurrentUpdateError",
     "MongoDBChatMemoryRepository",
 ]

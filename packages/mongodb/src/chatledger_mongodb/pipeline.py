@@ -8,7 +8,9 @@ Example:
     now, window = utc_now(), MessageWindow(20)
     stamped_messages = stamp_messages([Message.user("hi")], now)
     batch = [encode_element(m, window) for m in stamped_messages]
-    update = append_pipeline(batch, window, version="v2", expires_at=None, now=now)
+    update = append_pipeline(
+        batch, window, version="v2", expires_at=None, now=now, evicted_ids_kept=1000
+    )
     # collection.find_one_and_update({"_id": cid}, update, upsert=True, ...)
 
 Nothing here does I/O: this module builds plain dicts. :func:`append_pipeline`
@@ -16,6 +18,19 @@ is :func:`chatledger.window.apply_window` written as MongoDB aggregation
 expressions (server 4.2+; ``$reduce``, ``$filter``, ``$map``, ``$range``,
 ``$mergeObjects``), so the server applies the window rules to the stored
 document while it holds it, in one atomic single-document update.
+
+The pipeline is one ``$set`` stage per step of the window rule, each made by
+its own builder below, in order: :func:`stored_state_stage` (an expired
+document counts as empty), :func:`fresh_stage` (ids already stored, or
+recorded as taken out of the window, are filtered out),
+:func:`replace_system_stage` and :func:`merge_system_stage`
+(system messages by :func:`chatledger.adapters.system_key`),
+:func:`history_stage` (numbering), :func:`sizes_stage`,
+:func:`size_totals_stage`, :func:`cut_stage` (eviction count, turn snap and the
+orphan tool rule), :func:`evict_stage` and :func:`commit_stage` (messages,
+counters, expiry, the record of evicted ids and the result); then the
+temporary fields go. A step reads the stored document and what the steps
+before it set.
 
 Every value from the caller (ids, payloads, counter names) enters the pipeline
 inside ``$literal``, so a string that starts with ``$`` is never read as a field
@@ -36,16 +51,32 @@ from chatledger.adapters import (
 )
 
 __all__ = [
+    "EVICTED_IDS_FIELD",
     "RESULT_FIELD",
     "append_pipeline",
+    "commit_stage",
+    "cut_stage",
     "encode_element",
+    "evict_stage",
+    "fresh_stage",
+    "history_stage",
+    "merge_system_stage",
+    "replace_system_stage",
+    "size_totals_stage",
+    "sizes_stage",
+    "stored_state_stage",
 ]
 
 #: The field where an append leaves what it did; read back by the same command.
 RESULT_FIELD = "last_append"
 
+#: The field that records the ids appends took out of the window, oldest
+#: first (see :mod:`chatledger.evicted_ids`); an append treats them as stored.
+EVICTED_IDS_FIELD = "evicted_ids"
+
 _TEMPORARIES = [
     "_old",
+    "_record",
     "_seq",
     "_fresh",
     "_ssys",
@@ -87,6 +118,189 @@ def _is_role(variable: str, role: Role) -> dict[str, Any]:
     return {"$eq": [f"{variable}.role", role.value]}
 
 
+_SYSTEM = Role.SYSTEM.value
+
+#: True in the stages after :func:`size_totals_stage` when a stored message lacks a
+#: size under the window's counter: the append then changes no content.
+_STALE: dict[str, Any] = {"$gt": [{"$size": "$_stale"}, 0]}
+
+
+def stored_state_stage(now: datetime) -> dict[str, Any]:
+    """Read the stored messages, the record of evicted ids and the next seq.
+
+    They go to ``_old``, ``_record`` and ``_seq``. A document whose
+    ``expires_at`` passed by ``now`` counts as empty, record included: the TTL
+    monitor may not have removed it yet.
+    """
+    expired = {
+        "$and": [
+            {"$ne": [{"$ifNull": ["$expires_at", None]}, None]},
+            {"$lte": ["$expires_at", {"$literal": now}]},
+        ]
+    }
+    return {
+        "$set": {
+            "_old": {"$cond": [expired, [], {"$ifNull": ["$messages", []]}]},
+            "_record": {
+                "$cond": [expired, [], {"$ifNull": [f"${EVICTED_IDS_FIELD}", []]}]
+            },
+            "_seq": {"$cond": [expired, 0, {"$ifNull": ["$next_seq", 0]}]},
+        }
+    }
+
+
+def fresh_stage(batch: list[dict[str, Any]]) -> dict[str, Any]:
+    """Keep the batch elements whose id is neither stored nor recorded (``_fresh``).
+
+    A retried append is a no-op this way, even after the window took its
+    messages out. The stored system messages (``_ssys``) are set aside for the
+    system-message rule.
+    """
+    return {
+        "$set": {
+            "_fresh": {
+                "$filter": {
+                    "input": {"$literal": batch},
+                    "as": "b",
+                    "cond": {
+                        "$not": [
+                            {
+                                "$or": [
+                                    {"$in": ["$$b.id", "$_old.id"]},
+                                    {"$in": ["$$b.id", "$_record"]},
+                                ]
+                            }
+                        ]
+                    },
+                }
+            },
+            "_ssys": {
+                "$filter": {
+                    "input": "$_old",
+                    "as": "m",
+                    "cond": {"$eq": ["$$m.role", _SYSTEM]},
+                }
+            },
+        }
+    }
+
+
+def replace_system_stage() -> dict[str, Any]:
+    """Decide whether the stored system messages are replaced (``_replace``).
+
+    Any new system message whose key matches no stored one replaces them all.
+    """
+    return {
+        "$set": {
+            "_replace": {
+                "$anyElementTrue": [
+                    {
+                        "$map": {
+                            "input": {
+                                "$filter": {
+                                    "input": "$_fresh",
+                                    "as": "b",
+                                    "cond": {"$eq": ["$$b.role", _SYSTEM]},
+                                }
+                            },
+                            "as": "b",
+                            "in": {"$not": [{"$in": ["$$b.k", "$_ssys.k"]}]},
+                        }
+                    }
+                ]
+            }
+        }
+    }
+
+
+def merge_system_stage() -> dict[str, Any]:
+    """Drop new system messages equal to one kept before them (``_merge.kept``).
+
+    Equality is the ``k`` key; what counts as kept before is the stored system
+    messages (unless replaced) and the batch's earlier system messages.
+    """
+    return {
+        "$set": {
+            "_merge": {
+                "$reduce": {
+                    "input": "$_fresh",
+                    "initialValue": {
+                        "seen": {"$cond": ["$_replace", [], "$_ssys.k"]},
+                        "kept": [],
+                    },
+                    "in": {
+                        "$cond": [
+                            {
+                                "$and": [
+                                    {"$eq": ["$$this.role", _SYSTEM]},
+                                    {"$in": ["$$this.k", "$$value.seen"]},
+                                ]
+                            },
+                            "$$value",
+                            {
+                                "seen": {
+                                    "$concatArrays": [
+                                        "$$value.seen",
+                                        {
+                                            "$cond": [
+                                                {"$eq": ["$$this.role", _SYSTEM]},
+                                                ["$$this.k"],
+                                                [],
+                                            ]
+                                        },
+                                    ]
+                                },
+                                "kept": {"$concatArrays": ["$$value.kept", ["$$this"]]},
+                            },
+                        ]
+                    },
+                }
+            }
+        }
+    }
+
+
+def history_stage() -> dict[str, Any]:
+    """Join what stays stored with the new messages, numbered (``_hist``).
+
+    The new messages take ``seq`` from ``_seq`` on. When the system messages
+    are replaced, the stored ones leave and their ids go to ``_gone``.
+    """
+    return {
+        "$set": {
+            "_hist": {
+                "$concatArrays": [
+                    {
+                        "$filter": {
+                            "input": "$_old",
+                            "as": "m",
+                            "cond": {
+                                "$or": [
+                                    {"$not": ["$_replace"]},
+                                    {"$ne": ["$$m.role", _SYSTEM]},
+                                ]
+                            },
+                        }
+                    },
+                    {
+                        "$map": {
+                            "input": {"$range": [0, {"$size": "$_merge.kept"}]},
+                            "as": "i",
+                            "in": {
+                                "$mergeObjects": [
+                                    {"$arrayElemAt": ["$_merge.kept", "$$i"]},
+                                    {"seq": {"$add": ["$_seq", "$$i"]}},
+                                ]
+                            },
+                        }
+                    },
+                ]
+            },
+            "_gone": {"$cond": ["$_replace", "$_ssys.id", []]},
+        }
+    }
+
+
 def _size_of(variable: str, counter_id: str | None) -> Any:
     """The size of one element under the window's counter; null when not cached."""
     if counter_id is None:
@@ -113,8 +327,83 @@ def _size_of(variable: str, counter_id: str | None) -> Any:
     }
 
 
+def sizes_stage(counter_id: str | None) -> dict[str, Any]:
+    """Pair each message of ``_hist`` with its size (``_sized``: id, role, n).
+
+    A message window counts every message as 1; a token window reads the size
+    cached under ``counter_id``, null where none is.
+    """
+    return {
+        "$set": {
+            "_sized": {
+                "$map": {
+                    "input": "$_hist",
+                    "as": "m",
+                    "in": {
+                        "id": "$$m.id",
+                        "role": "$$m.role",
+                        "n": _size_of("$$m", counter_id),
+                    },
+                }
+            }
+        }
+    }
+
+
+def size_totals_stage() -> dict[str, Any]:
+    """Split ``_sized`` for the cut: the evictable ``_ns`` and ``_sys_size``.
+
+    ``_ns`` holds the non-system messages, oldest first; ``_sys_size`` is the
+    total size of the system messages, which are never evicted. ``_stale``
+    lists the ids without a cached size.
+    """
+    return {
+        "$set": {
+            "_stale": {
+                "$map": {
+                    "input": {
+                        "$filter": {
+                            "input": "$_sized",
+                            "as": "m",
+                            "cond": {"$eq": ["$$m.n", None]},
+                        }
+                    },
+                    "as": "m",
+                    "in": "$$m.id",
+                }
+            },
+            "_ns": {
+                "$filter": {
+                    "input": "$_sized",
+                    "as": "m",
+                    "cond": {"$ne": ["$$m.role", _SYSTEM]},
+                }
+            },
+            "_sys_size": {
+                "$sum": {
+                    "$map": {
+                        "input": {
+                            "$filter": {
+                                "input": "$_sized",
+                                "as": "m",
+                                "cond": {"$eq": ["$$m.role", _SYSTEM]},
+                            }
+                        },
+                        "as": "m",
+                        "in": "$$m.n",
+                    }
+                }
+            },
+        }
+    }
+
+
 def _leading_tool_count() -> dict[str, Any]:
-    """How many elements of ``_ns`` are tool responses before any other role."""
+    """The orphan tool rule: how many of ``_ns`` are tool responses at its head.
+
+    With no overflow, those are still evicted, as a tool response is never
+    kept without the assistant message that called it.
+    """
     walk = {
         "$reduce": {
             "input": "$_ns",
@@ -131,8 +420,13 @@ def _leading_tool_count() -> dict[str, Any]:
     return {"$let": {"vars": {"w": walk}, "in": "$$w.n"}}
 
 
-def _cut_expression(limit: int) -> dict[str, Any]:
-    """:func:`chatledger.window.count_evictions` over ``_ns`` as ``$reduce`` walks."""
+def _snapped_cut_walk() -> dict[str, Any]:
+    """Eviction count and turn snap over ``_ns``, given ``$$excess`` > 0.
+
+    Drops the oldest until ``excess`` is covered, then moves the cut forward
+    to the next user message (``res``); with none after it, back to the last
+    user message passed (``lu``); with none at all, everything goes.
+    """
     walk = {
         "$reduce": {
             "input": "$_ns",
@@ -176,6 +470,21 @@ def _cut_expression(limit: int) -> dict[str, Any]:
     }
     return {
         "$let": {
+            "vars": {"w": walk},
+            "in": {
+                "$ifNull": [
+                    "$$w.res",
+                    {"$ifNull": ["$$w.lu", {"$size": "$_ns"}]},
+                ]
+            },
+        }
+    }
+
+
+def _cut_expression(limit: int) -> dict[str, Any]:
+    """:func:`chatledger.window.count_evictions` over ``_ns`` as ``$reduce`` walks."""
+    return {
+        "$let": {
             "vars": {
                 "excess": {
                     "$subtract": [
@@ -188,17 +497,82 @@ def _cut_expression(limit: int) -> dict[str, Any]:
                 "$cond": [
                     {"$lte": ["$$excess", 0]},
                     _leading_tool_count(),
-                    {
-                        "$let": {
-                            "vars": {"w": walk},
-                            "in": {
-                                "$ifNull": [
-                                    "$$w.res",
-                                    {"$ifNull": ["$$w.lu", {"$size": "$_ns"}]},
-                                ]
-                            },
-                        }
-                    },
+                    _snapped_cut_walk(),
+                ]
+            },
+        }
+    }
+
+
+def cut_stage(limit: int) -> dict[str, Any]:
+    """Count the oldest non-system messages to evict (``_cut``); 0 when stale."""
+    return {"$set": {"_cut": {"$cond": [_STALE, 0, _cut_expression(limit)]}}}
+
+
+def evict_stage() -> dict[str, Any]:
+    """Name the evicted messages (``_evict``): the first ``_cut`` ids of ``_ns``.
+
+    New messages the window drops at once are among them.
+    """
+    return {
+        "$set": {
+            "_evict": {
+                "$cond": [
+                    {"$gt": ["$_cut", 0]},
+                    {"$slice": ["$_ns.id", "$_cut"]},
+                    [],
+                ]
+            }
+        }
+    }
+
+
+def commit_stage(
+    version: str, expires_at: datetime | None, evicted_ids_kept: int
+) -> dict[str, Any]:
+    """Write the outcome: messages, counters, expiry, record and result.
+
+    ``messages`` is ``_hist`` without the evicted, ``next_seq`` moves past the
+    new messages and ``version`` and ``expires_at`` take their new values.
+    :data:`EVICTED_IDS_FIELD` gets the replaced system messages and the
+    evicted ones (new messages dropped at once included) appended, then keeps
+    its newest ``evicted_ids_kept``, as :func:`chatledger.adapters.kept_newest`
+    does. When stale, only :data:`RESULT_FIELD` changes, to ``{"stale": ids}``.
+    """
+    if isinstance(evicted_ids_kept, bool) or evicted_ids_kept < 1:
+        raise ValueError(f"evicted_ids_kept must be at least 1, not {evicted_ids_kept}")
+    evicted = {"$concatArrays": ["$_gone", "$_evict"]}
+    record = {
+        "$slice": [
+            {"$concatArrays": ["$_record", "$_gone", "$_evict"]},
+            -evicted_ids_kept,
+        ]
+    }
+    applied_messages = {
+        "$filter": {
+            "input": "$_hist",
+            "as": "m",
+            "cond": {"$not": [{"$in": ["$$m.id", "$_evict"]}]},
+        }
+    }
+    return {
+        "$set": {
+            "messages": {"$cond": [_STALE, "$messages", applied_messages]},
+            "next_seq": {
+                "$cond": [
+                    _STALE,
+                    "$next_seq",
+                    {"$add": ["$_seq", {"$size": "$_merge.kept"}]},
+                ]
+            },
+            "version": {"$cond": [_STALE, "$version", {"$literal": version}]},
+            "expires_at": {"$cond": [_STALE, "$expires_at", {"$literal": expires_at}]},
+            EVICTED_IDS_FIELD: {"$cond": [_STALE, f"${EVICTED_IDS_FIELD}", record]},
+            RESULT_FIELD: {
+                "$cond": [
+                    _STALE,
+                    {"stale": "$_stale"},
+                    {"appended": "$_merge.kept.id", "evicted": evicted},
                 ]
             },
         }
@@ -212,15 +586,17 @@ def append_pipeline(
     version: str,
     expires_at: datetime | None,
     now: datetime,
+    evicted_ids_kept: int,
 ) -> list[dict[str, Any]]:
     """Return the update pipeline that appends ``batch`` and trims to ``window``.
 
     The steps follow the ``SupportsWindowAppend`` contract: drop elements whose
-    id is stored, merge system messages, number the rest from ``next_seq``,
-    count evictions over the cached sizes and drop that many of the oldest
-    non-system messages. When a stored element has no size under the window's
-    counter, the pipeline changes nothing but :data:`RESULT_FIELD`, which then
-    lists the ids to measure (``stale``).
+    id is stored or in the record of evicted ids, merge system messages,
+    number the rest from ``next_seq``, count evictions over the cached sizes
+    and drop that many of the oldest non-system messages, whose ids join the
+    record. When a stored element has no size under the window's counter, the
+    pipeline changes nothing but :data:`RESULT_FIELD`, which then lists the ids
+    to measure (``stale``).
 
     Args:
         batch: Elements made by :func:`encode_element`, in order.
@@ -228,227 +604,22 @@ def append_pipeline(
         version: The new value of the document's ``version`` token.
         expires_at: The new expiry, or ``None`` for no TTL.
         now: The current time; a document that expired by then counts as empty.
+        evicted_ids_kept: How many of the newest evicted ids the record keeps
+            (:data:`chatledger.adapters.EVICTED_IDS_KEPT`).
+
+    Raises:
+        ValueError: if ``evicted_ids_kept`` is below 1.
     """
-    counter = window.counter_id
-    expired = {
-        "$and": [
-            {"$ne": [{"$ifNull": ["$expires_at", None]}, None]},
-            {"$lte": ["$expires_at", {"$literal": now}]},
-        ]
-    }
-    system = Role.SYSTEM.value
-    not_system = {"$ne": ["$$m.role", system]}
-    stale = {"$gt": [{"$size": "$_stale"}, 0]}
-    applied_messages = {
-        "$filter": {
-            "input": "$_hist",
-            "as": "m",
-            "cond": {"$not": [{"$in": ["$$m.id", "$_evict"]}]},
-        }
-    }
     return [
-        {
-            "$set": {
-                "_old": {"$cond": [expired, [], {"$ifNull": ["$messages", []]}]},
-                "_seq": {"$cond": [expired, 0, {"$ifNull": ["$next_seq", 0]}]},
-            }
-        },
-        {
-            "$set": {
-                "_fresh": {
-                    "$filter": {
-                        "input": {"$literal": batch},
-                        "as": "b",
-                        "cond": {"$not": [{"$in": ["$$b.id", "$_old.id"]}]},
-                    }
-                },
-                "_ssys": {
-                    "$filter": {
-                        "input": "$_old",
-                        "as": "m",
-                        "cond": {"$eq": ["$$m.role", system]},
-                    }
-                },
-            }
-        },
-        {
-            "$set": {
-                # merge_system: any new system message unlike every stored one
-                # replaces them all.
-                "_replace": {
-                    "$anyElementTrue": [
-                        {
-                            "$map": {
-                                "input": {
-                                    "$filter": {
-                                        "input": "$_fresh",
-                                        "as": "b",
-                                        "cond": {"$eq": ["$$b.role", system]},
-                                    }
-                                },
-                                "as": "b",
-                                "in": {"$not": [{"$in": ["$$b.k", "$_ssys.k"]}]},
-                            }
-                        }
-                    ]
-                }
-            }
-        },
-        {
-            "$set": {
-                "_merge": {
-                    "$reduce": {
-                        "input": "$_fresh",
-                        "initialValue": {
-                            "seen": {"$cond": ["$_replace", [], "$_ssys.k"]},
-                            "kept": [],
-                        },
-                        "in": {
-                            "$cond": [
-                                {
-                                    "$and": [
-                                        {"$eq": ["$$this.role", system]},
-                                        {"$in": ["$$this.k", "$$value.seen"]},
-                                    ]
-                                },
-                                "$$value",
-                                {
-                                    "seen": {
-                                        "$concatArrays": [
-                                            "$$value.seen",
-                                            {
-                                                "$cond": [
-                                                    {"$eq": ["$$this.role", system]},
-                                                    ["$$this.k"],
-                                                    [],
-                                                ]
-                                            },
-                                        ]
-                                    },
-                                    "kept": {
-                                        "$concatArrays": ["$$value.kept", ["$$this"]]
-                                    },
-                                },
-                            ]
-                        },
-                    }
-                }
-            }
-        },
-        {
-            "$set": {
-                "_hist": {
-                    "$concatArrays": [
-                        {
-                            "$filter": {
-                                "input": "$_old",
-                                "as": "m",
-                                "cond": {"$or": [{"$not": ["$_replace"]}, not_system]},
-                            }
-                        },
-                        {
-                            "$map": {
-                                "input": {"$range": [0, {"$size": "$_merge.kept"}]},
-                                "as": "i",
-                                "in": {
-                                    "$mergeObjects": [
-                                        {"$arrayElemAt": ["$_merge.kept", "$$i"]},
-                                        {"seq": {"$add": ["$_seq", "$$i"]}},
-                                    ]
-                                },
-                            }
-                        },
-                    ]
-                },
-                "_gone": {"$cond": ["$_replace", "$_ssys.id", []]},
-            }
-        },
-        {
-            "$set": {
-                "_sized": {
-                    "$map": {
-                        "input": "$_hist",
-                        "as": "m",
-                        "in": {
-                            "id": "$$m.id",
-                            "role": "$$m.role",
-                            "n": _size_of("$$m", counter),
-                        },
-                    }
-                }
-            }
-        },
-        {
-            "$set": {
-                "_stale": {
-                    "$map": {
-                        "input": {
-                            "$filter": {
-                                "input": "$_sized",
-                                "as": "m",
-                                "cond": {"$eq": ["$$m.n", None]},
-                            }
-                        },
-                        "as": "m",
-                        "in": "$$m.id",
-                    }
-                },
-                "_ns": {"$filter": {"input": "$_sized", "as": "m", "cond": not_system}},
-                "_sys_size": {
-                    "$sum": {
-                        "$map": {
-                            "input": {
-                                "$filter": {
-                                    "input": "$_sized",
-                                    "as": "m",
-                                    "cond": {"$eq": ["$$m.role", system]},
-                                }
-                            },
-                            "as": "m",
-                            "in": "$$m.n",
-                        }
-                    }
-                },
-            }
-        },
-        {"$set": {"_cut": {"$cond": [stale, 0, _cut_expression(window.limit)]}}},
-        {
-            "$set": {
-                "_evict": {
-                    "$cond": [
-                        {"$gt": ["$_cut", 0]},
-                        {"$slice": ["$_ns.id", "$_cut"]},
-                        [],
-                    ]
-                }
-            }
-        },
-        {
-            "$set": {
-                "messages": {"$cond": [stale, "$messages", applied_messages]},
-                "next_seq": {
-                    "$cond": [
-                        stale,
-                        "$next_seq",
-                        {"$add": ["$_seq", {"$size": "$_merge.kept"}]},
-                    ]
-                },
-                "version": {"$cond": [stale, "$version", {"$literal": version}]},
-                "expires_at": {
-                    "$cond": [stale, "$expires_at", {"$literal": expires_at}]
-                },
-                RESULT_FIELD: {
-                    "$cond": [
-                        stale,
-                        {"stale": "$_stale"},
-                        {
-                            "appended": "$_merge.kept.id",
-                            "evicted": {"$concatArrays": ["$_gone", "$_evict"]},
-                        },
-                    ]
-                },
-            }
-        },
-        {"$set": {f"{RESULT_FIELD}.left": {"$size": {"$ifNull": ["$messages", []]}}}},
+        stored_state_stage(now),
+        fresh_stage(batch),
+        replace_system_stage(),
+        merge_system_stage(),
+        history_stage(),
+        sizes_stage(window.counter_id),
+        size_totals_stage(),
+        cut_stage(window.limit),
+        evict_stage(),
+        commit_stage(version, expires_at, evicted_ids_kept),
         {"$unset": _TEMPORARIES},
     ]

@@ -1,0 +1,312 @@
+"""``AsyncMongoDBChatMemoryRepository``: conversations in MongoDB, for asyncio.
+
+Example (needs a MongoDB server):
+    import asyncio
+
+    from chatledger import AsyncMessageWindowChatMemory, Message
+    from chatledger_mongodb import AsyncMongoDBChatMemoryRepository
+
+    async def main():
+        url = "mongodb://localhost:27017/app"
+        async with AsyncMongoDBChatMemoryRepository.from_url(url) as repository:
+            memory = AsyncMessageWindowChatMemory(repository, max_messages=20)
+            await memory.add("c1", Message.user("Hello"))
+            await memory.get("c1")
+
+    asyncio.run(main())
+
+The async twin of :class:`chatledger_mongodb.MongoDBChatMemoryRepository`, on
+pymongo's native ``AsyncMongoClient``: the same options and names, the same
+document per conversation, the same update pipeline and every decision taken
+by the same functions (:mod:`chatledger_mongodb.operations`), so both read and
+write the same conversations; only the I/O is awaited. Every write is one
+single-document command, atomic on the server: a cancelled call either
+reached the server whole or not at all.
+
+Nothing here does I/O before the first call. The TTL index is created once,
+before the first write, behind an ``asyncio.Lock`` (or by ``await
+repository.create_schema()``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from pymongo import AsyncMongoClient, MongoClient, ReturnDocument
+from pymongo.asynchronous.collection import AsyncCollection
+
+from chatledger.adapters import (
+    AppendResult,
+    AsyncClosingContext,
+    ConversationPage,
+    FaultPoints,
+    Message,
+    Window,
+    to_ttl,
+    utc_now,
+    validate_conversation_id,
+    validate_page_request,
+)
+from chatledger_mongodb.operations import (
+    APPEND_PROJECTION,
+    BACKFILL_PROJECTION,
+    MAX_SIZE_BACKFILLS,
+    READ_PROJECTION,
+    TTL_INDEX_NAME,
+    TTLValue,
+    append_outcome,
+    append_update,
+    backfill,
+    contention_error,
+    count_of,
+    count_pipeline,
+    listed,
+    live,
+    messages_of,
+    page_of,
+    prepare_append,
+    save_update,
+    size_refusal,
+    split_url_options,
+    validate_collection_name,
+    validate_database_name,
+)
+
+__all__ = ["AsyncMongoDBChatMemoryRepository"]
+
+
+class AsyncMongoDBChatMemoryRepository(AsyncClosingContext):
+    """Conversations in a MongoDB collection, one document each, for asyncio.
+
+    Implements :class:`chatledger.AsyncChatMemoryRepository`,
+    :class:`chatledger.AsyncSupportsWindowAppend`, and counting and paging.
+    Every option, name and rule is
+    :class:`chatledger_mongodb.MongoDBChatMemoryRepository`'s (the data model
+    and limits are in its docstring).
+
+    Args:
+        client: A ``pymongo.AsyncMongoClient``. Its read and write concerns are
+            used as they are. The repository does not close a client it was
+            given.
+        database: The database name (letters, digits, ``_`` and ``-``).
+        collection: The collection name (a letter or ``_`` first, then letters,
+            digits, ``_`` and ``-``; no ``system`` prefix).
+        ttl: Sliding time to live of a whole conversation (a ``timedelta`` or
+            seconds); ``None`` keeps conversations until deleted.
+        create_indexes: Create the TTL index (idempotent) before the first
+            write; no I/O happens at construction.
+
+    Raises:
+        InvalidNameError: if a name is not allowed.
+        InvalidTTLError: if ``ttl`` is not a positive duration.
+        TypeError: if ``client`` is a synchronous ``pymongo.MongoClient``.
+    """
+
+    def __init__(
+        self,
+        client: AsyncMongoClient[Any],
+        *,
+        database: str = "chatledger",
+        collection: str = "chat_memory",
+        ttl: TTLValue = None,
+        create_indexes: bool = True,
+    ) -> None:
+        """Bind to ``database.collection`` of ``client``; see the class docstring."""
+        self._database_name = validate_database_name(database)
+        self._collection_name = validate_collection_name(collection)
+        self.ttl = to_ttl(ttl)
+        if isinstance(client, MongoClient):
+            raise TypeError(
+                "client must be a pymongo.AsyncMongoClient, not a MongoClient; "
+                "MongoDBChatMemoryRepository takes a MongoClient"
+            )
+        self._client = client
+        self._owns_client = False
+        self._collection: AsyncCollection[Any] = client[self._database_name][
+            self._collection_name
+        ]
+        self.fault_points = FaultPoints()
+        self._create_indexes = bool(create_indexes)
+        self._indexes_ready = not self._create_indexes
+        self._ready_lock = asyncio.Lock()
+
+    @classmethod
+    def from_url(cls, url: str, **options: Any) -> AsyncMongoDBChatMemoryRepository:
+        """Make an ``AsyncMongoClient`` for ``url`` that this repository owns.
+
+        No I/O: the client connects on the first call (a ``mongodb+srv://``
+        name is resolved then too). The database comes from the URL path
+        (``mongodb://host/mydb``) unless ``database=`` is given. The
+        constructor's options (``database``, ``collection``, ``ttl``,
+        ``create_indexes``) go to it; every other option goes to
+        ``AsyncMongoClient`` (``serverSelectionTimeoutMS=3000``, say), which
+        refuses one it does not know. :meth:`aclose` closes the client.
+        """
+        client_options, own = split_url_options(url, options)
+        # The repository's options are checked before a client exists.
+        validate_database_name(own.get("database", "chatledger"))
+        validate_collection_name(own.get("collection", "chat_memory"))
+        to_ttl(own.get("ttl"))
+        client: AsyncMongoClient[Any] = AsyncMongoClient(url, **client_options)
+        repository = cls(client, **own)
+        repository._owns_client = True
+        return repository
+
+    def __repr__(self) -> str:
+        return (
+            f"AsyncMongoDBChatMemoryRepository(database={self._database_name!r}, "
+            f"collection={self._collection_name!r}, ttl={self.ttl!r})"
+        )
+
+    @property
+    def collection(self) -> AsyncCollection[Any]:
+        """The pymongo async collection that holds the conversations."""
+        return self._collection
+
+    async def aclose(self) -> None:
+        """Close the client if :meth:`from_url` made it; a given client stays open."""
+        if self._owns_client:
+            await self._client.close()
+
+    # -- schema ----------------------------------------------------------------
+
+    async def _prepared(self) -> None:
+        """Create the TTL index once, before the first write, if asked to."""
+        if self._indexes_ready:
+            return
+        async with self._ready_lock:
+            if not self._indexes_ready:
+                await self.create_indexes()
+                self._indexes_ready = True
+
+    async def create_schema(self) -> None:
+        """Create what the collection needs (its TTL index); idempotent."""
+        await self.create_indexes()
+        self._indexes_ready = True
+
+    async def drop_schema(self) -> None:
+        """Drop the collection, with every conversation and index in it.
+
+        A later write creates the TTL index again (with ``create_indexes``).
+        """
+        await self._collection.drop()
+        self._indexes_ready = not self._create_indexes
+
+    async def create_indexes(self) -> None:
+        """Create the TTL index on ``expires_at`` (safe to run again, and at once)."""
+        await self._collection.create_index(
+            "expires_at", expireAfterSeconds=0, name=TTL_INDEX_NAME
+        )
+
+    # -- reads -----------------------------------------------------------------
+
+    async def find_conversation_ids(self) -> list[str]:
+        """Return the id of every live, non-empty conversation."""
+        found = self._collection.find(listed(utc_now()), {"_id": 1})
+        return [str(doc["_id"]) async for doc in found]
+
+    async def count_messages(self, conversation_id: str) -> int:
+        """Return how many messages a conversation holds; the server counts."""
+        validate_conversation_id(conversation_id)
+        cursor = await self._collection.aggregate(
+            count_pipeline(conversation_id, utc_now())
+        )
+        return count_of(await cursor.to_list())
+
+    async def find_conversation_ids_page(
+        self, cursor: str | None = None, limit: int = 100
+    ) -> ConversationPage:
+        """Return up to ``limit`` conversation ids after ``cursor``, in ``_id`` order.
+
+        One range query on ``_id`` (the primary index) per page.
+        """
+        after, limit = validate_page_request(cursor, limit)
+        found = self._collection.find(listed(utc_now(), after), {"_id": 1})
+        documents = await found.sort("_id", 1).limit(limit + 1).to_list()
+        return page_of([doc["_id"] for doc in documents], limit)
+
+    async def find_by_conversation_id(self, conversation_id: str) -> list[Message]:
+        """Return one conversation, oldest first (``[]`` if none or expired)."""
+        validate_conversation_id(conversation_id)
+        document = await self._collection.find_one(
+            {"_id": conversation_id, **live(utc_now())}, READ_PROJECTION
+        )
+        return messages_of(document)
+
+    # -- writes ----------------------------------------------------------------
+
+    async def save_all(self, conversation_id: str, messages: Sequence[Message]) -> None:
+        """Replace one conversation in a single-document write; ``[]`` deletes it.
+
+        The record of evicted ids goes with the old content.
+
+        Raises:
+            MessageTooLargeError: before any I/O, if the conversation would not
+                fit in one 16 MiB document.
+        """
+        update = save_update(conversation_id, messages, self.ttl)
+        if update is None:
+            await self.delete_by_conversation_id(conversation_id)
+            return
+        await self._prepared()
+        self.fault_points.reach("before_commit")
+        with size_refusal(conversation_id):
+            await self._collection.update_one(
+                {"_id": conversation_id}, update, upsert=True
+            )
+        self.fault_points.reach("after_commit")
+
+    async def delete_by_conversation_id(self, conversation_id: str) -> None:
+        """Remove one conversation with its record of evicted ids, if it exists."""
+        validate_conversation_id(conversation_id)
+        await self._collection.delete_one({"_id": conversation_id})
+
+    async def append_to_window(
+        self, conversation_id: str, messages: Sequence[Message], window: Window
+    ) -> AppendResult:
+        """Append and trim in one atomic single-document update.
+
+        See :class:`chatledger.AsyncSupportsWindowAppend` for the contract.
+
+        Raises:
+            MessageTooLargeError: if the batch cannot fit in one document
+                (before any I/O) or the server refuses the grown document
+                (nothing changed).
+            ContentionError: if measuring uncached sizes kept racing with
+                rewrites of the same conversation.
+        """
+        prepared = prepare_append(conversation_id, messages, window)
+        if prepared is None:
+            return AppendResult()
+        await self._prepared()
+        for _ in range(MAX_SIZE_BACKFILLS + 1):
+            update = append_update(prepared, window, self.ttl)
+            self.fault_points.reach("before_commit")
+            with size_refusal(conversation_id):
+                document = await self._collection.find_one_and_update(
+                    {"_id": conversation_id},
+                    update,
+                    projection=APPEND_PROJECTION,
+                    upsert=True,
+                    return_document=ReturnDocument.AFTER,
+                )
+            self.fault_points.reach("after_commit")
+            result = append_outcome(document, prepared)
+            if result is not None:
+                return result
+            await self._backfill_sizes(conversation_id, window, prepared.now)
+        raise contention_error(conversation_id, window)
+
+    async def _backfill_sizes(
+        self, conversation_id: str, window: Window, now: datetime
+    ) -> None:
+        """Measure the stored messages lacking a size under the window's counter."""
+        document = await self._collection.find_one(
+            {"_id": conversation_id, **live(now)}, BACKFILL_PROJECTION
+        )
+        write = backfill(conversation_id, document, window)
+        if write is not None:
+            await self._collection.update_one(*write)

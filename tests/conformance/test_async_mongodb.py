@@ -1,0 +1,68 @@
+"""The conformance suite on a real MongoDB server, through ``AsyncMongoClient``.
+
+The server comes from ``CHATLEDGER_TEST_MONGODB_URL`` (e.g.
+``mongodb://127.0.0.1:27017/?replicaSet=rs0``), else a ``mongo:8`` container
+where a Docker daemon answers, else the tests are skipped with that reason.
+Each test gets its own collection in the database ``chatledger_test`` and drops
+it afterwards.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from chatledger.testing import AsyncChatMemoryRepositoryTests
+from chatledger.testing.async_runner import EventLoopThread
+from tests.backends import backend_url
+
+pymongo = pytest.importorskip("pymongo")
+chatledger_mongodb = pytest.importorskip("chatledger_mongodb")
+
+DATABASE = "chatledger_test"
+
+
+class TestAsyncMongoDBConformance(AsyncChatMemoryRepositoryTests):
+    """The whole suite against a real MongoDB server, on pymongo's async API."""
+
+    supports_atomic_append = True
+    supports_ttl = True
+    # Cursors fetch in batches: the paging test crosses them.
+    many_conversations = 10_000
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def async_client(cls, async_runner: EventLoopThread) -> Iterator[Any]:
+        client = pymongo.AsyncMongoClient(backend_url("mongodb"))
+        yield client
+        async_runner.run(client.close())
+
+    @pytest.fixture
+    def collections(
+        self, async_client: Any, async_runner: EventLoopThread
+    ) -> Iterator[list[str]]:
+        names: list[str] = []
+        yield names
+        for name in names:
+            async_runner.run(async_client[DATABASE].drop_collection(name))
+
+    def _make(self, client: Any, names: list[str], **options: Any) -> Any:
+        name = f"cl_{uuid.uuid4().hex}"
+        names.append(name)
+        return chatledger_mongodb.AsyncMongoDBChatMemoryRepository(
+            client, database=DATABASE, collection=name, **options
+        )
+
+    @pytest.fixture
+    def async_repository(self, async_client: Any, collections: list[str]) -> Any:
+        return self._make(async_client, collections)
+
+    @pytest.fixture
+    def make_async_repository_with_ttl(
+        self, async_client: Any, collections: list[str]
+    ) -> Callable[[timedelta], Any]:
+        return lambda ttl: self._make(async_client, collections, ttl=ttl)

@@ -1,0 +1,56 @@
+"""The conformance suite for the async repository on a STAND-IN, not on MongoDB.
+
+As ``test_standin_suite.py`` does for the sync repository: the async
+repository drives :class:`tests.mongodb.standin.AsyncStandInClient`, pymongo's
+async calls answered by mongomock storage plus a test-only evaluator of the
+pipeline's operators, one lock standing in for single-document atomicity. It
+checks the async adapter's code and its pipeline's window logic; it says
+nothing about a real server, which ``tests/conformance/test_async_mongodb.py``
+covers where one is reachable.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from chatledger.testing import AsyncChatMemoryRepositoryTests
+
+pytest.importorskip("mongomock")
+
+from chatledger_mongodb import AsyncMongoDBChatMemoryRepository
+from tests.mongodb.standin import AsyncStandInClient
+
+
+class TestAsyncMongoDBStandInEvaluator(AsyncChatMemoryRepositoryTests):
+    """Suite on mongomock + the pipeline evaluator: a stand-in, NOT a server."""
+
+    supports_atomic_append = True
+    supports_ttl = True
+
+    @pytest.fixture
+    def client(self) -> AsyncStandInClient:
+        return AsyncStandInClient()
+
+    @pytest.fixture
+    def async_repository(
+        self, client: AsyncStandInClient
+    ) -> AsyncMongoDBChatMemoryRepository:
+        return AsyncMongoDBChatMemoryRepository(
+            client,  # type: ignore[arg-type]
+            collection=f"c_{uuid.uuid4().hex}",
+        )
+
+    @pytest.fixture
+    def make_async_repository_with_ttl(
+        self, client: AsyncStandInClient
+    ) -> Callable[[timedelta], Any]:
+        return lambda ttl: AsyncMongoDBChatMemoryRepository(
+            client,  # type: ignore[arg-type]
+            collection=f"c_{uuid.uuid4().hex}",
+            ttl=ttl,
+        )
