@@ -29,8 +29,6 @@ def _drop(url: str, cluster: bool, prefix: str) -> None:
 
 
 class TestAsyncRedisConformance(AsyncChatMemoryRepositoryTests):
-    # Until this adapter keeps the record of chatledger.evicted_ids.
-    remembers_evicted_ids = False
     supports_atomic_append = True
     supports_ttl = True
     # SCAN and cursors fetch in batches: the paging test crosses them.

@@ -40,8 +40,6 @@ def cluster_client() -> Iterator[RedisCluster]:
 
 
 class TestRedisConformance(ChatMemoryRepositoryTests):
-    # Until this adapter keeps the record of chatledger.evicted_ids.
-    remembers_evicted_ids = False
     supports_atomic_append = True
     supports_ttl = True
     # SCAN and cursors fetch in batches: the paging test crosses them.

@@ -14,6 +14,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from chatledger import (
     AsyncMessageWindowChatMemory,
     Message,
+    MessageWindow,
     MessageWindowChatMemory,
     TokenWindow,
     connect_async,
@@ -69,5 +70,32 @@ def test_sync_and_async_repositories_share_one_layout(redis_url: str) -> None:
     try:
         asyncio.run(scenario())
         assert sync.find_conversation_ids() == []
+    finally:
+        sync.close()
+
+
+def test_both_repositories_share_the_evicted_record(
+    redis_url: str, client: Redis
+) -> None:
+    """An id the async window evicted is a retry for the sync one; drop_schema
+    removes the record a window left when it emptied a conversation."""
+    prefix = f"chatledger-test:{uuid.uuid4().hex[:12]}:"
+    sync = RedisChatMemoryRepository.from_url(redis_url, key_prefix=prefix)
+    batch = [Message.assistant("a"), Message.assistant("b")]
+
+    async def scenario() -> None:
+        async with AsyncRedisChatMemoryRepository.from_url(
+            redis_url, key_prefix=prefix
+        ) as repository:
+            result = await repository.append_to_window("c", batch, MessageWindow(1))
+            assert result.evicted_ids == [m.id for m in batch]
+            assert sync.append_to_window("c", batch, MessageWindow(1)).appended == []
+            assert await repository.find_conversation_ids() == []
+            assert list(client.scan_iter(match=f"{prefix}*"))
+            await repository.drop_schema()
+
+    try:
+        asyncio.run(scenario())
+        assert list(client.scan_iter(match=f"{prefix}*")) == []
     finally:
         sync.close()

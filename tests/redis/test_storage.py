@@ -18,6 +18,7 @@ from chatledger import (
     Role,
     TokenWindowChatMemory,
 )
+from chatledger.evicted_ids import EVICTED_IDS_KEPT
 from chatledger.testing import random_turns
 from chatledger.tokens import estimate_tokens
 from chatledger.window import MessageWindow, TokenWindow, apply_window
@@ -129,11 +130,14 @@ def test_every_key_of_a_conversation_shares_one_expiry(
         [Message.system("S"), Message.user("U"), Message.assistant("A")],
         MessageWindow(10),
     )
+    # Evicts U and A, so the evicted-id record exists too.
+    with_ttl.append_to_window("t", [Message.user("U1")], MessageWindow(3))
     # Measured with another counter, so the markers are rewritten under the TTL.
     with_ttl.append_to_window(
         "t", [Message.user("U2")], TokenWindow(500, estimate_tokens)
     )
     keys = _keys(with_ttl, "t")
+    assert client.exists(*keys) == len(keys) == 6
     version = str(client.info("server")["redis_version"])
     if int(version.split(".")[0]) >= 7:
         deadlines = {client.pexpiretime(key) for key in keys}
@@ -148,15 +152,75 @@ def test_every_key_of_a_conversation_shares_one_expiry(
     assert {client.pttl(key) for key in keys} == {-1}
 
 
-def test_an_evicted_conversation_leaves_no_key(
-    client: Redis, repository: RedisChatMemoryRepository, prefix: str
+def test_an_evicted_conversation_leaves_only_its_record(
+    client: Redis, prefix: str
 ) -> None:
-    """A window that drops everything (no user message) deletes every key."""
-    repository.append_to_window(
-        "e", [Message.assistant("a"), Message.assistant("b")], MessageWindow(1)
+    """A window that drops everything leaves the evicted-id record alone.
+
+    The conversation is not listed and holds nothing; its record still makes a
+    late retry a no-op, keeps the TTL, and goes with drop_schema.
+    """
+    repository = RedisChatMemoryRepository(client, key_prefix=prefix, ttl=60)
+    batch = [Message.assistant("a"), Message.assistant("b")]
+    result = repository.append_to_window("e", batch, MessageWindow(1))
+    assert result.evicted_ids == [m.id for m in batch]
+    keys = ConversationKeys.of(prefix, "e")
+    assert sorted(_text(k) for k in client.scan_iter(match=f"{prefix}*")) == sorted(
+        [keys.ids, keys.evicted]
     )
+    assert [_text(i) for i in client.lrange(keys.evicted, 0, -1)] == [
+        m.id for m in batch
+    ]
+    assert {_text(v) for v in client.hvals(keys.ids)} == {""}
+    assert all(0 < client.pttl(key) <= 60_000 for key in (keys.ids, keys.evicted))
     assert repository.find_conversation_ids() == []
+    assert repository.find_conversation_ids_page().ids == []
+    assert repository.count_messages("e") == 0
+    retried = repository.append_to_window("e", batch, MessageWindow(1))
+    assert (retried.appended, retried.evicted_ids) == ([], [])
+    assert repository.find_by_conversation_id("e") == []
+    repository.drop_schema()
     assert list(client.scan_iter(match=f"{prefix}*")) == []
+
+
+def test_the_record_keeps_the_newest_ids_only(
+    client: Redis, repository: RedisChatMemoryRepository
+) -> None:
+    """The record holds EVICTED_IDS_KEPT ids, list and hash marks alike."""
+    extra = 50
+    batch = [Message.user(f"u{i}") for i in range(EVICTED_IDS_KEPT + extra + 1)]
+    result = repository.append_to_window("b", batch, MessageWindow(1))
+    assert len(result.evicted_ids) == EVICTED_IDS_KEPT + extra
+    keys = ConversationKeys.of(repository.key_prefix, "b")
+    kept = [m.id for m in batch[extra:-1]]
+    assert [_text(i) for i in client.lrange(keys.evicted, 0, -1)] == kept
+    marks = {_text(k): _text(v) for k, v in client.hgetall(keys.ids).items()}
+    # The stored message keeps its sequence number; the record's ids are marks.
+    assert marks.pop(batch[-1].id) == str(len(batch) - 1)
+    assert marks == dict.fromkeys(kept, "")
+    # An id still in the record is a retry; one that left it is stored again.
+    window = MessageWindow(2)
+    assert repository.append_to_window("b", [batch[extra]], window).appended == []
+    again = repository.append_to_window("b", [batch[extra - 1]], window)
+    assert [m.id for m in again.appended] == [batch[extra - 1].id]
+    assert client.llen(keys.evicted) == EVICTED_IDS_KEPT
+
+
+def test_save_all_and_delete_remove_the_record_keys(
+    client: Redis, repository: RedisChatMemoryRepository
+) -> None:
+    """Both clear the record on the server: list and hash marks."""
+    keys = ConversationKeys.of(repository.key_prefix, "s")
+    window = MessageWindow(1)
+    for rewrite in (True, False):
+        repository.append_to_window("s", [Message.user("x"), Message.user("y")], window)
+        assert client.llen(keys.evicted) > 0
+        if rewrite:
+            repository.save_all("s", [Message.user("kept")])
+        else:
+            repository.delete_by_conversation_id("s")
+        assert client.exists(keys.evicted) == 0
+        assert "" not in {_text(v) for v in client.hvals(keys.ids)}
 
 
 def test_a_retried_append_touches_nothing(

@@ -51,6 +51,7 @@ from chatledger_redis.commands import (
     append_result,
     client_url,
     conversation_keys,
+    ids_of_evicted_keys,
     ids_of_meta_keys,
     ordered_messages,
     page_of,
@@ -60,6 +61,7 @@ from chatledger_redis.commands import (
 )
 from chatledger_redis.keys import (
     ConversationKeys,
+    evicted_key_pattern,
     meta_key_pattern,
     validate_key_prefix,
 )
@@ -161,9 +163,14 @@ class AsyncRedisChatMemoryRepository(AsyncClosingContext):
     async def drop_schema(self) -> None:
         """Delete every conversation under this repository's key prefix.
 
-        Only keys of the layout this repository writes are touched.
+        Only keys of the layout this repository writes are touched, the
+        evicted-id records of emptied conversations included.
         """
-        for conversation_id in await self.find_conversation_ids():
+        pattern = evicted_key_pattern(self.key_prefix)
+        records = [k async for k in self.client.scan_iter(match=pattern, count=1000)]
+        doomed = set(await self.find_conversation_ids())
+        doomed.update(ids_of_evicted_keys(self.key_prefix, records))
+        for conversation_id in doomed:
             await self.client.unlink(*self._keys(conversation_id).all())
 
     async def find_conversation_ids(self) -> list[str]:

@@ -30,6 +30,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from chatledger.adapters import (
+    EVICTED_IDS_KEPT,
     AppendResult,
     ConversationPage,
     InvalidOptionError,
@@ -43,6 +44,7 @@ from chatledger.adapters import (
 )
 from chatledger_redis.keys import (
     ConversationKeys,
+    parse_evicted_key,
     parse_meta_key,
     validate_key_prefix,
 )
@@ -55,6 +57,7 @@ __all__ = [
     "append_result",
     "client_url",
     "conversation_keys",
+    "ids_of_evicted_keys",
     "ids_of_meta_keys",
     "ordered_messages",
     "page_of",
@@ -197,6 +200,20 @@ def ids_of_meta_keys(prefix: str, keys: Iterable[bytes | str]) -> list[str]:
     return list(found)
 
 
+def ids_of_evicted_keys(prefix: str, keys: Iterable[bytes | str]) -> set[str]:
+    """The conversation ids of the evicted-id records a SCAN found.
+
+    A window that empties a conversation leaves its record behind (without
+    ``meta``), so removing everything under a prefix scans for these too.
+    """
+    found: set[str] = set()
+    for key in keys:
+        conversation_id = parse_evicted_key(prefix, text(key))
+        if conversation_id is not None:
+            found.add(conversation_id)
+    return found
+
+
 def page_of(ids: list[str], cursor: str | None, limit: int) -> ConversationPage:
     """One page of ``ids`` (every id under the prefix) after ``cursor``."""
     after, limit = validate_page_request(cursor, limit)
@@ -228,11 +245,17 @@ def save_args(batch: Sequence[Message], ttl_ms: int) -> list[Any]:
 
 
 def append_args(stamped: Sequence[Message], window: Window, ttl_ms: int) -> list[str]:
-    """The APPEND script's ARGV: one header, then one argument per message."""
+    """The APPEND script's ARGV: one header, then one argument per message.
+
+    The header names the bound of the evicted-id record, core's
+    :data:`~chatledger.evicted_ids.EVICTED_IDS_KEPT`.
+    """
     counter = window.counter_id
     # One argument per message (see ``scripts``): redis-py packs each
     # argument on its own, so fewer of them is the cheapest saving.
-    args: list[str] = [f"{window.limit}:{ttl_ms}:{write_token()}:{counter or ''}"]
+    args: list[str] = [
+        f"{window.limit}:{ttl_ms}:{EVICTED_IDS_KEPT}:{write_token()}:{counter or ''}"
+    ]
     for message in stamped:
         role = message.role
         size = 1 if counter is None else window.measure(message)

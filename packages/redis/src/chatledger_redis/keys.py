@@ -32,7 +32,9 @@ __all__ = [
     "ConversationKeys",
     "decode_tag",
     "encode_tag",
+    "evicted_key_pattern",
     "meta_key_pattern",
+    "parse_evicted_key",
     "parse_meta_key",
     "validate_key_prefix",
 ]
@@ -83,15 +85,29 @@ def meta_key_pattern(prefix: str) -> str:
     return f"{prefix}{{*}}:meta"
 
 
+def evicted_key_pattern(prefix: str) -> str:
+    """Return the SCAN pattern of every evicted-id record under ``prefix``."""
+    return f"{prefix}{{*}}:evicted"
+
+
+def _parse_key(prefix: str, key: str, part: str) -> str | None:
+    match = re.fullmatch(re.escape(prefix) + r"\{(" + _TAG + r")\}:" + part, key)
+    return None if match is None else decode_tag(match.group(1))
+
+
 def parse_meta_key(prefix: str, key: str) -> str | None:
     """Return the conversation id of a meta key under ``prefix``, else ``None``."""
-    match = re.fullmatch(re.escape(prefix) + r"\{(" + _TAG + r")\}:meta", key)
-    return None if match is None else decode_tag(match.group(1))
+    return _parse_key(prefix, key, "meta")
+
+
+def parse_evicted_key(prefix: str, key: str) -> str | None:
+    """Return the conversation id of a record key under ``prefix``, else ``None``."""
+    return _parse_key(prefix, key, "evicted")
 
 
 @dataclass(frozen=True, slots=True)
 class ConversationKeys:
-    """The five keys of one conversation, all in one hash slot.
+    """The six keys of one conversation, all in one hash slot.
 
     Attributes:
         meta: Hash: ``next`` sequence number, ``ctr`` (the counter the stored
@@ -102,7 +118,15 @@ class ConversationKeys:
         msgs: Hash: sequence number -> the message's codec JSON.
         turns: List of the non-system markers, oldest first.
         system: List of the system markers, in the order they were added.
-        ids: Hash: message id -> sequence number (makes retries no-ops).
+        ids: Hash: message id -> sequence number (makes retries no-ops),
+            and message id -> ``""`` for each id of the evicted-id record, so
+            the one probe that finds a stored id finds an evicted one too.
+        evicted: List: the evicted-id record (:mod:`chatledger.evicted_ids`),
+            the ids the window took out, oldest first, at most
+            :data:`~chatledger.evicted_ids.EVICTED_IDS_KEPT`. It outlives a
+            window that empties the conversation (``meta`` is gone then, so
+            the conversation is not listed) and goes with ``save_all``,
+            delete and expiry like the other keys.
     """
 
     meta: str
@@ -110,15 +134,28 @@ class ConversationKeys:
     turns: str
     system: str
     ids: str
+    evicted: str
 
     @classmethod
     def of(cls, prefix: str, conversation_id: str) -> ConversationKeys:
         """Build the keys of ``conversation_id`` under a validated ``prefix``."""
         base = f"{prefix}{{{encode_tag(conversation_id)}}}:"
         return cls(
-            base + "meta", base + "msgs", base + "turns", base + "system", base + "ids"
+            base + "meta",
+            base + "msgs",
+            base + "turns",
+            base + "system",
+            base + "ids",
+            base + "evicted",
         )
 
     def all(self) -> list[str]:
         """Return every key, in the order the scripts take them."""
-        return [self.meta, self.msgs, self.turns, self.system, self.ids]
+        return [
+            self.meta,
+            self.msgs,
+            self.turns,
+            self.system,
+            self.ids,
+            self.evicted,
+        ]

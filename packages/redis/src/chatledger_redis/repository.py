@@ -13,13 +13,20 @@ Example (needs a Redis server):
     memory.add("c1", Message.user("Hello"))
     repository.close()
 
-No module is needed (no RedisJSON, no search). Each conversation is five keys
+No module is needed (no RedisJSON, no search). Each conversation is six keys
 in one hash slot (:mod:`chatledger_redis.keys`); every write is one Lua script
 or one command, so it is atomic and, once the scripts are cached on the
 server, one round trip. A window append pushes the new messages, applies the
 system-message rule and evicts whole turns in the same script, reading only
 compact markers (:mod:`chatledger_redis.markers`) and only as many of the
 oldest as the eviction needs.
+
+The evicted-id record (:mod:`chatledger.evicted_ids`) lives in the
+``<prefix>{<tag>}:evicted`` list (the newest
+:data:`~chatledger.evicted_ids.EVICTED_IDS_KEPT` ids the window took out,
+oldest first), each of its ids marked with an empty value in the ``ids``
+hash: the same script checks and updates it, so a late retry of an evicted
+message is a no-op.
 
 Why listing uses ``SCAN`` rather than an index key: an index of ids is one key
 in one slot, so on Redis Cluster it cannot be updated in the same script as the
@@ -67,6 +74,7 @@ from chatledger_redis.commands import (
     append_result,
     client_url,
     conversation_keys,
+    ids_of_evicted_keys,
     ids_of_meta_keys,
     ordered_messages,
     page_of,
@@ -76,6 +84,7 @@ from chatledger_redis.commands import (
 )
 from chatledger_redis.keys import (
     ConversationKeys,
+    evicted_key_pattern,
     meta_key_pattern,
     validate_key_prefix,
 )
@@ -169,9 +178,14 @@ class RedisChatMemoryRepository(ClosingContext):
         """Delete every conversation under this repository's key prefix.
 
         Only keys of the layout this repository writes are touched; other keys
-        that share the prefix stay.
+        that share the prefix stay. The evicted-id record a window left when
+        it emptied a conversation (no ``meta``, so not listed) goes too.
         """
-        for conversation_id in self.find_conversation_ids():
+        pattern = evicted_key_pattern(self.key_prefix)
+        records = self.client.scan_iter(match=pattern, count=1000)
+        doomed = ids_of_evicted_keys(self.key_prefix, records)
+        doomed.update(self.find_conversation_ids())
+        for conversation_id in doomed:
             self.client.unlink(*self._keys(conversation_id).all())
 
     def find_conversation_ids(self) -> list[str]:

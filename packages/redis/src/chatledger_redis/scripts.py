@@ -12,18 +12,27 @@ command sees a half-written conversation. Each one writes one entry per
 ``redis.call`` (or deletes a bounded chunk per call) instead of ``unpack``-ing
 a whole batch, so a batch of any length stays clear of Lua's stack limit.
 
-Every write ends by giving all five keys the same absolute expiry
-(``PEXPIREAT`` from the server clock) or none (``PERSIST``), so the keys of a
-conversation never drift apart. The ``exp`` field of ``meta`` records which
-one the last write chose (``"1"`` or ``"0"``): a write without a TTL on a
-conversation whose ``exp`` is ``"0"`` has nothing to persist and skips the
-five ``PERSIST`` calls. A missing ``exp`` (a conversation written before the
+Every write ends by giving all the keys of a conversation the same absolute
+expiry (``PEXPIREAT`` from the server clock) or none (``PERSIST``), so they
+never drift apart. The ``exp`` field of ``meta`` records which one the last
+write chose (``"1"`` or ``"0"``): a write without a TTL on a conversation
+whose ``exp`` is ``"0"`` has nothing to persist and skips the ``PERSIST``
+calls. A missing ``exp`` (a conversation written before the
 field existed) is treated as possibly expiring.
 
 A window append takes one argument per message, so the client packs few
 arguments: ``<role code><size>\\n<id>\\n[<canonical text>\\n]<codec JSON>``
 (the canonical text for system messages only). The separators are safe: a
 message id is printable (no newline) and JSON text escapes every newline.
+
+The append also keeps the evicted-id record (:mod:`chatledger.evicted_ids`):
+every id it takes out of the window (evicted, a replaced system message, a
+new message dropped at once) stays in the ``ids`` hash with an empty value
+instead of being deleted, and is pushed on the ``evicted`` list. So the one
+``HEXISTS`` that tells a stored id from a fresh one also finds an evicted id,
+and a late retry is a no-op; the list keeps the order, and when it holds more
+than the bound the client passes (core's ``EVICTED_IDS_KEPT``), its oldest
+ids leave both the list and the hash.
 """
 
 from __future__ import annotations
@@ -50,31 +59,57 @@ local function hdel_all(key, fields)
 end
 """
 
+# The evicted-id record: marks in ``ids``, order on the ``evicted`` list.
+_REMEMBER = """
+local function remember(ids, record, gone, keep)
+  local length = 0
+  for i = 1, #gone, 128 do
+    local last = math.min(i + 127, #gone)
+    local marks = {}
+    for j = i, last do
+      marks[#marks + 1] = gone[j]
+      marks[#marks + 1] = ''
+    end
+    redis.call('HSET', ids, unpack(marks))
+    length = redis.call('RPUSH', record, unpack(gone, i, last))
+  end
+  if length > keep then
+    hdel_all(ids, redis.call('LPOP', record, length - keep))
+  end
+end
+"""
+
 #: Append a batch and trim the window (``SupportsWindowAppend``).
 #:
-#: KEYS: meta, msgs, turns, system, ids.
-#: ARGV[1]: ``<limit>:<ttl ms, 0 = none>:<write token>:<counter id>`` (the
-#: counter id, ``""`` when every message weighs 1, comes last so it may hold
-#: any character). ARGV[2..]: one per message, see the module docstring.
+#: KEYS: meta, msgs, turns, system, ids, evicted.
+#: ARGV[1]: ``<limit>:<ttl ms, 0 = none>:<ids kept>:<write token>:<counter id>``
+#: (ids kept: the bound of the evicted-id record; the counter id, ``""`` when
+#: every message weighs 1, comes last so it may hold any character).
+#: ARGV[2..]: one per message, see the module docstring.
 #: Returns -1 when the stored sizes were measured by another counter (the
 #: caller re-measures and retries), else a flat array: first the integer 1 when
 #: every message of the batch was appended, otherwise the appended batch
 #: indexes as one comma-separated string; then the evicted ids.
 APPEND = (
     _EXPIRE
+    + _REMEMBER
     + """
 local meta, msgs, turns, system, ids = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local record = KEYS[6]
 local head = ARGV[1]
 local c1 = string.find(head, ':', 1, true)
 local c2 = string.find(head, ':', c1 + 1, true)
 local c3 = string.find(head, ':', c2 + 1, true)
+local c4 = string.find(head, ':', c3 + 1, true)
 local limit = tonumber(string.sub(head, 1, c1 - 1))
 local ttl = tonumber(string.sub(head, c1 + 1, c2 - 1))
-local token = string.sub(head, c2 + 1, c3 - 1)
-local counter = string.sub(head, c3 + 1)
+local keep = tonumber(string.sub(head, c2 + 1, c3 - 1))
+local token = string.sub(head, c3 + 1, c4 - 1)
+local counter = string.sub(head, c4 + 1)
 local n = #ARGV - 1
 
--- (a) a message whose id is stored already is a retry: skip it
+-- (a) a message whose id is stored already, or was evicted (then ids holds
+-- it with an empty value), is a retry: skip it
 local fresh = {}
 local with_system = false
 for i = 1, n do
@@ -137,10 +172,7 @@ if replace then
     seqs[i] = entry[1]
     evicted[i] = entry[2]
   end
-  if #seqs > 0 then
-    hdel_all(msgs, seqs)
-    hdel_all(ids, evicted)
-  end
+  if #seqs > 0 then hdel_all(msgs, seqs) end
   redis.call('DEL', system)
   ssize = 0
   known = {}
@@ -205,15 +237,13 @@ do
     if last_user < 0 then cut = count else cut = last_user end
   end
   if cut > 0 then
-    local seqs, gone = {}, {}
+    local seqs = {}
     for i = 1, cut do
       seqs[i] = read[i][1]
-      gone[i] = read[i][2]
       evicted[#evicted + 1] = read[i][2]
       tsize = tsize - read[i][3]
     end
     hdel_all(msgs, seqs)
-    hdel_all(ids, gone)
     redis.call('LTRIM', turns, cut, -1)
   end
 end
@@ -223,14 +253,17 @@ if #appended < n then first = table.concat(appended, ',') end
 local reply = {first}
 for i, id in ipairs(evicted) do reply[i + 1] = id end
 
--- (e) an emptied conversation leaves no key; otherwise slide the TTL
+-- (e) the evicted ids go to the record; an emptied conversation leaves only
+-- the record (ids then holds its marks alone); otherwise slide the TTL
+local expiring = state[5] ~= '0'
 if #evicted > 0 then
+  remember(ids, record, evicted, keep)
   if redis.call('HLEN', msgs) == 0 then
-    redis.call('DEL', meta, msgs, turns, system, ids)
+    redis.call('DEL', meta, msgs, turns, system)
+    expire({ids, record}, ttl, expiring)
     return reply
   end
 end
-local expiring = state[5] ~= '0'
 local flag = '0'
 if ttl > 0 then flag = '1' end
 redis.call('HSET', meta, 'next', string.format('%d', next_seq), 'ctr', counter,
@@ -243,7 +276,7 @@ return reply
 
 #: Replace a conversation (``save_all``).
 #:
-#: KEYS: meta, msgs, turns, system, ids.
+#: KEYS: meta, msgs, turns, system, ids, evicted (the record is cleared).
 #: ARGV: ttl ms (0 = none), write token, n, then n times: id, role code,
 #: canonical text (system messages only), codec JSON. Sizes are unknown here
 #: (no window), so every marker weighs 1 and ``ctr`` is ``""``. The keys are
@@ -252,7 +285,7 @@ SAVE = (
     _EXPIRE
     + """
 local meta, msgs, turns, system, ids = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-redis.call('UNLINK', meta, msgs, turns, system, ids)
+redis.call('UNLINK', meta, msgs, turns, system, ids, KEYS[6])
 local n = tonumber(ARGV[3])
 if n == 0 then return 0 end
 local tsize, ssize = 0, 0
@@ -277,7 +310,7 @@ if ttl > 0 then flag = '1' end
 redis.call('HSET', meta, 'next', string.format('%d', n), 'ctr', '',
   'tsize', string.format('%d', tsize), 'ssize', string.format('%d', ssize),
   'ver', ARGV[2], 'exp', flag)
-expire(KEYS, ttl, false)
+expire({meta, msgs, turns, system, ids}, ttl, false)
 return n
 """
 )
