@@ -6,6 +6,7 @@ import importlib.util
 import json
 import os
 import pty
+import sqlite3
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -345,6 +346,36 @@ class TestConformanceCommand:
         assert "conformance of memory:// (atomic window append" in summary
         assert " passed" in summary
         assert "failed" not in summary
+
+    def test_async_memory_backend_passes(self, cli: Cli) -> None:
+        done = cli("conformance", "--async", "memory://", "--", "-k", "window")
+        assert done.code == 0, done.out + done.err
+        summary = done.out.strip().splitlines()[-1]
+        assert "conformance of memory:// async (atomic window append" in summary
+        assert " passed" in summary
+        assert "failed" not in summary
+
+    def test_async_sqlite_runs_in_a_namespace_that_is_dropped(
+        self, cli: Cli, tmp_path: Path
+    ) -> None:
+        pytest.importorskip("aiosqlite")
+        path = tmp_path / "async.db"
+        url = f"sqlite:///{path}"
+        done = cli(
+            "conformance",
+            "--async",
+            url,
+            "--namespace-option",
+            "table_name",
+            "--",
+            "-k",
+            "round_trip or order",
+        )
+        assert done.code == 0, done.out + done.err
+        assert f"conformance of {url} async (atomic window append" in done.out
+        with sqlite3.connect(path) as connection:
+            tables = connection.execute("SELECT name FROM sqlite_master").fetchall()
+        assert tables == []
 
     def test_file_backend_passes_and_leaves_it_empty(
         self, cli: Cli, tmp_path: Path
