@@ -170,7 +170,7 @@ def open_neo4j(stack: ExitStack, workdir: Path) -> Setup:
     )
     # Last in, first out: drop our labels, then close the driver.
     stack.callback(repository.close)
-    stack.callback(repository.drop)
+    stack.callback(repository.drop_schema)
     import neo4j
 
     return Setup(repository, floor, notes=[server, f"driver {neo4j.__version__}"])
