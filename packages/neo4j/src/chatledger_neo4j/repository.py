@@ -15,8 +15,10 @@ two. Each write first locks the conversation node by writing a property to it
 reads), and only then reads the sequence and counters. The driver retries a
 transaction function on transient errors, and may run it again after a commit
 whose outcome it could not see, so the functions are idempotent: an append
-skips every message id the conversation already holds, and a replace writes
-the same state however often it runs.
+skips every message id the conversation already holds or has evicted (its
+record of evicted ids, the ``evicted_ids`` list on the conversation node,
+bounded to the newest :data:`chatledger.adapters.EVICTED_IDS_KEPT`), and a
+replace writes the same state however often it runs.
 
 Why one JSON payload per message and not child nodes (metadata, tool calls,
 tool responses and media as nodes of their own, as other Neo4j chat stores do):
@@ -54,6 +56,7 @@ from neo4j import (
 from neo4j.exceptions import ClientError, IncompleteCommit
 
 from chatledger.adapters import (
+    EVICTED_IDS_KEPT,
     AppendResult,
     ClosingContext,
     ConversationPage,
@@ -442,7 +445,9 @@ class Neo4jChatMemoryRepository(ClosingContext):
                 limit=_FIRST_PAGE,
             ).single(strict=True)
             self.fault_points.reach("after_lock")
-            known = set(state["known"])
+            # Ids still stored and ids the window already took out alike: a
+            # late retry of either stores nothing.
+            known = {*state["known"], *state["evicted"]}
             fresh = [m for m in batch if m.id not in known]
             if not fresh:
                 return AppendResult()
@@ -459,27 +464,28 @@ class Neo4jChatMemoryRepository(ClosingContext):
             )
             plan = plan_append(stored, fresh, window)
             next_seq = int(state["next_seq"])
-            if plan.empty:
-                tx.run(q.delete_messages, cid=cid).consume()
-                tx.run(q.delete_conversation, cid=cid).consume()
-            else:
-                rows = [
-                    _row(m, next_seq + i, None if counter is None else size, counter)
-                    for i, (m, size) in enumerate(
-                        zip(plan.insert, plan.insert_sizes, strict=True)
-                    )
-                ]
-                # The new messages, the evictions and the counters, at once.
-                tx.run(
-                    q.append,
-                    cid=cid,
-                    rows=rows,
-                    delete_ids=plan.delete_ids,
-                    next_seq=next_seq + len(rows),
-                    message_count=plan.message_count,
-                    size_total=None if counter is None else plan.size_total,
-                    size_counter=counter,
-                ).consume()
+            rows = [
+                _row(m, next_seq + i, None if counter is None else size, counter)
+                for i, (m, size) in enumerate(
+                    zip(plan.insert, plan.insert_sizes, strict=True)
+                )
+            ]
+            # The new messages, the evictions, the record of evicted ids and
+            # the counters, at once. A window that leaves nothing keeps the
+            # node, marked emptied, for the record.
+            tx.run(
+                q.append,
+                cid=cid,
+                rows=rows,
+                delete_ids=plan.delete_ids,
+                evicted=plan.evicted_ids,
+                evicted_kept=EVICTED_IDS_KEPT,
+                emptied=True if plan.empty else None,
+                next_seq=next_seq + len(rows),
+                message_count=plan.message_count,
+                size_total=None if counter is None else plan.size_total,
+                size_counter=counter,
+            ).consume()
             self.fault_points.reach("after_insert")
             self.fault_points.reach("after_evict")
             self.fault_points.reach("before_commit")
