@@ -18,8 +18,6 @@ def neo4j_url(required: set[str]) -> str:
 
 
 class TestNeo4jConformance(ChatMemoryRepositoryTests):
-    # Until this adapter keeps the record of chatledger.evicted_ids.
-    remembers_evicted_ids = False
     supports_atomic_append = True
 
     @pytest.fixture

@@ -325,6 +325,20 @@ def test_neo4j_reads_filter_on_the_indexed_properties() -> None:
     assert s["read_all"].endswith("ORDER BY m.conversation_id, m.seq")
 
 
+def test_neo4j_evicted_ids_record_is_read_and_written_with_the_append() -> None:
+    """The probe reads the record under the lock; append bounds it, replace clears."""
+    s = _statements()
+    probe = s["probe"]
+    assert probe.index("SET c.version") < probe.index("c.evicted_ids")
+    assert "[i IN $ids WHERE i IN coalesce(c.evicted_ids, [])] AS evicted" in probe
+    assert "(coalesce(c.evicted_ids, []) + $evicted)[-$evicted_kept..]" in s["append"]
+    assert "c.emptied = $emptied" in s["append"]
+    assert "REMOVE c.evicted_ids, c.emptied" in s["replace"]
+    # A node kept only for its record is never listed.
+    for name in ("list_ids", "first_ids_page", "ids_page_after"):
+        assert "c.emptied IS NULL" in s[name]
+
+
 def test_neo4j_probe_takes_the_lock_before_it_reads_messages() -> None:
     """The probe starts with the lock; the message reads are subqueries after it."""
     probe = _statements()["probe"]

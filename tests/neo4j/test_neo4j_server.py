@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from chatledger import Message, MessageWindow
+from chatledger import Message, MessageWindow, ToolResponse
+from chatledger.adapters import EVICTED_IDS_KEPT, AppendResult, kept_newest
 from chatledger_neo4j import Neo4jChatMemoryRepository
 from tests.backends import backend_url
 
@@ -73,6 +74,9 @@ _PARAMS: dict[str, Any] = {
     "counter": "tokens:x",
     "ids": ["x"],
     "delete_ids": ["x"],
+    "evicted": ["y"],
+    "evicted_kept": 1000,
+    "emptied": None,
     "keep": [],
     "rows": [],
     "next_seq": 0,
@@ -236,6 +240,98 @@ def test_neo4j_eviction_reads_pages_and_keeps_sequence(
             "WHERE m.conversation_id = 'long' RETURN m.seq AS seq"
         ).value("seq")
     assert seqs == [400]
+
+
+def _conversation_node(
+    repository: Neo4jChatMemoryRepository, cid: str
+) -> dict[str, Any] | None:
+    with repository._session() as session:
+        record = session.run(
+            "MATCH (c:`" + repository.statements.conversation_label + "` {id: $cid}) "
+            "RETURN properties(c) AS p",
+            cid=cid,
+        ).single()
+    return None if record is None else dict(record["p"])
+
+
+def test_neo4j_evicted_ids_are_the_newest_kept_on_the_node(
+    repository: Neo4jChatMemoryRepository,
+) -> None:
+    """The record on the node is what ``kept_newest`` makes, across its bound."""
+    expected: list[str] = []
+    every_evicted: list[str] = []
+    # Two evictions of 700 each cross EVICTED_IDS_KEPT (1000): the oldest go.
+    for round_ in range(3):
+        batch = [
+            Message.user(f"u{round_}.{i}")
+            if i % 2 == 0
+            else Message.assistant(f"a{round_}.{i}")
+            for i in range(700)
+        ]
+        result = repository.append_to_window("bound", batch, MessageWindow(700))
+        expected = kept_newest(expected, result.evicted_ids)
+        every_evicted += result.evicted_ids
+        node = _conversation_node(repository, "bound")
+        assert node is not None
+        assert node.get("evicted_ids", []) == expected
+    assert len(every_evicted) == 1400
+    assert len(expected) == EVICTED_IDS_KEPT
+    # A retry of an id still in the record is a no-op; one that fell out of
+    # it is stored again (the documented bound).
+    window = MessageWindow(700)
+    remembered = Message.user("again", id=expected[0])
+    assert repository.append_to_window("bound", [remembered], window).appended == []
+    forgotten = Message.user("again", id=every_evicted[0])
+    result = repository.append_to_window("bound", [forgotten], window)
+    assert [m.id for m in result.appended] == [forgotten.id]
+
+
+def test_neo4j_window_that_empties_keeps_an_unlisted_node(
+    repository: Neo4jChatMemoryRepository,
+) -> None:
+    """A window left empty keeps the record on a node no listing shows."""
+    orphan = Message.tool(ToolResponse("call-1", "lookup", "42"))
+    result = repository.append_to_window("orphan", [orphan], MessageWindow(5))
+    assert result.evicted_ids == [orphan.id]
+    assert repository.find_by_conversation_id("orphan") == []
+    assert repository.count_messages("orphan") == 0
+    assert "orphan" not in repository.find_conversation_ids()
+    assert repository.find_conversation_ids_page().ids == []
+    node = _conversation_node(repository, "orphan")
+    assert node is not None
+    assert node["evicted_ids"] == [orphan.id]
+    assert node["emptied"] is True
+    # The retry is a no-op, and writes no message.
+    assert repository.append_to_window("orphan", [orphan], MessageWindow(5)) == (
+        AppendResult()
+    )
+    assert repository.count_messages("orphan") == 0
+    # The next message makes it a listed conversation again, record kept.
+    user = Message.user("hello")
+    repository.append_to_window("orphan", [user], MessageWindow(5))
+    assert repository.find_conversation_ids() == ["orphan"]
+    assert repository.find_conversation_ids_page().ids == ["orphan"]
+    node = _conversation_node(repository, "orphan")
+    assert node is not None
+    assert "emptied" not in node
+    assert node["evicted_ids"] == [orphan.id]
+    # A replace states the whole conversation: the record goes.
+    repository.save_all("orphan", [user])
+    node = _conversation_node(repository, "orphan")
+    assert node is not None
+    assert "evicted_ids" not in node
+
+
+def test_neo4j_reads_never_create_a_conversation_node(
+    repository: Neo4jChatMemoryRepository,
+) -> None:
+    """Reading an unknown conversation leaves no node behind (the CLI's ls/show)."""
+    assert repository.find_by_conversation_id("ghost") == []
+    assert repository.count_messages("ghost") == 0
+    assert repository.find_conversation_ids() == []
+    assert repository.find_conversation_ids_page().ids == []
+    assert repository._locked_read("ghost") == []
+    assert _conversation_node(repository, "ghost") is None
 
 
 def test_neo4j_drop_removes_every_node_and_the_schema(neo4j_url: str) -> None:

@@ -35,6 +35,7 @@ BACKENDS = [
     pytest.param("mariadb", "asyncmy", id="mariadb-asyncmy"),
     pytest.param("mariadb", "aiomysql", id="mariadb-aiomysql"),
     pytest.param("redis", None, id="redis"),
+    pytest.param("neo4j", None, id="neo4j"),
 ]
 
 
@@ -42,6 +43,13 @@ def open_repository(backend: str, driver: str | None) -> Any:
     if backend == "redis":
         prefix = f"chatledger-test:{uuid.uuid4().hex[:12]}:"
         return connect_async(backend_url("redis"), key_prefix=prefix)
+    if backend == "neo4j":
+        tag = uuid.uuid4().hex[:12]
+        return connect_async(
+            backend_url("neo4j"),
+            conversation_label=f"ConversationX{tag}",
+            message_label=f"MessageX{tag}",
+        )
     assert driver is not None
     table = f"cl_{uuid.uuid4().hex[:16]}"
     return connect_async(with_driver(backend_url(backend), driver), table_name=table)
@@ -73,6 +81,12 @@ async def assert_pool_clean(repository: Any) -> None:
         finally:
             for connection in connections:
                 await connection.close()
+    elif hasattr(repository, "driver"):
+        # A cancelled session kills its connection instead of returning it
+        # (the server then rolls its transaction back); none stays in use.
+        pool = repository.driver._pool
+        connections = [c for kept in pool.connections.values() for c in kept]
+        assert not any(c.in_use for c in connections)
     else:
         pool = repository.client.connection_pool
         assert not pool._in_use_connections

@@ -15,8 +15,17 @@ value (conversation id, message ids, payloads, limits) is a bound parameter.
 The model, one node per conversation and one node per message::
 
     (:Conversation {id, next_seq, message_count, size_total, size_counter,
-                    version})
+                    version, evicted_ids, emptied})
     (:Message {conversation_id, id, seq, role, payload, size, size_counter})
+
+``evicted_ids`` is the conversation's record of evicted message ids
+(:mod:`chatledger.evicted_ids`): the ids its appends took out of the window,
+oldest first, at most :data:`chatledger.adapters.EVICTED_IDS_KEPT` of them
+(the list :func:`chatledger.adapters.kept_newest` makes, sliced on the server
+so the record never travels to the client). An append reads which of its ids
+are in it and extends it in its own statements. ``emptied`` marks a
+conversation whose window left no message: its node stays for the record, but
+it is not listed.
 
 Schema (created by :attr:`Statements.schema`, each ``IF NOT EXISTS``):
 
@@ -48,8 +57,16 @@ from chatledger.adapters import (
     InvalidNameError,
 )
 
-__all__ = ["LABEL_PATTERN", "Statements", "quote_label", "validate_label"]
+__all__ = [
+    "AWAIT_INDEXES",
+    "LABEL_PATTERN",
+    "Statements",
+    "quote_label",
+    "validate_label",
+]
 
+#: Waits (up to five minutes) until every index is online, after creating them.
+AWAIT_INDEXES: LiteralString = "CALL db.awaitIndexes(300)"
 #: What a label may look like (full match); 64 characters at most.
 LABEL_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
@@ -174,6 +191,7 @@ class Statements:
             lock + "RETURN c.next_seq AS next_seq, "
             "coalesce(c.message_count, 0) AS message_count, "
             "c.size_total AS size_total, c.size_counter AS size_counter, "
+            "[i IN $ids WHERE i IN coalesce(c.evicted_ids, [])] AS evicted, "
             "COLLECT {{ MATCH (k:{M}) USING INDEX SEEK k:{M}(conversation_id, id) "
             "WHERE k.conversation_id = $cid AND k.id IN $ids RETURN k.id }} "
             "AS known, "
@@ -210,14 +228,16 @@ class Statements:
             "OPTIONAL MATCH (c:{C} {{id: $cid}}) "
             "RETURN before, payloads, messages, collect(c.version) AS after"
         )
-        self.list_ids = text("MATCH (c:{C}) RETURN c.id AS id")
+        # A conversation that a window emptied keeps its node for its record
+        # of evicted ids, and is not listed.
+        self.list_ids = text("MATCH (c:{C}) WHERE c.emptied IS NULL RETURN c.id AS id")
         #: Pages of conversation ids in id order, on the uniqueness index.
         self.first_ids_page = text(
-            "MATCH (c:{C}) WHERE c.id IS NOT NULL "
+            "MATCH (c:{C}) WHERE c.id IS NOT NULL AND c.emptied IS NULL "
             "RETURN c.id AS id ORDER BY id LIMIT $limit"
         )
         self.ids_page_after = text(
-            "MATCH (c:{C}) WHERE c.id > $after "
+            "MATCH (c:{C}) WHERE c.id > $after AND c.emptied IS NULL "
             "RETURN c.id AS id ORDER BY id LIMIT $limit"
         )
         #: A conversation's messages counted on the sequence index, unread.
@@ -229,12 +249,17 @@ class Statements:
         counters = (
             "MATCH (c:{C} {{id: $cid}}) "
             "SET c.next_seq = $next_seq, c.message_count = $message_count, "
-            "c.size_total = $size_total, c.size_counter = $size_counter "
+            "c.size_total = $size_total, c.size_counter = $size_counter"
         )
-        # An append's writes in one statement: the counters, the new messages
-        # (MERGE: a retried append never doubles one), the evicted ones gone.
+        # An append's writes in one statement: the counters, the record of
+        # evicted ids (its newest $evicted_kept, as kept_newest keeps them),
+        # the new messages (MERGE: a retried append never doubles one), the
+        # evicted ones gone.
         self.append = text(
-            counters + "FOREACH (row IN $rows | "
+            counters + ", c.emptied = $emptied, "
+            "c.evicted_ids = CASE WHEN size($evicted) = 0 THEN c.evicted_ids "
+            "ELSE (coalesce(c.evicted_ids, []) + $evicted)[-$evicted_kept..] END "
+            "FOREACH (row IN $rows | "
             "MERGE (m:{M} {{conversation_id: $cid, id: row.id}}) "
             "ON CREATE SET m.seq = row.seq, m.role = row.role, "
             "m.payload = row.payload, m.size = row.size, "
@@ -245,9 +270,11 @@ class Statements:
             "DETACH DELETE d"
         )
         # A replace's writes in one statement: the messages not kept go, the
-        # new list is upserted with sequence 0..n-1, the counters are reset.
+        # new list is upserted with sequence 0..n-1, the counters are reset
+        # and the record of evicted ids is cleared (the list is the whole
+        # conversation now).
         self.replace = text(
-            counters + "WITH c "
+            counters + " REMOVE c.evicted_ids, c.emptied WITH c "
             "OPTIONAL MATCH (old:{M}) USING INDEX SEEK old:{M}(conversation_id, seq) "
             "WHERE old.conversation_id = $cid AND old.seq >= 0 "
             "AND NOT old.id IN $keep "

@@ -15,8 +15,10 @@ two. Each write first locks the conversation node by writing a property to it
 reads), and only then reads the sequence and counters. The driver retries a
 transaction function on transient errors, and may run it again after a commit
 whose outcome it could not see, so the functions are idempotent: an append
-skips every message id the conversation already holds, and a replace writes
-the same state however often it runs.
+skips every message id the conversation already holds or has evicted (its
+record of evicted ids, the ``evicted_ids`` list on the conversation node,
+bounded to the newest :data:`chatledger.adapters.EVICTED_IDS_KEPT`), and a
+replace writes the same state however often it runs.
 
 Why one JSON payload per message and not child nodes (metadata, tool calls,
 tool responses and media as nodes of their own, as other Neo4j chat stores do):
@@ -51,7 +53,7 @@ from neo4j import (
     RoutingControl,
     Session,
 )
-from neo4j.exceptions import ClientError, IncompleteCommit
+from neo4j.exceptions import ClientError
 
 from chatledger.adapters import (
     AppendResult,
@@ -59,54 +61,47 @@ from chatledger.adapters import (
     ConversationPage,
     FaultPoints,
     Message,
-    Role,
     StoredEntry,
     StoredWindow,
     Window,
-    codec,
     plan_append,
     stamp_messages,
     validate_conversation_id,
     validate_messages,
     validate_page_request,
 )
-from chatledger_neo4j.cypher import Statements
+from chatledger_neo4j.cypher import AWAIT_INDEXES, Statements
+from chatledger_neo4j.steps import (
+    FIRST_PAGE,
+    PURGE_BATCH,
+    SNAPSHOT_ATTEMPTS,
+    append_parameters,
+    append_result,
+    checked_payloads,
+    confirm_commit,
+    conversation_page,
+    decoded,
+    fresh_messages,
+    ids_page_query,
+    is_schema_race,
+    kept_total,
+    listed_ids,
+    measured_total,
+    next_page,
+    page_entries,
+    page_parameters,
+    probe_parameters,
+    purge_done,
+    replace_parameters,
+    sizes_parameters,
+    snapshot_payloads,
+    stored_window,
+)
 from chatledger_neo4j.url import parse_url
 
 __all__ = ["Neo4jChatMemoryRepository"]
 
 _T = TypeVar("_T")
-_SYSTEM = Role.SYSTEM.value
-#: Rows of the oldest messages read by the first page of an eviction; a window
-#: that overflows by a turn rarely needs more.
-_FIRST_PAGE = 32
-_MAX_PAGE = 1024
-#: Reads of a conversation that writes keep interleaving with before the
-#: read takes the conversation's write lock instead.
-_SNAPSHOT_ATTEMPTS = 8
-#: Nodes deleted per transaction by :meth:`Neo4jChatMemoryRepository.drop`.
-_PURGE_BATCH = 5000
-#: Errors a concurrent ``CREATE ... IF NOT EXISTS`` of the same schema may raise.
-_SCHEMA_RACES = frozenset(
-    {
-        "Neo.ClientError.Schema.EquivalentSchemaRuleAlreadyExists",
-        "Neo.ClientError.Schema.ConstraintAlreadyExists",
-        "Neo.ClientError.Schema.IndexAlreadyExists",
-    }
-)
-
-
-def _row(
-    message: Message, seq: int, size: int | None, counter: str | None
-) -> dict[str, Any]:
-    return {
-        "id": message.id,
-        "seq": seq,
-        "role": message.role.value,
-        "payload": codec.to_json(message),
-        "size": size,
-        "size_counter": counter,
-    }
 
 
 class Neo4jChatMemoryRepository(ClosingContext):
@@ -220,9 +215,9 @@ class Neo4jChatMemoryRepository(ClosingContext):
                 try:
                     session.run(statement).consume()
                 except ClientError as exc:
-                    if exc.code not in _SCHEMA_RACES:
+                    if not is_schema_race(exc):
                         raise
-            session.run("CALL db.awaitIndexes(300)").consume()
+            session.run(AWAIT_INDEXES).consume()
 
     def drop_schema(self) -> None:
         """Delete every node with this repository's labels and drop its schema.
@@ -232,8 +227,8 @@ class Neo4jChatMemoryRepository(ClosingContext):
         with self._session() as session:
             for statement in self._statements.purge:
                 while True:
-                    batch = session.run(statement, batch=_PURGE_BATCH)
-                    if batch.single(strict=True)["deleted"] < _PURGE_BATCH:
+                    batch = session.run(statement, batch=PURGE_BATCH)
+                    if purge_done(batch.single(strict=True)["deleted"]):
                         break
             for statement in self._statements.drop_schema:
                 session.run(statement).consume()
@@ -241,17 +236,8 @@ class Neo4jChatMemoryRepository(ClosingContext):
     def _write(self, work: Callable[[ManagedTransaction], _T]) -> _T:
         with self._session() as session:
             result = session.execute_write(work)
-            # Every commit the server confirms carries a bookmark. A server
-            # that killed the connection (dbms.killConnection) can still answer
-            # the pending COMMIT with an empty SUCCESS and then close: the
-            # driver reports success, yet nothing was committed.
-            confirmed = bool(session.last_bookmarks().raw_values)
-        if not confirmed:
-            raise IncompleteCommit(
-                "Neo4j answered the commit without a bookmark and closed the "
-                "connection; the write may not be stored (retrying the same "
-                "write is safe)"
-            )
+            bookmarks = session.last_bookmarks().raw_values
+        confirm_commit(bookmarks)
         self.fault_points.reach("after_commit")
         return result
 
@@ -264,12 +250,7 @@ class Neo4jChatMemoryRepository(ClosingContext):
     def find_conversation_ids(self) -> list[str]:
         """Return the id of every stored conversation."""
         query = self._statements.list_ids
-
-        def work(tx: ManagedTransaction) -> list[str]:
-            # A conversation deleted while the label is scanned reads as null.
-            return [v for v in tx.run(query).value("id") if isinstance(v, str)]
-
-        return self._read(work)
+        return self._read(lambda tx: listed_ids(tx.run(query).value("id")))
 
     def count_messages(self, conversation_id: str) -> int:
         """Return how many messages a conversation holds, counted on an index."""
@@ -287,19 +268,9 @@ class Neo4jChatMemoryRepository(ClosingContext):
         One range seek on the conversation id's uniqueness index per page.
         """
         after, limit = validate_page_request(cursor, limit)
-        q = self._statements
-
-        def work(tx: ManagedTransaction) -> list[str]:
-            if after is None:
-                found = tx.run(q.first_ids_page, limit=limit + 1)
-            else:
-                found = tx.run(q.ids_page_after, after=after, limit=limit + 1)
-            return [str(v) for v in found.value("id")]
-
-        ids = self._read(work)
-        if len(ids) > limit:
-            return ConversationPage(ids[:limit], ids[limit - 1])
-        return ConversationPage(ids, None)
+        query, parameters = ids_page_query(self._statements, after, limit)
+        ids = self._read(lambda tx: tx.run(query, parameters).value("id"))
+        return conversation_page(ids, limit)
 
     def find_by_conversation_id(self, conversation_id: str) -> list[Message]:
         """Return the messages of one conversation, oldest first.
@@ -311,37 +282,27 @@ class Neo4jChatMemoryRepository(ClosingContext):
         payloads = self._snapshot(cid)
         if payloads is None:
             payloads = self._locked_read(cid)
-        return [codec.from_json(payload) for payload in payloads]
+        return decoded(payloads)
 
     def _snapshot(self, cid: str) -> list[str] | None:
         """The payloads as of one commit, or ``None`` if writes kept interleaving.
 
-        Neo4j reads at read committed, without read locks: one query can see
-        a message that a concurrent append evicts as a null payload, and the
-        messages that append adds further on. Every write sets a new version
-        on the conversation before touching its messages, so the same version
-        read before and after the messages proves no write committed between.
-        One statement reads all three, in one round trip and its commit.
+        One statement reads the version, the messages and the version again
+        (see :func:`chatledger_neo4j.steps.snapshot_payloads`), in one round
+        trip and its commit.
         """
-        for _ in range(_SNAPSHOT_ATTEMPTS):
-            row = self._driver.execute_query(
-                self._statements.read_snapshot,
-                {"cid": cid},
-                routing_=RoutingControl.READ,
-                database_=self._database,
-                bookmark_manager_=self._driver.execute_query_bookmark_manager,
-            ).records[0]
-            before, payloads = row["before"], row["payloads"]
-            # With no conversation node, only "no messages" is a state that
-            # held at the first read; a null payload is a message deleted
-            # while it was read.
-            settled = before == row["after"] and (bool(before) or not payloads)
-            if (
-                settled
-                and len(payloads) == row["messages"]
-                and all(isinstance(p, str) for p in payloads)
-            ):
-                return list(payloads)
+        for _ in range(SNAPSHOT_ATTEMPTS):
+            found = snapshot_payloads(
+                self._driver.execute_query(
+                    self._statements.read_snapshot,
+                    {"cid": cid},
+                    routing_=RoutingControl.READ,
+                    database_=self._database,
+                    bookmark_manager_=self._driver.execute_query_bookmark_manager,
+                ).records[0]
+            )
+            if found is not None:
+                return found
         return None
 
     def _locked_read(self, cid: str) -> list[str]:
@@ -351,10 +312,7 @@ class Neo4jChatMemoryRepository(ClosingContext):
         def work(tx: ManagedTransaction) -> list[str]:
             if not tx.run(q.lock_existing, cid=cid).single(strict=True)["found"]:
                 return []
-            payloads = tx.run(q.read_all, cid=cid).value("payload")
-            if not all(isinstance(p, str) for p in payloads):
-                raise RuntimeError(f"a message of {cid!r} has no payload")
-            return payloads
+            return checked_payloads(tx.run(q.read_all, cid=cid).value("payload"), cid)
 
         with self._session() as session:
             return session.execute_write(work)
@@ -367,24 +325,13 @@ class Neo4jChatMemoryRepository(ClosingContext):
             self._delete(cid)
             return
         q = self._statements
-        rows = [_row(m, seq, None, None) for seq, m in enumerate(batch)]
-        keep = [m.id for m in batch]
-        count = sum(1 for m in batch if m.role is not Role.SYSTEM)
+        parameters = replace_parameters(cid, batch)
 
         def work(tx: ManagedTransaction) -> None:
             tx.run(q.lock, cid=cid).consume()
             self.fault_points.reach("after_lock")
             # Deletes, upserts and counters travel as one statement.
-            tx.run(
-                q.replace,
-                cid=cid,
-                keep=keep,
-                rows=rows,
-                next_seq=len(rows),
-                message_count=count,
-                size_total=None,
-                size_counter=None,
-            ).consume()
+            tx.run(q.replace, parameters).consume()
             self.fault_points.reach("after_delete")
             self.fault_points.reach("after_insert")
             self.fault_points.reach("before_commit")
@@ -417,9 +364,9 @@ class Neo4jChatMemoryRepository(ClosingContext):
         """Append and evict in one locked transaction (see ``SupportsWindowAppend``).
 
         One statement locks the conversation and reads its counters, which of
-        the new ids it already holds, its system messages and its oldest
-        non-system messages; a second writes. Further pages of old messages
-        are read only when the eviction needs them.
+        the new ids it already holds or has evicted, its system messages and
+        its oldest non-system messages; a second writes. Further pages of old
+        messages are read only when the eviction needs them.
         """
         cid = validate_conversation_id(conversation_id)
         batch = validate_messages(messages)
@@ -428,122 +375,51 @@ class Neo4jChatMemoryRepository(ClosingContext):
         # Stamped once, outside the transaction function, so a retry writes
         # the same created_at.
         batch = stamp_messages(batch)
-        ids = [m.id for m in batch]
         q = self._statements
-        counter = window.counter_id
+        probe = probe_parameters(cid, batch, window)
 
         def work(tx: ManagedTransaction) -> AppendResult:
-            state = tx.run(
-                q.probe,
-                cid=cid,
-                ids=ids,
-                system=_SYSTEM,
-                counter=counter,
-                limit=_FIRST_PAGE,
-            ).single(strict=True)
+            state = tx.run(q.probe, probe).single(strict=True)
             self.fault_points.reach("after_lock")
-            known = set(state["known"])
-            fresh = [m for m in batch if m.id not in known]
+            fresh = fresh_messages(batch, state)
             if not fresh:
                 return AppendResult()
-            stored_system = [codec.from_json(p) for p in state["system"]]
-            stored = StoredWindow(
-                system_count=len(stored_system),
-                system_size=sum(window.measure(m) for m in stored_system),
-                count=int(state["message_count"]),
-                total=self._stored_total(tx, cid, state, window),
-                read_oldest=lambda expected: self._oldest(
-                    tx, cid, window, state["page"]
-                ),
-                system=stored_system,
+            total = kept_total(state, window)
+            if total is None:
+                sizes = tx.run(q.read_sizes, sizes_parameters(cid, window))
+                total = measured_total(sizes, window)
+            stored = stored_window(
+                StoredWindow,
+                state,
+                window,
+                total,
+                lambda expected: self._oldest(tx, cid, window, state),
             )
             plan = plan_append(stored, fresh, window)
-            next_seq = int(state["next_seq"])
-            if plan.empty:
-                tx.run(q.delete_messages, cid=cid).consume()
-                tx.run(q.delete_conversation, cid=cid).consume()
-            else:
-                rows = [
-                    _row(m, next_seq + i, None if counter is None else size, counter)
-                    for i, (m, size) in enumerate(
-                        zip(plan.insert, plan.insert_sizes, strict=True)
-                    )
-                ]
-                # The new messages, the evictions and the counters, at once.
-                tx.run(
-                    q.append,
-                    cid=cid,
-                    rows=rows,
-                    delete_ids=plan.delete_ids,
-                    next_seq=next_seq + len(rows),
-                    message_count=plan.message_count,
-                    size_total=None if counter is None else plan.size_total,
-                    size_counter=counter,
-                ).consume()
+            tx.run(q.append, append_parameters(cid, plan, state, window)).consume()
             self.fault_points.reach("after_insert")
             self.fault_points.reach("after_evict")
             self.fault_points.reach("before_commit")
-            return AppendResult(plan.appended, plan.evicted_ids)
+            return append_result(plan)
 
         return self._write(work)
 
-    def _stored_total(
-        self, tx: ManagedTransaction, cid: str, state: Record, window: Window
-    ) -> int:
-        """The size of the stored non-system messages, in the window's measure."""
-        counter = window.counter_id
-        if counter is None:
-            return int(state["message_count"])
-        if state["size_counter"] == counter and state["size_total"] is not None:
-            return int(state["size_total"])
-        # Another measure was kept until now: size every message once; the
-        # append then stores this measure's total on the conversation.
-        rows = tx.run(
-            self._statements.read_sizes, cid=cid, system=_SYSTEM, counter=counter
-        )
-        return sum(
-            _size(row["size"], row["size_counter"], row["payload"], window)
-            for row in rows
-        )
-
     def _oldest(
-        self,
-        tx: ManagedTransaction,
-        cid: str,
-        window: Window,
-        first_page: list[list[Any]],
+        self, tx: ManagedTransaction, cid: str, window: Window, state: Record
     ) -> Iterator[StoredEntry]:
         """The stored non-system messages, oldest first, fetched page by page.
 
         The first page came with the lock; later ones are read only if the
         eviction gets that far.
         """
-        page = first_page
-        limit = _FIRST_PAGE
+        page: list[Any] = state["page"]
+        limit = FIRST_PAGE
         while True:
-            for mid, _, role, size, size_counter, payload in page:
-                yield StoredEntry(
-                    str(mid), Role(role), _size(size, size_counter, payload, window)
-                )
-            if len(page) < limit:
+            yield from page_entries(page, window)
+            following = next_page(page, limit)
+            if following is None:
                 return
-            after = int(page[-1][1])
-            limit = min(limit * 2, _MAX_PAGE)
+            after, limit = following
             page = tx.run(
-                self._statements.read_page,
-                cid=cid,
-                after=after,
-                system=_SYSTEM,
-                counter=window.counter_id,
-                limit=limit,
+                self._statements.read_page, page_parameters(cid, after, limit, window)
             ).value("entry")
-
-
-def _size(size: Any, size_counter: Any, payload: Any, window: Window) -> int:
-    """A stored message's size: kept beside it when measured the same way."""
-    counter = window.counter_id
-    if counter is None:
-        return 1
-    if size_counter == counter and size is not None:
-        return int(size)
-    return window.measure(codec.from_json(payload))

@@ -1,0 +1,454 @@
+"""``AsyncNeo4jChatMemoryRepository``: conversations in Neo4j 5, for asyncio.
+
+Example (needs a Neo4j server):
+    import asyncio
+
+    from chatledger import AsyncMessageWindowChatMemory, Message
+    from chatledger_neo4j import AsyncNeo4jChatMemoryRepository
+
+    async def main():
+        url = "neo4j://neo4j:secret@localhost:7687"
+        repository = AsyncNeo4jChatMemoryRepository.from_url(url)  # no I/O yet
+        memory = AsyncMessageWindowChatMemory(repository, max_messages=20)
+        await memory.add("c1", Message.user("Hello"))
+        await memory.get("c1")
+        await repository.aclose()
+
+    asyncio.run(main())
+
+The async twin of :class:`chatledger_neo4j.Neo4jChatMemoryRepository`, on the
+driver's ``AsyncDriver`` (``AsyncGraphDatabase.driver``): the same graph
+model, the same Cypher (:class:`chatledger_neo4j.cypher.Statements`), the same
+steps between statements (:mod:`chatledger_neo4j.steps`) and the same
+transactions, so both read and write the same conversations. Every write is
+one managed transaction; a cancelled call makes the driver drop the
+connection it used, and the server rolls back what that transaction had not
+committed: the conversation is left as it was or as the write left it, never
+a part.
+
+Nothing here does I/O before the first call: the constraints and indexes are
+created then, once, behind a lock (or by ``await repository.create_schema()``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from typing import Any, Self, TypeVar
+
+from neo4j import (
+    AsyncDriver,
+    AsyncGraphDatabase,
+    AsyncManagedTransaction,
+    AsyncSession,
+    Record,
+    RoutingControl,
+)
+from neo4j.exceptions import ClientError
+
+from chatledger.adapters import (
+    AppendResult,
+    AsyncClosingContext,
+    AsyncStoredWindow,
+    ConversationPage,
+    FaultPoints,
+    Message,
+    StoredEntry,
+    Window,
+    plan_append_async,
+    stamp_messages,
+    validate_conversation_id,
+    validate_messages,
+    validate_page_request,
+)
+from chatledger_neo4j.cypher import AWAIT_INDEXES, Statements
+from chatledger_neo4j.steps import (
+    FIRST_PAGE,
+    PURGE_BATCH,
+    SNAPSHOT_ATTEMPTS,
+    append_parameters,
+    append_result,
+    checked_payloads,
+    confirm_commit,
+    conversation_page,
+    decoded,
+    fresh_messages,
+    ids_page_query,
+    is_schema_race,
+    kept_total,
+    listed_ids,
+    measured_total,
+    next_page,
+    page_entries,
+    page_parameters,
+    probe_parameters,
+    purge_done,
+    replace_parameters,
+    sizes_parameters,
+    snapshot_payloads,
+    stored_window,
+)
+from chatledger_neo4j.url import parse_url
+
+__all__ = ["AsyncNeo4jChatMemoryRepository"]
+
+_T = TypeVar("_T")
+_Work = Callable[[AsyncManagedTransaction], Awaitable[_T]]
+
+
+class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
+    """Conversations as nodes in a Neo4j 5 database, for asyncio.
+
+    Implements :class:`chatledger.AsyncChatMemoryRepository`,
+    :class:`chatledger.AsyncSupportsWindowAppend`, and counting and paging.
+    Every option, name and rule is
+    :class:`chatledger_neo4j.Neo4jChatMemoryRepository`'s; only the I/O is
+    awaited.
+
+    Args:
+        driver: A ``neo4j.AsyncDriver``. The repository does not close a
+            driver it was given.
+        database: The database to use; ``None`` means the server's default.
+        conversation_label: Label of conversation nodes.
+        message_label: Label of message nodes.
+        create_schema: Create the constraints and indexes, if missing, on the
+            first call (idempotent, safe from several processes at once).
+            Pass ``False`` when they are managed elsewhere;
+            :meth:`create_schema` creates them when awaited.
+
+    Attributes:
+        fault_points: Test-only hooks called at the named steps of a write.
+
+    Raises:
+        chatledger.InvalidNameError: a label is not allowed.
+        TypeError: ``driver`` is not a ``neo4j.AsyncDriver``.
+    """
+
+    def __init__(
+        self,
+        driver: AsyncDriver,
+        *,
+        database: str | None = None,
+        conversation_label: str = "Conversation",
+        message_label: str = "Message",
+        create_schema: bool = True,
+    ) -> None:
+        """Validate the labels and keep the driver; no I/O."""
+        self._statements = Statements(conversation_label, message_label)
+        if not isinstance(driver, AsyncDriver):
+            raise TypeError(
+                "driver must be a neo4j.AsyncDriver (AsyncGraphDatabase.driver), "
+                f"not {type(driver).__name__}"
+            )
+        self._driver = driver
+        self._database = database
+        self._owns_driver = False
+        self._ready = not create_schema
+        self._ready_lock = asyncio.Lock()
+        self.fault_points = FaultPoints()
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        *,
+        database: str | None = None,
+        conversation_label: str = "Conversation",
+        message_label: str = "Message",
+        create_schema: bool = True,
+        **driver_config: Any,
+    ) -> Self:
+        """Open a repository on a ``neo4j://``, ``neo4j+s://`` or ``bolt://`` URL.
+
+        No I/O: the driver connects on the repository's first call. The URL
+        is read as :meth:`chatledger_neo4j.Neo4jChatMemoryRepository.from_url`
+        reads it; other keyword arguments go to ``AsyncGraphDatabase.driver``.
+        The repository owns that driver: :meth:`aclose` closes it.
+        """
+        settings = parse_url(url)
+        statements = Statements(conversation_label, message_label)
+        driver = AsyncGraphDatabase.driver(
+            settings.uri, auth=settings.auth, **driver_config
+        )
+        repository = cls(
+            driver,
+            database=settings.database if database is None else database,
+            conversation_label=statements.conversation_label,
+            message_label=statements.message_label,
+            create_schema=create_schema,
+        )
+        repository._owns_driver = True
+        return repository
+
+    def __repr__(self) -> str:
+        return (
+            f"AsyncNeo4jChatMemoryRepository(database={self._database!r}, "
+            f"conversation_label={self._statements.conversation_label!r}, "
+            f"message_label={self._statements.message_label!r})"
+        )
+
+    @property
+    def statements(self) -> Statements:
+        """The Cypher text this repository runs."""
+        return self._statements
+
+    @property
+    def database(self) -> str | None:
+        """The database in use (``None``: the server's default)."""
+        return self._database
+
+    @property
+    def driver(self) -> AsyncDriver:
+        """The driver this repository talks through."""
+        return self._driver
+
+    # -- lifecycle ---------------------------------------------------------
+
+    async def aclose(self) -> None:
+        """Close the driver if :meth:`from_url` made it (idempotent)."""
+        if self._owns_driver:
+            self._owns_driver = False
+            await self._driver.close()
+
+    def _session(self) -> AsyncSession:
+        # The driver's shared bookmark manager gives read-your-writes across
+        # this repository's sessions, in a cluster too.
+        return self._driver.session(
+            database=self._database,
+            bookmark_manager=self._driver.execute_query_bookmark_manager,
+        )
+
+    async def _prepared(self) -> None:
+        """Create the schema on the first call, once, however many calls race."""
+        if self._ready:
+            return
+        async with self._ready_lock:
+            if not self._ready:
+                await self.create_schema()
+                self._ready = True
+
+    async def create_schema(self) -> None:
+        """Create the constraints and indexes if missing, and wait until online."""
+        async with self._session() as session:
+            for statement in self._statements.schema:
+                try:
+                    await (await session.run(statement)).consume()
+                except ClientError as exc:
+                    if not is_schema_race(exc):
+                        raise
+            await (await session.run(AWAIT_INDEXES)).consume()
+
+    async def drop_schema(self) -> None:
+        """Delete every node with this repository's labels and drop its schema.
+
+        Irreversible; meant for tests and for tearing a deployment down.
+        """
+        async with self._session() as session:
+            for statement in self._statements.purge:
+                while True:
+                    batch = await session.run(statement, batch=PURGE_BATCH)
+                    if purge_done((await batch.single(strict=True))["deleted"]):
+                        break
+            for statement in self._statements.drop_schema:
+                await (await session.run(statement)).consume()
+
+    async def _write(self, work: _Work[_T]) -> _T:
+        await self._prepared()
+        async with self._session() as session:
+            result = await session.execute_write(work)
+            bookmarks = (await session.last_bookmarks()).raw_values
+        confirm_commit(bookmarks)
+        self.fault_points.reach("after_commit")
+        return result
+
+    async def _read(self, work: _Work[_T]) -> _T:
+        await self._prepared()
+        async with self._session() as session:
+            return await session.execute_read(work)
+
+    # -- the four operations -------------------------------------------------
+
+    async def find_conversation_ids(self) -> list[str]:
+        """Return the id of every stored conversation."""
+        query = self._statements.list_ids
+
+        async def work(tx: AsyncManagedTransaction) -> list[str]:
+            return listed_ids(await (await tx.run(query)).value("id"))
+
+        return await self._read(work)
+
+    async def count_messages(self, conversation_id: str) -> int:
+        """Return how many messages a conversation holds, counted on an index."""
+        cid = validate_conversation_id(conversation_id)
+        query = self._statements.count_messages
+
+        async def work(tx: AsyncManagedTransaction) -> int:
+            return int((await (await tx.run(query, cid=cid)).single(strict=True))["n"])
+
+        return await self._read(work)
+
+    async def find_conversation_ids_page(
+        self, cursor: str | None = None, limit: int = 100
+    ) -> ConversationPage:
+        """Return up to ``limit`` conversation ids after ``cursor``, in id order.
+
+        One range seek on the conversation id's uniqueness index per page.
+        """
+        after, limit = validate_page_request(cursor, limit)
+        query, parameters = ids_page_query(self._statements, after, limit)
+
+        async def work(tx: AsyncManagedTransaction) -> list[Any]:
+            return await (await tx.run(query, parameters)).value("id")
+
+        return conversation_page(await self._read(work), limit)
+
+    async def find_by_conversation_id(self, conversation_id: str) -> list[Message]:
+        """Return the messages of one conversation, oldest first.
+
+        The list is the conversation as one committed write left it, never a
+        mix of two (see the sync repository's ``find_by_conversation_id``).
+        """
+        cid = validate_conversation_id(conversation_id)
+        await self._prepared()
+        payloads = await self._snapshot(cid)
+        if payloads is None:
+            payloads = await self._locked_read(cid)
+        return decoded(payloads)
+
+    async def _snapshot(self, cid: str) -> list[str] | None:
+        """The payloads as of one commit, or ``None`` if writes kept interleaving."""
+        for _ in range(SNAPSHOT_ATTEMPTS):
+            result = await self._driver.execute_query(
+                self._statements.read_snapshot,
+                {"cid": cid},
+                routing_=RoutingControl.READ,
+                database_=self._database,
+                bookmark_manager_=self._driver.execute_query_bookmark_manager,
+            )
+            found = snapshot_payloads(result.records[0])
+            if found is not None:
+                return found
+        return None
+
+    async def _locked_read(self, cid: str) -> list[str]:
+        """Read the payloads holding the conversation's write lock."""
+        q = self._statements
+
+        async def work(tx: AsyncManagedTransaction) -> list[str]:
+            lock = await (await tx.run(q.lock_existing, cid=cid)).single(strict=True)
+            if not lock["found"]:
+                return []
+            payloads = await (await tx.run(q.read_all, cid=cid)).value("payload")
+            return checked_payloads(payloads, cid)
+
+        async with self._session() as session:
+            return await session.execute_write(work)
+
+    async def save_all(self, conversation_id: str, messages: Sequence[Message]) -> None:
+        """Replace one conversation in one transaction; ``[]`` removes it."""
+        cid = validate_conversation_id(conversation_id)
+        batch = stamp_messages(validate_messages(messages))
+        if not batch:
+            await self._delete(cid)
+            return
+        q = self._statements
+        parameters = replace_parameters(cid, batch)
+
+        async def work(tx: AsyncManagedTransaction) -> None:
+            await (await tx.run(q.lock, cid=cid)).consume()
+            self.fault_points.reach("after_lock")
+            # Deletes, upserts and counters travel as one statement.
+            await (await tx.run(q.replace, parameters)).consume()
+            self.fault_points.reach("after_delete")
+            self.fault_points.reach("after_insert")
+            self.fault_points.reach("before_commit")
+
+        await self._write(work)
+
+    async def delete_by_conversation_id(self, conversation_id: str) -> None:
+        """Remove one conversation, if it exists, in one transaction."""
+        await self._delete(validate_conversation_id(conversation_id))
+
+    async def _delete(self, cid: str) -> None:
+        q = self._statements
+
+        async def work(tx: AsyncManagedTransaction) -> None:
+            lock = await (await tx.run(q.lock_existing, cid=cid)).single(strict=True)
+            self.fault_points.reach("after_lock")
+            if lock["found"]:
+                await (await tx.run(q.delete_messages, cid=cid)).consume()
+                await (await tx.run(q.delete_conversation, cid=cid)).consume()
+                self.fault_points.reach("after_delete")
+            self.fault_points.reach("before_commit")
+
+        await self._write(work)
+
+    # -- the atomic window append ----------------------------------------------
+
+    async def append_to_window(
+        self, conversation_id: str, messages: Sequence[Message], window: Window
+    ) -> AppendResult:
+        """Append and evict in one locked transaction (``AsyncSupportsWindowAppend``).
+
+        What is read and written is
+        :meth:`chatledger_neo4j.Neo4jChatMemoryRepository.append_to_window`'s.
+        """
+        cid = validate_conversation_id(conversation_id)
+        batch = validate_messages(messages)
+        if not batch:
+            return AppendResult()
+        # Stamped once, outside the transaction function, so a retry writes
+        # the same created_at.
+        batch = stamp_messages(batch)
+        q = self._statements
+        probe = probe_parameters(cid, batch, window)
+
+        async def work(tx: AsyncManagedTransaction) -> AppendResult:
+            state = await (await tx.run(q.probe, probe)).single(strict=True)
+            self.fault_points.reach("after_lock")
+            fresh = fresh_messages(batch, state)
+            if not fresh:
+                return AppendResult()
+            total = kept_total(state, window)
+            if total is None:
+                sizes = await tx.run(q.read_sizes, sizes_parameters(cid, window))
+                total = measured_total([row async for row in sizes], window)
+            stored = stored_window(
+                AsyncStoredWindow,
+                state,
+                window,
+                total,
+                lambda expected: self._oldest(tx, cid, window, state),
+            )
+            plan = await plan_append_async(stored, fresh, window)
+            await (
+                await tx.run(q.append, append_parameters(cid, plan, state, window))
+            ).consume()
+            self.fault_points.reach("after_insert")
+            self.fault_points.reach("after_evict")
+            self.fault_points.reach("before_commit")
+            return append_result(plan)
+
+        return await self._write(work)
+
+    async def _oldest(
+        self, tx: AsyncManagedTransaction, cid: str, window: Window, state: Record
+    ) -> AsyncIterator[StoredEntry]:
+        """The stored non-system messages, oldest first, fetched page by page.
+
+        The first page came with the lock; later ones are read only if the
+        eviction gets that far.
+        """
+        page: list[Any] = state["page"]
+        limit = FIRST_PAGE
+        while True:
+            for entry in page_entries(page, window):
+                yield entry
+            following = next_page(page, limit)
+            if following is None:
+                return
+            after, limit = following
+            result = await tx.run(
+                self._statements.read_page, page_parameters(cid, after, limit, window)
+            )
+            page = await result.value("entry")
