@@ -78,7 +78,15 @@ class TestHostileInput:
             [Message.user("a"), "b"],
             42,
         ],
-        ids=repr,
+        ids=[
+            "none",
+            "text",
+            "bytes",
+            "dict",
+            "none-among-messages",
+            "str-after-message",
+            "int",
+        ],
     )
     def test_bad_batches_are_rejected_by_the_append(
         self, repository: Any, bad_batch: Any

@@ -187,7 +187,16 @@ class RepositoryContractTests:
     @pytest.mark.parametrize(
         "bad_batch",
         [None, "text", [None], [Message.user("a"), None], [Message.user("a"), "b"], 42],
-        ids=repr,
+        # Stable names: a message's repr holds its random id, and parallel
+        # runners must collect the same test ids.
+        ids=[
+            "none",
+            "text",
+            "list-of-none",
+            "message-then-none",
+            "message-then-str",
+            "int",
+        ],
     )
     def test_bad_messages_are_rejected_and_change_nothing(
         self, repository: Any, bad_batch: Any
