@@ -39,12 +39,15 @@ def connect_async(url: str, **options: Any) -> AsyncChatMemoryRepository:
     """Open the async repository that ``url`` names, through its installed adapter.
 
     Args:
-        url: A backend URL with an asyncio driver: ``memory://``,
+        url: A backend URL: ``memory://``; SQL with an asyncio driver,
             ``sqlite+aiosqlite:///chat.db``, ``postgresql+psycopg://...``
             (psycopg 3's async connection), ``postgresql+asyncpg://...``,
             ``mysql+asyncmy://...``, ``mysql+aiomysql://...`` (MariaDB
-            too), ``redis://host:6379/0``, ``rediss://...`` or
-            ``redis+cluster://...``.
+            too), or without a driver (``sqlite:///chat.db``, which takes
+            the installed one); ``redis://host:6379/0``, ``rediss://...``,
+            ``redis+cluster://...``; ``mongodb://...``,
+            ``mongodb+srv://...``; ``neo4j://...``, ``bolt://...``;
+            ``cassandra://...``.
         **options: Passed unchanged to the adapter's ``from_url``.
 
     Returns:
@@ -55,8 +58,8 @@ def connect_async(url: str, **options: Any) -> AsyncChatMemoryRepository:
         UnknownBackendError: if no installed adapter handles the scheme
             asynchronously; the message names the ``pip install`` line.
 
-    Errors of the adapter or its driver (a bad option, a driver that is not
-    async) propagate unchanged.
+    Errors of the adapter (a bad option, a sync driver, a missing driver)
+    propagate unchanged.
     """
     scheme = url_scheme(url)
     factory = _resolve(scheme, url, ASYNC_ENTRY_POINT_GROUP)
