@@ -65,8 +65,23 @@ mode 4) stores expiry times as 32-bit seconds: a write whose expiry falls after
 ``expiration_date_overflow_policy``.
 
 Listing pages through the whole token ring with ``SELECT DISTINCT`` and driver
-paging. Deleting a conversation (or ``save_all(id, [])``, or a window that
-evicts everything) deletes its whole partition, so it is never listed again.
+paging. Deleting a conversation (or ``save_all(id, [])``) deletes its whole
+partition, so it is never listed again.
+
+The record of evicted ids (:mod:`chatledger.evicted_ids`), which keeps a late
+retry of an append a no-op after the window evicted its messages, is lane 2 of
+the conversation's own partition: one row per evicted id (``msg_id``), numbered
+by the evicted message's sequence number, at most ``EVICTED_IDS_KEPT +
+EVICTED_IDS_TRIM_STEP`` (1,250) rows. The read an append decides on returns it
+with the message ids; the conditional batch that commits the append adds to it
+and trims it. ``save_all`` range-deletes it with the old messages, deleting the
+conversation deletes it with the partition, and ``drop_schema`` with the table.
+A window that takes every message out keeps the partition for the record, with
+its static ``emptied`` set, and such a partition is not listed, paged or
+counted as a conversation. With a TTL, each row of the record is written with
+the conversation's TTL and is not rewritten by later appends: it never outlives
+the conversation, and a retry that comes more than one TTL after its messages
+were evicted is no longer recognised.
 """
 
 from __future__ import annotations
@@ -87,7 +102,6 @@ from chatledger.adapters import (
     ClosingContext,
     ConversationPage,
     FaultPoints,
-    InvalidPageError,
     Message,
     Window,
     codec,
@@ -95,12 +109,12 @@ from chatledger.adapters import (
     to_ttl,
     validate_conversation_id,
     validate_messages,
-    validate_page_request,
 )
 from chatledger_cassandra.errors import (
     ContentionError,
     InvalidURLError,
 )
+from chatledger_cassandra.listing import PageGathering, listed
 from chatledger_cassandra.locks import ConversationLocks
 from chatledger_cassandra.names import render_replication
 from chatledger_cassandra.plan import (
@@ -118,7 +132,7 @@ from chatledger_cassandra.snapshots import (
     after_commit,
     first_sequence_number,
 )
-from chatledger_cassandra.statements import LANE_SYSTEM, Statements
+from chatledger_cassandra.statements import LANE_EVICTED, LANE_SYSTEM, Statements
 from chatledger_cassandra.statements import create_keyspace as keyspace_statement
 from chatledger_cassandra.url import parse_url
 
@@ -437,15 +451,14 @@ class CassandraChatMemoryRepository(ClosingContext):
         """Return every conversation id; pages through the whole token ring."""
         bound = self._bind("list_ids", ())
         bound.fetch_size = self._page_size
-        return [
-            _cells(row, ("conversation_id",))[0] for row in self._session.execute(bound)
-        ]
+        names = ("conversation_id", "emptied")
+        return listed(_cells(row, names) for row in self._session.execute(bound))
 
     def count_messages(self, conversation_id: str) -> int:
         """Return how many messages a conversation holds; the server counts."""
         validate_conversation_id(conversation_id)
         row = self._session.execute(
-            self._bind("count_messages", (conversation_id,))
+            self._bind("count_messages", (conversation_id, LANE_EVICTED))
         ).one()
         return 0 if row is None else int(_cells(row, ("count",))[0])
 
@@ -454,40 +467,30 @@ class CassandraChatMemoryRepository(ClosingContext):
     ) -> ConversationPage:
         """Return up to ``limit`` conversation ids after ``cursor``, in token order.
 
-        One range query over the partition tokens per page: the cursor is the
-        token of the last id of the previous page, so each page starts where
-        the last ended on the ring, whatever the cluster's size.
+        One range query over the partition tokens per page (more only when
+        partitions that hold no conversation fill it,
+        :mod:`chatledger_cassandra.listing`): the cursor is the token of the
+        last id of the previous page, so each page starts where the last ended
+        on the ring, whatever the cluster's size.
 
         Raises:
             InvalidPageError: as the protocol says, and for a cursor that is
                 not a token this method gave.
         """
-        after, limit = validate_page_request(cursor, limit)
-        if after is None:
-            bound = self._bind("first_ids_page", (limit + 1,))
-        else:
-            try:
-                token = int(after)
-            except ValueError:
-                raise InvalidPageError(
-                    f"cursor {after!r} is not one find_conversation_ids_page gave"
-                ) from None
-            bound = self._bind("ids_page_after", (token, limit + 1))
-        bound.fetch_size = None
-        rows = [
-            _cells(row, ("conversation_id", "token"))
-            for row in self._session.execute(bound)
-        ]
-        if len(rows) > limit:
-            return ConversationPage(
-                [r[0] for r in rows[:limit]], str(rows[limit - 1][1])
-            )
-        return ConversationPage([r[0] for r in rows], None)
+        gathering = PageGathering.start(cursor, limit)
+        names = ("conversation_id", "token", "emptied")
+        while True:
+            bound = self._bind(*gathering.query())
+            bound.fetch_size = None
+            rows = [_cells(row, names) for row in self._session.execute(bound)]
+            page = gathering.add(rows)
+            if page is not None:
+                return page
 
     def find_by_conversation_id(self, conversation_id: str) -> list[Message]:
         """Return one conversation's messages, oldest first (``[]`` if none)."""
         validate_conversation_id(conversation_id)
-        bound = self._bind("select_messages", (conversation_id,))
+        bound = self._bind("select_messages", (conversation_id, LANE_EVICTED))
         bound.fetch_size = self._page_size
         rows = [
             _cells(row, ("lane", "seq", "payload"))
@@ -514,10 +517,14 @@ class CassandraChatMemoryRepository(ClosingContext):
     def _to_snapshot(rows: list[Any], names: Sequence[str]) -> Snapshot:
         version: int | None = None
         stored: list[StoredRow] = []
+        evicted: dict[str, int] = {}
         for row in rows:
             cells = dict(zip(names, _cells(row, names), strict=True))
             version = cells["next_seq"]
             if cells["seq"] is None:
+                continue
+            if cells["lane"] == LANE_EVICTED:
+                evicted[cells["msg_id"]] = cells["seq"]
                 continue
             stored.append(
                 StoredRow(
@@ -530,7 +537,7 @@ class CassandraChatMemoryRepository(ClosingContext):
                     payload=cells.get("payload"),
                 )
             )
-        return Snapshot(version, stored)
+        return Snapshot(version, stored, evicted)
 
     def _read_snapshot(self, conversation_id: str, window: Window) -> Snapshot | None:
         """Read what an append decides on; ``None`` if a write came in between."""
@@ -565,7 +572,7 @@ class CassandraChatMemoryRepository(ClosingContext):
         ):
             return None  # a write landed between the two reads: start over
         others = [r for r in snapshot.rows if r.lane != LANE_SYSTEM]
-        return Snapshot(snapshot.version, lane.rows + others)
+        return Snapshot(snapshot.version, lane.rows + others, snapshot.evicted)
 
     # -- writes ------------------------------------------------------------
 
