@@ -43,8 +43,8 @@ def connect_async(url: str, **options: Any) -> AsyncChatMemoryRepository:
             ``sqlite+aiosqlite:///chat.db``, ``postgresql+psycopg://...``
             (psycopg 3's async connection), ``postgresql+asyncpg://...``,
             ``mysql+asyncmy://...``, ``mysql+aiomysql://...`` (MariaDB
-            too), ``redis://host:6379/0``, ``rediss://...`` or
-            ``redis+cluster://...``.
+            too), ``redis://host:6379/0``, ``rediss://...``,
+            ``redis+cluster://...`` or ``cassandra://host/keyspace``.
         **options: Passed unchanged to the adapter's ``from_url``.
 
     Returns:
