@@ -4,7 +4,9 @@ The model applies a plan the way Cassandra applies a conditional
 single-partition batch: the condition decides, then every statement lands with
 one timestamp, so a delete and an insert of the same row in one batch would
 leave the row deleted. The model refuses such a batch, which checks that plans
-never shadow their own rows. This tests the decisions this package makes in
+never shadow their own rows. The record of evicted ids (lane 2) is modelled
+too, and the plans are compared with the in-memory repository, which keeps the
+record by core's own rules. This tests the decisions this package makes in
 Python; it says nothing about a server, which the conformance run covers.
 """
 
@@ -16,11 +18,12 @@ from typing import Any, cast
 
 import pytest
 
-from chatledger import Message, MessageWindow, TokenWindow
+from chatledger import InMemoryChatMemoryRepository, Message, MessageWindow, TokenWindow
+from chatledger.adapters import EVICTED_IDS_KEPT, EVICTED_IDS_TRIM_STEP
 from chatledger.testing import random_turns
 from chatledger.tokens import estimate_tokens
 from chatledger.validation import stamp_messages
-from chatledger.window import Window, apply_window
+from chatledger.window import Window
 from chatledger_cassandra.plan import (
     Plan,
     Snapshot,
@@ -30,7 +33,12 @@ from chatledger_cassandra.plan import (
     plan_append_batch,
     plan_replace,
 )
-from chatledger_cassandra.statements import LANE_OTHER, LANE_SYSTEM, Statements
+from chatledger_cassandra.statements import (
+    LANE_EVICTED,
+    LANE_OTHER,
+    LANE_SYSTEM,
+    Statements,
+)
 
 CQL = Statements("ks", "t").prepared()
 
@@ -40,14 +48,18 @@ class Partition:
 
     def __init__(self) -> None:
         self.version: int | None = None
+        self.emptied = False
         self.rows: dict[tuple[int, int], StoredRow] = {}
+        #: The record of evicted ids: row number -> id.
+        self.record: dict[int, str] = {}
         self.written_by: dict[tuple[int, int] | str, int] = {}
         self.batches = 0
 
     def snapshot(self, window: Window, ttl: int) -> Snapshot:
         """Read like the repository: index columns, then the payloads it asks for."""
+        record = {msg_id: seq for seq, msg_id in self.record.items()}
         index = Snapshot(
-            self.version, [replace(r, payload=None) for r in self.rows.values()]
+            self.version, [replace(r, payload=None) for r in self.rows.values()], record
         )
         need = "all" if ttl else payloads_needed(index, window, ttl)
         if need == "none":
@@ -60,7 +72,13 @@ class Partition:
                 else replace(r, payload=None)
                 for r in self.rows.values()
             ],
+            record,
         )
+
+    @property
+    def listed(self) -> bool:
+        """Whether listing shows the partition as a conversation."""
+        return self.version is not None and not self.emptied
 
     def messages(self) -> list[Message]:
         return [self.rows[k].message() for k in sorted(self.rows, key=lambda k: k[1])]
@@ -73,7 +91,7 @@ class Partition:
         if condition.statement == "start":
             ok = self.version is None
         elif condition.statement == "advance":
-            ok = self.version == condition.params[3]
+            ok = self.version == condition.params[4]
         else:
             assert condition.statement == "delete_version"
             assert [w.statement for w in plan.writes] == ["delete_partition"], (
@@ -84,7 +102,7 @@ class Partition:
             return False
         self.batches += 1
         if condition.statement == "delete_version":
-            self.version, self.rows = None, {}
+            self.version, self.rows, self.record = None, {}, {}
             return True
         ranges: list[tuple[Any, ...]] = [
             w.params[1:] for w in plan.writes if w.statement == "delete_before"
@@ -92,20 +110,38 @@ class Partition:
         inserts: list[tuple[Any, ...]] = [
             w.params for w in plan.writes if w.statement == "insert"
         ]
-        assert {w.statement for w in plan.writes} <= {"delete_before", "insert"}
-        for params in inserts:
+        recorded: list[tuple[Any, ...]] = [
+            w.params for w in plan.writes if w.statement == "insert_evicted"
+        ]
+        assert {w.statement for w in plan.writes} <= {
+            "delete_before",
+            "insert",
+            "insert_evicted",
+        }
+        assert all(params[1] == LANE_EVICTED for params in recorded)
+        assert all(params[1] != LANE_EVICTED for params in inserts)
+        for params in inserts + recorded:
             lane, seq = params[1], params[2]
             assert not any(lane == dl and seq < bound for dl, bound in ranges), (
                 f"the batch would delete its own row {(lane, seq)}"
             )
+            assert lane != LANE_EVICTED or seq not in self.record, (
+                f"the batch would overwrite record row {seq}"
+            )
         for lane, bound in ranges:
             for key in [k for k in self.rows if k[0] == lane and k[1] < bound]:
                 del self.rows[key]
+            if lane == LANE_EVICTED:
+                self.record = {s: i for s, i in self.record.items() if s >= bound}
         for _, lane, seq, msg_id, role, counter, size, payload, _ttl in inserts:
             key = (lane, seq)
             self.rows[key] = StoredRow(lane, seq, msg_id, role, counter, size, payload)
             self.written_by[key] = self.batches
+        for _, _, seq, msg_id, _ttl in recorded:
+            self.record[seq] = msg_id
         self.version = cast(int, condition.params[1])
+        self.emptied = cast(bool, condition.params[2])
+        assert self.emptied == (not self.rows), "emptied says whether messages are left"
         self.written_by["next_seq"] = self.batches
         return True
 
@@ -128,27 +164,27 @@ def test_cassandra_plans_match_the_pure_policy(seed: int, kind: str, ttl: int) -
         else TokenWindow(rng.randint(10, 120), estimate_tokens, "estimate_tokens")
     )
     part = Partition()
-    expected: list[Message] = []
+    reference = InMemoryChatMemoryRepository()
+    sent: list[Message] = []
     for batch in random_turns(rng, 30):
         batch = stamp_messages(batch)
-        if rng.random() < 0.1 and expected:
-            batch = [rng.choice(expected), *batch]  # a retried message
-        fresh = [m for m in batch if m.id not in {e.id for e in expected}]
+        if rng.random() < 0.2 and sent:
+            # A retried message: still stored, or evicted since.
+            batch = [rng.choice(sent), *batch]
+        sent += batch
+        expected = reference.append_to_window("c", batch, window)
         plan = _append(part, batch, window, ttl)
-        if fresh:
-            update = apply_window(expected, fresh, window)
-            expected = update.messages
-            assert [m.id for m in plan.result.appended] == [
-                m.id for m in update.appended
-            ]
-            assert plan.result.evicted_ids == [m.id for m in update.evicted]
-        else:
+        assert [m.id for m in plan.result.appended] == [m.id for m in expected.appended]
+        assert plan.result.evicted_ids == expected.evicted_ids
+        if not expected.appended:
             assert plan.condition is None
-        assert part.messages() == expected
-        assert [m.id for m in part.messages()] == [m.id for m in expected]
+        stored = reference.find_by_conversation_id("c")
+        assert part.messages() == stored
+        assert [m.id for m in part.messages()] == [m.id for m in stored]
+        assert part.listed == ("c" in reference.find_conversation_ids())
         if ttl and plan.condition is not None and part.rows:
             # The whole conversation was rewritten under the new TTL.
-            assert set(part.written_by[k] for k in part.rows) == {part.batches}
+            assert {part.written_by[k] for k in part.rows} == {part.batches}
             assert part.written_by["next_seq"] == part.batches
         seqs = sorted(k[1] for k in part.rows)
         assert part.version is None or all(s < part.version for s in seqs)
@@ -163,9 +199,14 @@ def test_cassandra_append_batch_has_range_delete_and_ttl() -> None:
     plan = _append(part, second, window, 30)
     assert plan.condition is not None
     assert plan.condition.statement == "advance"
-    assert plan.condition.params == (30, 4, "c", 2)
+    assert plan.condition.params == (30, 4, False, "c", 2)
     evictions = [w for w in plan.writes if w.statement == "delete_before"]
     assert [w.params for w in evictions] == [("c", LANE_OTHER, 2)]
+    recorded = [w.params for w in plan.writes if w.statement == "insert_evicted"]
+    assert recorded == [
+        ("c", LANE_EVICTED, 0, first[0].id, 30),
+        ("c", LANE_EVICTED, 1, first[1].id, 30),
+    ]
     inserts = [w for w in plan.writes if w.statement == "insert"]
     assert [w.params[2] for w in inserts] == [2, 3]
     assert all(w.params[-1] == 30 for w in inserts)
@@ -182,15 +223,87 @@ def test_cassandra_new_system_message_deletes_only_stored_system_lane() -> None:
     assert [m.content for m in part.messages()] == ["U1", "S2"]
 
 
-def test_cassandra_window_evicting_everything_deletes_the_partition() -> None:
+def test_cassandra_window_evicting_everything_keeps_the_record() -> None:
     window = MessageWindow(1)
     part = Partition()
-    _append(part, stamp_messages([Message.assistant("A1")]), window, 0)
-    plan = _append(part, stamp_messages([Message.assistant("A2")]), window, 0)
+    first = stamp_messages([Message.assistant("A1")])
+    _append(part, first, window, 0)
+    second = stamp_messages([Message.assistant("A2")])
+    plan = _append(part, second, window, 0)
     assert plan.condition is not None
-    assert plan.condition.statement == "delete_version"
-    assert part.version is None
+    assert plan.condition.statement == "advance"
+    assert plan.condition.params[2] is True  # emptied: not listed
     assert part.rows == {}
+    assert not part.listed
+    assert sorted(part.record.values()) == sorted(m.id for m in first + second)
+    # A late retry of either stays a no-op; a new message lists it again.
+    assert _append(part, first + second, window, 0).condition is None
+    third = stamp_messages([Message.user("U3")])
+    _append(part, third, window, 0)
+    assert part.listed
+    assert part.messages() == third
+
+
+def test_cassandra_new_conversation_dropped_at_once_is_recorded_unlisted() -> None:
+    window = MessageWindow(1)
+    part = Partition()
+    batch = stamp_messages([Message.assistant("A1"), Message.assistant("A2")])
+    plan = _append(part, batch, window, 0)
+    assert plan.condition is not None
+    assert plan.condition.statement == "start"
+    assert plan.result.appended == batch
+    assert plan.result.evicted_ids == [m.id for m in batch]
+    assert not part.listed
+    assert set(part.record.values()) == {m.id for m in batch}
+    assert _append(part, batch, window, 0).condition is None
+
+
+def test_cassandra_record_keeps_the_newest_ids_and_stays_bounded() -> None:
+    window = MessageWindow(2)
+    part = Partition()
+    part.version = 1_000_003  # an offset that is no multiple of the trim step
+    part.emptied = True
+    evicted: list[str] = []
+    trims = largest = 0
+    for n in range(3 * (EVICTED_IDS_KEPT + EVICTED_IDS_TRIM_STEP)):
+        plan = _append(part, stamp_messages([Message.user(f"u{n}")]), window, 0)
+        evicted += plan.result.evicted_ids
+        trims += any(
+            w.statement == "delete_before" and w.params[1] == LANE_EVICTED
+            for w in plan.writes
+        )
+        largest = max(largest, len(part.record))
+        assert set(evicted[-EVICTED_IDS_KEPT:]) <= set(part.record.values())
+    assert EVICTED_IDS_KEPT < largest <= EVICTED_IDS_KEPT + EVICTED_IDS_TRIM_STEP
+    # About one trim per EVICTED_IDS_TRIM_STEP evictions, not one per append.
+    assert trims <= len(evicted) // EVICTED_IDS_TRIM_STEP + 1
+
+
+def test_cassandra_trim_of_a_huge_eviction_writes_only_the_kept_ids() -> None:
+    window = MessageWindow(2)
+    part = Partition()
+    many = stamp_messages([Message.user(f"u{n}") for n in range(2 * EVICTED_IDS_KEPT)])
+    assert part.apply(plan_replace("c", None, many, 0, 500))
+    plan = _append(part, stamp_messages([Message.user("last")]), window, 0)
+    recorded = [w for w in plan.writes if w.statement == "insert_evicted"]
+    assert len(recorded) == EVICTED_IDS_KEPT
+    newest = plan.result.evicted_ids[-EVICTED_IDS_KEPT:]
+    assert newest == [m.id for m in many[-EVICTED_IDS_KEPT - 1 : -1]]
+    assert set(part.record.values()) == set(newest)
+
+
+def test_cassandra_replace_clears_the_record() -> None:
+    window = MessageWindow(2)
+    part = Partition()
+    first = stamp_messages([Message.user("U1"), Message.assistant("A1")])
+    _append(part, first, window, 0)
+    _append(
+        part, stamp_messages([Message.user("U2"), Message.assistant("A2")]), window, 0
+    )
+    assert part.record
+    assert part.apply(plan_replace("c", part.version, first, 0))
+    assert part.record == {}
+    assert part.messages() == first
 
 
 def test_cassandra_replace_continues_the_sequence_without_self_shadowing() -> None:
@@ -202,6 +315,7 @@ def test_cassandra_replace_continues_the_sequence_without_self_shadowing() -> No
     assert [w.params for w in plan.writes if w.statement == "delete_before"] == [
         ("c", LANE_SYSTEM, 2),
         ("c", LANE_OTHER, 2),
+        ("c", LANE_EVICTED, 2),
     ]
     assert part.apply(plan)
     assert part.messages() == second

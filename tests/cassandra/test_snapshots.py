@@ -41,17 +41,23 @@ def test_cassandra_after_commit_is_what_the_partition_holds(seed: int) -> None:
         else TokenWindow(rng.randint(10, 80), estimate_tokens, "estimate_tokens")
     )
     part = Partition()
+    sent: list[Message] = []
     for batch in random_turns(rng, 25):
+        batch = stamp_messages(batch)
+        if rng.random() < 0.2 and sent:
+            batch = [rng.choice(sent), *batch]  # a retry, maybe of an evicted id
+        sent += batch
         before = part.snapshot(window, 0)
         if rng.random() < 0.1:
-            plan = plan_replace("c", part.version, stamp_messages(batch), 0, 50)
+            plan = plan_replace("c", part.version, batch, 0, 50)
         else:
-            plan = plan_append_batch("c", before, stamp_messages(batch), window, 0, 50)
+            plan = plan_append_batch("c", before, batch, window, 0, 50)
         if plan.condition is not None:
             assert part.apply(plan)
         expected = after_commit(before, plan)
         assert expected.version == part.version
         assert _indexed(expected.rows) == _indexed(list(part.rows.values()))
+        assert expected.evicted == {i: seq for seq, i in part.record.items()}
 
 
 def test_cassandra_after_commit_of_a_delete_is_an_empty_conversation() -> None:
@@ -61,12 +67,28 @@ def test_cassandra_after_commit_of_a_delete_is_an_empty_conversation() -> None:
         "c", part.snapshot(window, 0), [Message.assistant("A")], window, 0
     )
     assert part.apply(first)
-    gone = plan_append_batch(
-        "c", part.snapshot(window, 0), [Message.assistant("B")], window, 0
-    )
+    gone = plan_replace("c", part.version, [], 0)
     assert gone.condition is not None
     assert gone.condition.statement == "delete_version"
     assert after_commit(part.snapshot(window, 0), gone) == Snapshot(None, [])
+
+
+def test_cassandra_after_commit_of_an_emptying_append_keeps_the_record() -> None:
+    part = Partition()
+    window = MessageWindow(1)
+    first = stamp_messages([Message.assistant("A")])
+    assert part.apply(
+        plan_append_batch("c", part.snapshot(window, 0), first, window, 0)
+    )
+    before = part.snapshot(window, 0)
+    emptying = plan_append_batch(
+        "c", before, stamp_messages([Message.assistant("B")]), window, 0
+    )
+    assert part.apply(emptying)
+    after = after_commit(before, emptying)
+    assert after.version == part.version
+    assert after.rows == []
+    assert first[0].id in after.evicted
 
 
 def test_cassandra_cache_recalls_only_the_version_it_kept() -> None:

@@ -7,7 +7,13 @@ import re
 import pytest
 
 from chatledger import InvalidNameError
-from chatledger_cassandra.statements import Statements, create_keyspace
+from chatledger_cassandra.statements import (
+    LANE_EVICTED,
+    LANE_OTHER,
+    LANE_SYSTEM,
+    Statements,
+    create_keyspace,
+)
 
 CQL = Statements("chat_ks", "mem")
 TABLE = '"chat_ks"."mem"'
@@ -18,6 +24,7 @@ def test_cassandra_table_is_one_partition_per_conversation() -> None:
     assert ddl.startswith(f"CREATE TABLE IF NOT EXISTS {TABLE} (")
     assert "PRIMARY KEY ((conversation_id), lane, seq)" in ddl
     assert "next_seq bigint static" in ddl
+    assert "emptied boolean static" in ddl
     assert "CLUSTERING ORDER BY (lane ASC, seq ASC)" in ddl
 
 
@@ -54,7 +61,7 @@ def test_cassandra_statements_bind_every_value(name: str) -> None:
 
 
 def test_cassandra_every_write_carries_ttl_or_is_a_delete() -> None:
-    for name in ("start", "advance", "insert"):
+    for name in ("start", "advance", "insert", "insert_evicted"):
         assert "USING TTL ?" in CQL.prepared()[name]
 
 
@@ -79,7 +86,27 @@ def test_cassandra_eviction_is_a_range_delete_within_one_lane() -> None:
 
 
 def test_cassandra_listing_is_distinct_partition_keys() -> None:
-    assert CQL.list_ids == f"SELECT DISTINCT conversation_id FROM {TABLE}"
+    assert CQL.list_ids == f"SELECT DISTINCT conversation_id, emptied FROM {TABLE}"
+    for name in ("first_ids_page", "ids_page_after"):
+        assert CQL.prepared()[name].startswith("SELECT DISTINCT conversation_id, ")
+        assert "emptied FROM" in CQL.prepared()[name]
+
+
+def test_cassandra_message_reads_and_counts_leave_the_record_out() -> None:
+    # Bound with LANE_EVICTED: the lanes of messages are all below it.
+    assert CQL.select_messages.endswith("WHERE conversation_id = ? AND lane < ?")
+    assert CQL.count_messages.endswith("WHERE conversation_id = ? AND lane < ?")
+    assert LANE_SYSTEM < LANE_EVICTED
+    assert LANE_OTHER < LANE_EVICTED
+
+
+def test_cassandra_record_row_holds_only_its_number_and_id() -> None:
+    assert CQL.insert_evicted == (
+        f"INSERT INTO {TABLE} (conversation_id, lane, seq, msg_id) "
+        "VALUES (?, ?, ?, ?) USING TTL ?"
+    )
+    assert "SET next_seq = ?, emptied = ?" in CQL.start
+    assert "SET next_seq = ?, emptied = ?" in CQL.advance
 
 
 def test_cassandra_reads_are_single_partition() -> None:

@@ -42,8 +42,6 @@ def _fresh(root: CassandraChatMemoryRepository, **options: Any) -> Any:
 
 
 class TestCassandraConformance(ChatMemoryRepositoryTests):
-    # Until this adapter keeps the record of chatledger.evicted_ids.
-    remembers_evicted_ids = False
     supports_atomic_append = True
     supports_ttl = True
 

@@ -36,7 +36,10 @@ BACKENDS = [
     pytest.param("mariadb", "aiomysql", id="mariadb-aiomysql"),
     pytest.param("redis", None, id="redis"),
     pytest.param("neo4j", None, id="neo4j"),
+    pytest.param("cassandra", None, id="cassandra"),
 ]
+#: How long a cancelled Cassandra request may take to come back from the server.
+CASSANDRA_SETTLE_SECONDS = 10.0
 
 
 def open_repository(backend: str, driver: str | None) -> Any:
@@ -49,6 +52,11 @@ def open_repository(backend: str, driver: str | None) -> Any:
             backend_url("neo4j"),
             conversation_label=f"ConversationX{tag}",
             message_label=f"MessageX{tag}",
+        )
+    if backend == "cassandra":
+        table = f"cl_{uuid.uuid4().hex[:16]}"
+        return connect_async(
+            backend_url("cassandra"), table=table, create_keyspace=True
         )
     assert driver is not None
     table = f"cl_{uuid.uuid4().hex[:16]}"
@@ -66,9 +74,30 @@ def in_transaction(connection: Any) -> bool:
     return bool(connection.server_status & 1)  # MySQL protocol: IN_TRANS
 
 
+async def assert_cassandra_settled(repository: Any) -> None:
+    """Every request has come back, and every connection is open.
+
+    Cassandra has no transaction to leave open and its connections carry many
+    requests at once, so a cancelled call can only leave a request in flight
+    (its answer is dropped when it comes) or break a connection.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + CASSANDRA_SETTLE_SECONDS
+    while True:
+        states = list(repository.session.get_pool_state().values())
+        assert states
+        assert all(s["open_count"] > 0 and not s["shutdown"] for s in states)
+        if sum(sum(s["in_flights"]) for s in states) == 0:
+            return
+        assert loop.time() < deadline, f"requests still in flight: {states}"
+        await asyncio.sleep(0.01)
+
+
 async def assert_pool_clean(repository: Any) -> None:
     """Every connection is back in its pool, and none is in a transaction."""
-    if hasattr(repository, "engine"):
+    if hasattr(repository, "session"):
+        await assert_cassandra_settled(repository)
+    elif hasattr(repository, "engine"):
         pool = repository.engine.pool
         assert pool.checkedout() == 0
         connections = [

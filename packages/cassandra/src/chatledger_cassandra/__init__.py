@@ -11,12 +11,15 @@ Example (needs a Cassandra server):
     memory.add("c1", Message.user("Hello"))
 
 ``chatledger.connect("cassandra://...")`` finds this adapter through its entry
-point. The design (one partition per conversation, every write a conditional
-single-partition batch) is explained in :mod:`chatledger_cassandra.repository`.
+point, and ``chatledger.connect_async("cassandra://...")`` finds its asyncio
+twin, :class:`AsyncCassandraChatMemoryRepository`. The design (one partition
+per conversation, every write a conditional single-partition batch) is
+explained in :mod:`chatledger_cassandra.repository`.
 """
 
 from __future__ import annotations
 
+from chatledger_cassandra.async_repository import AsyncCassandraChatMemoryRepository
 from chatledger_cassandra.errors import (
     ContentionError,
     InvalidTTLError,
@@ -31,6 +34,7 @@ from chatledger_cassandra.url import CassandraURL, parse_url
 
 __all__ = [
     "MAX_TTL_SECONDS",
+    "AsyncCassandraChatMemoryRepository",
     "CassandraChatMemoryRepository",
     "CassandraURL",
     "ContentionError",

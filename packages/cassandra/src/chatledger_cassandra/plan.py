@@ -23,8 +23,21 @@ deletion win a tie):
 
 - new rows get sequence numbers at or above the version read, and every range
   delete stops below the version read or below the first surviving row;
+- the record of evicted ids is trimmed below a bound, and only ids numbered
+  above it are written beside the trim;
 - a whole-partition delete is only ever sent beside its condition (a
   conditional delete of ``next_seq``), never beside inserts.
+
+The record of evicted ids (:mod:`chatledger.evicted_ids`) is rows of lane
+:data:`LANE_EVICTED`, read with the snapshot: an id found there is treated as
+stored. Every id an append takes out of the window gets a row numbered by its
+message's sequence number (a new message the window drops at once has one
+too: every appended message takes a number). When the numbers the record
+reached cross a multiple of :data:`chatledger.adapters.EVICTED_IDS_TRIM_STEP`
+(:func:`chatledger.adapters.trim_due`), the rows numbered at or below
+:func:`chatledger.adapters.trim_below` go, so the record holds at most
+``EVICTED_IDS_KEPT + EVICTED_IDS_TRIM_STEP`` rows. A window that leaves no
+message keeps the partition, marked ``emptied`` (not listed), for the record.
 """
 
 from __future__ import annotations
@@ -43,8 +56,10 @@ from chatledger.adapters import (
     codec,
     needs_stored_system,
     plan_append,
+    trim_below,
+    trim_due,
 )
-from chatledger_cassandra.statements import LANE_OTHER, LANE_SYSTEM
+from chatledger_cassandra.statements import LANE_EVICTED, LANE_OTHER, LANE_SYSTEM
 
 __all__ = [
     "Plan",
@@ -95,10 +110,12 @@ class Snapshot:
     Attributes:
         version: ``next_seq``, or ``None`` when the conversation does not exist.
         rows: Its message rows, in any order.
+        evicted: Its record of evicted ids: each id with the number of its row.
     """
 
     version: int | None
     rows: list[StoredRow]
+    evicted: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -187,10 +204,56 @@ def _rewrite(conversation_id: str, row: StoredRow, ttl: int) -> Write:
     )
 
 
-def _condition(conversation_id: str, version: int | None, new: int, ttl: int) -> Write:
+def _condition(
+    conversation_id: str,
+    version: int | None,
+    new: int,
+    ttl: int,
+    emptied: bool = False,
+) -> Write:
     if version is None:
-        return Write("start", (ttl, new, conversation_id), "condition")
-    return Write("advance", (ttl, new, conversation_id, version), "condition")
+        return Write("start", (ttl, new, emptied, conversation_id), "condition")
+    return Write("advance", (ttl, new, emptied, conversation_id, version), "condition")
+
+
+def _record(
+    conversation_id: str,
+    evicted: dict[str, int],
+    taken_out: list[tuple[int, str]],
+    ttl: int,
+) -> list[Write]:
+    """The writes that add ``taken_out`` (numbers and ids) to the record.
+
+    The record is trimmed when the numbers written since its newest row cross
+    a multiple of the trim step; ids numbered at or below the trim bound are
+    then not written at all, so no insert meets the range delete beside it.
+    The range delete itself is only sent when a stored row falls under it:
+    each one leaves a range tombstone.
+    """
+    if not taken_out:
+        return []
+    last = max(seq for seq, _ in taken_out)
+    first = max(evicted.values()) + 1 if evicted else min(s for s, _ in taken_out)
+    writes: list[Write] = []
+    floor: int | None = None
+    if trim_due(first, last):
+        floor = trim_below(last)
+        if any(seq <= floor for seq in evicted.values()):
+            writes.append(
+                Write(
+                    "delete_before",
+                    (conversation_id, LANE_EVICTED, floor + 1),
+                    "evict",
+                )
+            )
+    writes.extend(
+        Write(
+            "insert_evicted", (conversation_id, LANE_EVICTED, seq, msg_id, ttl), "evict"
+        )
+        for seq, msg_id in taken_out
+        if floor is None or seq > floor
+    )
+    return writes
 
 
 def _delete_plan(conversation_id: str, version: int, result: AppendResult) -> Plan:
@@ -256,7 +319,7 @@ def plan_append_batch(
         start: The first sequence number when the conversation is new.
     """
     known = {row.msg_id for row in snapshot.rows}
-    fresh = [m for m in batch if m.id not in known]
+    fresh = [m for m in batch if m.id not in known and m.id not in snapshot.evicted]
     if not fresh:
         return Plan(None)
     system_rows = sorted(
@@ -281,13 +344,15 @@ def plan_append_batch(
     )
     plan = plan_append(stored, fresh, window)
     result = AppendResult(plan.appended, plan.evicted_ids)
-    if plan.empty:
-        if snapshot.version is None:
-            return Plan(None, [], result)
-        return _delete_plan(conversation_id, snapshot.version, result)
+    if not plan.appended:
+        # Only system messages equal to stored ones: nothing changes, as for
+        # a batch of ids already stored.
+        return Plan(None, [], result)
 
     # Every appended message takes a number, kept or not, so the version
-    # advances whenever the batch writes anything.
+    # advances whenever the batch writes anything. A window that leaves no
+    # message keeps the partition for its record of evicted ids (an emptying
+    # append always takes some id out), marked as listing no conversation.
     base = start if snapshot.version is None else snapshot.version
     new_seq = {m.id: base + i for i, m in enumerate(plan.appended)}
     next_seq = base + len(plan.appended)
@@ -311,11 +376,18 @@ def plan_append_batch(
         writes.append(
             Write("delete_before", (conversation_id, LANE_OTHER, first_kept), "evict")
         )
+    numbers = {row.msg_id: row.seq for row in system_rows}
+    numbers.update((entry.id, entry.position) for entry in plan.evicted)
+    numbers.update(new_seq)
+    taken_out = [(numbers[msg_id], msg_id) for msg_id in plan.evicted_ids]
+    writes += _record(conversation_id, snapshot.evicted, taken_out, ttl)
     if ttl:
         kept_rows = ([] if plan.replace_system else system_rows) + surviving_rows
         writes.extend(_rewrite(conversation_id, row, ttl) for row in kept_rows)
     return Plan(
-        _condition(conversation_id, snapshot.version, next_seq, ttl), writes, result
+        _condition(conversation_id, snapshot.version, next_seq, ttl, plan.empty),
+        writes,
+        result,
     )
 
 
@@ -328,9 +400,9 @@ def plan_replace(
 ) -> Plan:
     """Plan ``save_all``: replace every stored row with ``messages``.
 
-    The old rows are range-deleted below the version read and the new ones are
-    written from that version on, in one batch; an empty ``messages`` deletes
-    the conversation.
+    The old rows (the record of evicted ids too) are range-deleted below the
+    version read and the new ones are written from that version on, in one
+    batch; an empty ``messages`` deletes the conversation.
 
     Args:
         conversation_id: The validated conversation id.
@@ -348,7 +420,7 @@ def plan_replace(
     if version is not None:
         writes += [
             Write("delete_before", (conversation_id, lane, base), "delete")
-            for lane in (LANE_SYSTEM, LANE_OTHER)
+            for lane in (LANE_SYSTEM, LANE_OTHER, LANE_EVICTED)
         ]
     writes += [
         _insert(conversation_id, base + i, m, None, ttl) for i, m in enumerate(messages)

@@ -18,9 +18,10 @@ An append decides on the index columns of the whole conversation, so reading
 them costs a round trip whose size grows with the conversation. The writers
 of one process take turns (:mod:`chatledger_cassandra.locks`), so after its own
 commit a repository knows exactly what the partition holds: the snapshot it
-read with the plan it committed applied. The next append of that conversation
-then only reads ``next_seq``: if it is still the version this repository
-wrote, nobody else wrote since and the remembered snapshot is the partition.
+read with the plan it committed applied (its record of evicted ids included).
+The next append of that conversation then only reads ``next_seq``: if it is
+still the version this repository wrote, nobody else wrote since and the
+remembered snapshot is the partition.
 Any other version (another process wrote, the conversation was deleted or
 expired) means a full read, as without the cache.
 
@@ -40,7 +41,7 @@ from dataclasses import replace
 from typing import cast
 
 from chatledger_cassandra.plan import Plan, Snapshot, StoredRow
-from chatledger_cassandra.statements import LANE_SYSTEM
+from chatledger_cassandra.statements import LANE_EVICTED, LANE_SYSTEM
 
 __all__ = ["SnapshotCache", "after_commit", "first_sequence_number"]
 
@@ -51,6 +52,9 @@ _FIRST_SEQUENCE_BOUND = 2**62
 # The values of the "insert" statement: the conversation id, the StoredRow
 # fields lane to payload, then the TTL.
 _InsertValues = tuple[str, int, int, str, str, str | None, int | None, str | None, int]
+# The values of the "insert_evicted" statement: the conversation id, the lane,
+# the row's number, the evicted id, then the TTL.
+_RecordValues = tuple[str, int, int, str, int]
 
 
 def first_sequence_number() -> int:
@@ -67,22 +71,32 @@ def after_commit(snapshot: Snapshot, plan: Plan) -> Snapshot:
     messages only, as an index read would return them.
     """
     if plan.condition is None:
-        return Snapshot(snapshot.version, [_as_indexed(row) for row in snapshot.rows])
+        return Snapshot(
+            snapshot.version,
+            [_as_indexed(row) for row in snapshot.rows],
+            snapshot.evicted,
+        )
     if plan.condition.statement not in ("start", "advance"):
         return Snapshot(None, [])
     rows = {(row.lane, row.seq): row for row in snapshot.rows}
+    evicted = dict(snapshot.evicted)
     for write in plan.writes:
         if write.statement == "delete_before":
             _, lane, bound = cast(tuple[str, int, int], write.params)
             rows = {k: r for k, r in rows.items() if k[0] != lane or k[1] >= bound}
+            if lane == LANE_EVICTED:
+                evicted = {i: seq for i, seq in evicted.items() if seq >= bound}
         elif write.statement == "delete_partition":
             return Snapshot(None, [])
     for write in plan.writes:
         if write.statement == "insert":
             row = StoredRow(*cast(_InsertValues, write.params)[1:8])
             rows[(row.lane, row.seq)] = row
+        elif write.statement == "insert_evicted":
+            _, _, seq, msg_id, _ = cast(_RecordValues, write.params)
+            evicted[msg_id] = seq
     version = cast(int, plan.condition.params[1])
-    return Snapshot(version, [_as_indexed(row) for row in rows.values()])
+    return Snapshot(version, [_as_indexed(row) for row in rows.values()], evicted)
 
 
 def _as_indexed(row: StoredRow) -> StoredRow:

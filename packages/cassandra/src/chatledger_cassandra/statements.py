@@ -10,19 +10,30 @@ Example:
 The table holds one partition per conversation::
 
     conversation_id  partition key
-    lane             clustering: 0 for system messages, 1 for all others
+    lane             clustering: 0 for system messages, 1 for all others,
+                     2 for the record of evicted ids
     seq              clustering: the conversation's gap-free sequence number
     next_seq         STATIC: the next free sequence number, which is also the
                      version every write checks with IF
+    emptied          STATIC: true while a window has left the conversation
+                     without messages, holding only its record of evicted ids
     msg_id, role     the message id and role, readable without the payload
     size_counter     the window measure the stored size was counted with
     size             the message's size in that measure
     payload          the message as chatledger's JSON codec wrote it
 
-Sequence numbers are shared by both lanes, so sorting a partition's rows by
-``seq`` gives the conversation order. The lanes exist so that evicting the
-oldest turns is one range delete (``lane = 1 AND seq < ?``) that can never
-touch a system message. Names are validated before they get here
+Sequence numbers are shared by the message lanes, so sorting a partition's
+message rows by ``seq`` gives the conversation order. The lanes exist so that
+evicting the oldest turns is one range delete (``lane = 1 AND seq < ?``) that
+can never touch a system message, and so that the reads of messages leave the
+record out with one bound (``lane < 2``).
+
+The record of evicted ids (:mod:`chatledger.evicted_ids`) lives in lane 2 of
+the same partition: one row per id an append took out of the window, numbered
+by that message's sequence number, holding ``msg_id`` alone. Being in the
+partition, it is read by the same read and written by the same conditional
+batch as the messages, trimmed by one range delete, and removed with the
+partition. Names are validated before they get here
 (:mod:`chatledger_cassandra.names`) and quoted; every value is a bind marker.
 """
 
@@ -32,12 +43,20 @@ from dataclasses import dataclass
 
 from chatledger_cassandra.names import render_replication, validate_name
 
-__all__ = ["LANE_OTHER", "LANE_SYSTEM", "Statements", "create_keyspace"]
+__all__ = [
+    "LANE_EVICTED",
+    "LANE_OTHER",
+    "LANE_SYSTEM",
+    "Statements",
+    "create_keyspace",
+]
 
 #: Clustering lane of system messages.
 LANE_SYSTEM = 0
 #: Clustering lane of every other message.
 LANE_OTHER = 1
+#: Clustering lane of the record of evicted ids; every message lane is below it.
+LANE_EVICTED = 2
 
 
 def create_keyspace(keyspace: str, replication: dict[str, object]) -> str:
@@ -81,6 +100,7 @@ class Statements:
             "lane tinyint, "
             "seq bigint, "
             "next_seq bigint static, "
+            "emptied boolean static, "
             "msg_id text, "
             "role text, "
             "size_counter text, "
@@ -92,9 +112,13 @@ class Statements:
 
     @property
     def select_messages(self) -> str:
-        """Read a conversation's messages (the read path; sorted by seq in Python)."""
+        """Read a conversation's messages (the read path; sorted by seq in Python).
+
+        Bound with :data:`LANE_EVICTED`, so the record stays out.
+        """
         return (
-            f"SELECT lane, seq, payload FROM {self.qualified} WHERE conversation_id = ?"
+            f"SELECT lane, seq, payload FROM {self.qualified} "
+            "WHERE conversation_id = ? AND lane < ?"
         )
 
     @property
@@ -106,7 +130,11 @@ class Statements:
 
     @property
     def select_index(self) -> str:
-        """Read what a window append decides on, without the payloads."""
+        """Read what a window append decides on, without the payloads.
+
+        The record of evicted ids comes with it: an append probes it in the
+        read that finds the ids already stored.
+        """
         return (
             "SELECT next_seq, lane, seq, msg_id, role, size_counter, size "
             f"FROM {self.qualified} WHERE conversation_id = ?"
@@ -130,38 +158,41 @@ class Statements:
 
     @property
     def list_ids(self) -> str:
-        """List every conversation; the driver pages through the whole token ring."""
-        return f"SELECT DISTINCT conversation_id FROM {self.qualified}"
+        """List every partition; the driver pages through the whole token ring.
+
+        A partition whose ``emptied`` is true is no conversation to list.
+        """
+        return f"SELECT DISTINCT conversation_id, emptied FROM {self.qualified}"
 
     @property
     def first_ids_page(self) -> str:
-        """The first page of conversation ids, in token order, with their tokens."""
+        """The first partitions, in token order, with their tokens."""
         return (
-            'SELECT DISTINCT conversation_id, token(conversation_id) AS "token" '
-            f"FROM {self.qualified} LIMIT ?"
+            'SELECT DISTINCT conversation_id, token(conversation_id) AS "token", '
+            f"emptied FROM {self.qualified} LIMIT ?"
         )
 
     @property
     def ids_page_after(self) -> str:
-        """The page of conversation ids after a token, in token order."""
+        """The partitions after a token, in token order."""
         return (
-            'SELECT DISTINCT conversation_id, token(conversation_id) AS "token" '
-            f"FROM {self.qualified} WHERE token(conversation_id) > ? LIMIT ?"
+            'SELECT DISTINCT conversation_id, token(conversation_id) AS "token", '
+            f"emptied FROM {self.qualified} WHERE token(conversation_id) > ? LIMIT ?"
         )
 
     @property
     def count_messages(self) -> str:
-        """Count a conversation's message rows (the static version is no row)."""
+        """Count a conversation's message rows, bound with :data:`LANE_EVICTED`."""
         return (
             f'SELECT COUNT(seq) AS "count" FROM {self.qualified} '
-            "WHERE conversation_id = ?"
+            "WHERE conversation_id = ? AND lane < ?"
         )
 
     @property
     def start(self) -> str:
         """The condition of a batch that creates a conversation."""
         return (
-            f"UPDATE {self.qualified} USING TTL ? SET next_seq = ? "
+            f"UPDATE {self.qualified} USING TTL ? SET next_seq = ?, emptied = ? "
             "WHERE conversation_id = ? IF next_seq = null"
         )
 
@@ -169,7 +200,7 @@ class Statements:
     def advance(self) -> str:
         """The condition of a batch that changes an existing conversation."""
         return (
-            f"UPDATE {self.qualified} USING TTL ? SET next_seq = ? "
+            f"UPDATE {self.qualified} USING TTL ? SET next_seq = ?, emptied = ? "
             "WHERE conversation_id = ? IF next_seq = ?"
         )
 
@@ -180,6 +211,14 @@ class Statements:
             f"INSERT INTO {self.qualified} "
             "(conversation_id, lane, seq, msg_id, role, size_counter, size, payload) "
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?) USING TTL ?"
+        )
+
+    @property
+    def insert_evicted(self) -> str:
+        """Write one row of the record of evicted ids: its number and the id."""
+        return (
+            f"INSERT INTO {self.qualified} (conversation_id, lane, seq, msg_id) "
+            "VALUES (?, ?, ?, ?) USING TTL ?"
         )
 
     @property
@@ -235,6 +274,7 @@ class Statements:
             "start": self.start,
             "advance": self.advance,
             "insert": self.insert,
+            "insert_evicted": self.insert_evicted,
             "delete_before": self.delete_before,
             "delete_version": self.delete_version,
             "delete_any": self.delete_any,
