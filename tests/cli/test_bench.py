@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from chatledger import Message, connect
+from chatledger import Message
 from chatledger.cli import main
 from tests.backends import backend_url
 from tests.cli.conftest import HAVE_SQL, NO_SQL, Cli
@@ -133,7 +133,9 @@ class TestSqliteFile:
     ) -> None:
         path = tmp_path / "used.db"
         url = f"sqlite:///{path}"
-        with connect(url) as repository:
+        from chatledger_sql import SqlChatMemoryRepository
+
+        with SqlChatMemoryRepository.from_url(url) as repository:
             repository.save_all("kept", [Message.user("hello")])
         before = _tables(path)
         done = cli("bench", url, *TINY)

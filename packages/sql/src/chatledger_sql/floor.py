@@ -101,9 +101,11 @@ class SqlBenchmarkFloor:
             "ORDER BY seq"
         )
         self._pooled = engine.raw_connection()
-        self._connection: Any = self._pooled.driver_connection
         self._prepare = self.name == "psycopg"
         try:
+            self._connection: Any = self._pooled.driver_connection
+            if self._connection is None:
+                raise RuntimeError(f"{self.name} lent no driver connection")
             self._autocommit = _Autocommit(self._connection)
             self._cursor: Any = self._connection.cursor()
             payload = _PAYLOAD_TYPES.get(dialect.name, "TEXT")
