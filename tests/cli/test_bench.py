@@ -88,7 +88,7 @@ class TestSqliteFile:
             *TINY,
         )
         assert done.code == 0, done.err
-        assert "(floor: pysqlite), 3 samples per figure" in done.out
+        assert "(floor: sqlite3), 3 samples per figure" in done.out
         rows = _table_rows(done.out)
         assert [(r[0], r[1]) for r in rows] == [
             ("4", "append"),
@@ -116,7 +116,7 @@ class TestSqliteFile:
         )
         assert done.code == 0, done.err
         assert done.err == ""
-        _check_json(done.out, "pysqlite")
+        _check_json(done.out, "sqlite3")
         assert _tables(path) == []
 
     def test_without_namespace_an_empty_store_keeps_no_conversation(

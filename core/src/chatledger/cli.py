@@ -844,6 +844,7 @@ def _plot(
 
     matplotlib.use("Agg")
     from matplotlib import pyplot
+    from matplotlib.ticker import NullLocator
 
     figure, panels = pyplot.subplots(1, len(OPERATIONS), figsize=(10, 4))
     try:
@@ -869,6 +870,9 @@ def _plot(
                 )
             panel.set_xscale("log")
             panel.set_yscale("log")
+            panel.xaxis.set_minor_locator(NullLocator())
+            shown = sorted({r["window"] for r in rows})
+            panel.set_xticks(shown, [str(w) for w in shown])
             panel.set_xlabel("window W (messages)")
             panel.set_ylabel("microseconds")
             panel.set_title(operation)

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 
 __all__ = ["SqlBenchmarkFloor"]
 
+#: SQLAlchemy's name of a driver where it is not the module people import.
+_DRIVER_NAMES = {"pysqlite": "sqlite3", "duckdb_engine": "duckdb"}
 _PAYLOAD_TYPES = {"mysql": "LONGTEXT", "mariadb": "LONGTEXT", "duckdb": "VARCHAR"}
 _TABLE_OPTIONS = {
     "mysql": " DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin",
@@ -87,7 +89,7 @@ class SqlBenchmarkFloor:
         """Check out a connection, switch it to autocommit, create the table."""
         engine = repository.engine
         dialect = engine.dialect
-        self.name = str(dialect.driver)
+        self.name = _DRIVER_NAMES.get(dialect.driver, str(dialect.driver))
         schema = repository.tables.messages.schema
         name = f"clfloor_{uuid.uuid4().hex[:12]}"
         self.table = f"{schema}.{name}" if schema else name
@@ -101,7 +103,7 @@ class SqlBenchmarkFloor:
             "ORDER BY seq"
         )
         self._pooled = engine.raw_connection()
-        self._prepare = self.name == "psycopg"
+        self._prepare = dialect.driver == "psycopg"
         try:
             self._connection: Any = self._pooled.driver_connection
             if self._connection is None:
