@@ -119,14 +119,27 @@ class TestSqliteFile:
         _check_json(done.out, "sqlite3")
         assert _tables(path) == []
 
-    def test_without_namespace_an_empty_store_keeps_no_conversation(
+    def test_without_namespace_a_missing_store_is_not_left_behind(
         self, cli: Cli, tmp_path: Path
     ) -> None:
-        url = f"sqlite:///{tmp_path / 'empty.db'}"
-        done = cli("bench", url, "--no-progress", *TINY)
+        path = tmp_path / "missing.db"
+        done = cli("bench", f"sqlite:///{path}", "--no-progress", *TINY)
         assert done.code == 0, done.err
-        assert cli("ls", url).out == ""
-        assert [t for t in _tables(tmp_path / "empty.db") if "clfloor" in t] == []
+        assert _tables(path) == []
+
+    def test_without_namespace_an_empty_store_stays_as_it_was(
+        self, cli: Cli, tmp_path: Path
+    ) -> None:
+        from chatledger_sql import SqlChatMemoryRepository
+
+        path = tmp_path / "empty.db"
+        url = f"sqlite:///{path}"
+        SqlChatMemoryRepository.from_url(url, table_name="mine").close()
+        before = _tables(path)
+        done = cli("bench", url, "-o", "table_name=mine", "--no-progress", *TINY)
+        assert done.code == 0, done.err
+        assert _tables(path) == before
+        assert cli("ls", url, "-o", "table_name=mine").out == ""
 
     def test_refuses_a_store_with_data_without_namespace(
         self, cli: Cli, tmp_path: Path

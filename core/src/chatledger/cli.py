@@ -62,6 +62,7 @@ from chatledger.errors import (
     InvalidConversationIdError,
     InvalidOptionError,
     InvalidUrlError,
+    StoreNotFoundError,
     UnknownBackendError,
 )
 from chatledger.jsonl import export_line, read_export
@@ -694,21 +695,15 @@ def _bench(args: argparse.Namespace) -> int:
             )
         # Short and plain, so it passes every adapter's name allowlist.
         options[args.namespace_option] = f"clbench_{uuid.uuid4().hex[:12]}"
+    # Without a namespace of its own, the run leaves the store as it found
+    # it: its conversations are deleted, and a schema it created is dropped.
+    created = not args.namespace_option and _bench_refuses_or_creates(args.url, options)
     repository = _open(args.url, options)
     try:
-        present = len(repository.find_conversation_ids())
-        if present and not args.namespace_option:
-            raise UsageError(
-                f"{redact_url(args.url)} holds {present} conversations; bench "
-                "writes and deletes conversations of its own, so without "
-                "--namespace-option NAME (the adapter's table, key prefix or "
-                "collection option, given a fresh value for the run) it needs "
-                "an empty store"
-            )
         measurement, floor_name = _measure(args, repository)
     finally:
         try:
-            if args.namespace_option:
+            if args.namespace_option or created:
                 _drop_namespace(repository)
         finally:
             _close(repository)
@@ -734,6 +729,28 @@ def _bench(args: argparse.Namespace) -> int:
         _plot(args.plot, redact_url(args.url), floor_name, results)
         _err(f"plot written to {args.plot}")
     return 1 if measurement.errors else 0
+
+
+def _bench_refuses_or_creates(url: str, options: dict[str, Any]) -> bool:
+    """Refuse a store holding conversations; ``True`` when there is none yet."""
+    try:
+        probe = _open(url, options, create=False)
+    except StoreNotFoundError:
+        return True
+    try:
+        present = len(probe.find_conversation_ids())
+    except StoreNotFoundError:
+        return True
+    finally:
+        _close(probe)
+    if present:
+        raise UsageError(
+            f"{redact_url(url)} holds {present} conversations; bench writes and "
+            "deletes conversations of its own, so without --namespace-option NAME "
+            "(the adapter's table, key prefix or collection option, given a "
+            "fresh value for the run) it needs an empty store"
+        )
+    return False
 
 
 def _measure(
