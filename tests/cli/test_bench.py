@@ -311,3 +311,29 @@ def test_redis_floor_and_no_key_left(cli: Cli) -> None:
         assert list(client.scan_iter(match="clbench_*", count=1000)) == []
     finally:
         client.close()
+
+
+def test_redis_cluster_floor_and_no_key_left(cli: Cli) -> None:
+    url = os.environ.get("CHATLEDGER_TEST_REDIS_CLUSTER_URL")
+    if not HAVE_REDIS or not url:
+        pytest.skip("set CHATLEDGER_TEST_REDIS_CLUSTER_URL to a Redis Cluster node")
+    from redis.cluster import RedisCluster
+
+    done = cli(
+        "bench",
+        url,
+        "-o",
+        "cluster=true",
+        "--namespace-option",
+        "key_prefix",
+        "--json",
+        "--no-progress",
+        *TINY,
+    )
+    assert done.code == 0, done.err
+    _check_json(done.out, "redis-py")
+    client = RedisCluster.from_url(url)
+    try:
+        assert list(client.scan_iter(match="clbench_*", count=1000)) == []
+    finally:
+        client.close()
