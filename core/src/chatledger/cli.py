@@ -995,7 +995,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=PROG,
         description="Conversation memory for LLM applications: demo, inspect, "
-        "export, import and copy stored conversations.",
+        "export, import and copy stored conversations, and measure a database.",
         epilog="URLs: memory://, sqlite:///file.db, duckdb:///file.duckdb, "
         "postgresql+psycopg://user@host/db, mysql+pymysql://..., redis://host:6379/0, "
         "mongodb://..., cassandra://host/keyspace, neo4j://... "
