@@ -1,4 +1,4 @@
-"""chatledger.benchmark: percentiles, the p50 ratio, the interleaved loop, the workload."""
+"""chatledger.benchmark: percentiles, the p50 ratio, the loop, the workload."""
 
 from __future__ import annotations
 
