@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from bench.async_runner import TASKS, AsyncBackend
 from bench.backends import Backend, Setup
 from bench.runner import REWRITE_WINDOWS, WINDOWS, Results, Stats
+from chatledger.benchmark import ratio
 
 __all__ = [
     "AsyncReport",
@@ -72,12 +73,6 @@ class Target:
         )
 
 
-def _ratio(a: Stats | None, b: Stats | None) -> float | None:
-    if a is None or b is None or b.p50 <= 0:
-        return None
-    return a.p50 / b.p50
-
-
 def _cell(stats: Stats | None) -> str:
     if stats is None:
         return f"{'-':>17}"
@@ -97,18 +92,18 @@ def ratios(results: Results) -> dict[str, float | None]:
     lat = results.latency.get
     out: dict[str, float | None] = {}
     for w in WINDOWS:
-        out[f"append/floor W={w}"] = _ratio(
+        out[f"append/floor W={w}"] = ratio(
             lat(("ours_append", w)), lat(("floor_append", w))
         )
-        out[f"read/floor W={w}"] = _ratio(lat(("ours_read", w)), lat(("floor_read", w)))
-        out[f"read/(floor+decode) W={w}"] = _ratio(
+        out[f"read/floor W={w}"] = ratio(lat(("ours_read", w)), lat(("floor_read", w)))
+        out[f"read/(floor+decode) W={w}"] = ratio(
             lat(("ours_read", w)), lat(("floor_read_decode", w))
         )
     for w in REWRITE_WINDOWS:
-        out[f"rewrite/ours W={w}"] = _ratio(
+        out[f"rewrite/ours W={w}"] = ratio(
             lat(("rewrite_append", w)), lat(("ours_append", w))
         )
-    out["append W=2000/W=20"] = _ratio(
+    out["append W=2000/W=20"] = ratio(
         lat(("ours_append", 2000)), lat(("ours_append", 20))
     )
     if results.throughput.get(1):
@@ -195,12 +190,12 @@ def render(
             )
             orr, fr = lat(("ours_read", w)), lat(("floor_read", w))
             frd = lat(("floor_read_decode", w))
-            rw_ratio = _ratio(rw, oa)
+            rw_ratio = ratio(rw, oa)
             rw_text = "-" if rw_ratio is None else f"{rw_ratio:.1f}x"
             lines.append(
-                f"{w:>5} | {_cell(oa)} | {_cell(fa)} | {_rx(_ratio(oa, fa))} | "
+                f"{w:>5} | {_cell(oa)} | {_cell(fa)} | {_rx(ratio(oa, fa))} | "
                 f"{_cell(rw)} | {rw_text:>7} | {_cell(orr)} | {_cell(fr)} | "
-                f"{_rx(_ratio(orr, fr))} | {_cell(frd)} | {_rx(_ratio(orr, frd))}"
+                f"{_rx(ratio(orr, fr))} | {_cell(frd)} | {_rx(ratio(orr, frd))}"
             )
         r = ratios(results)
         growth = r["append W=2000/W=20"]
@@ -264,7 +259,7 @@ def async_targets(reports: list[AsyncReport]) -> list[Target]:
             Target(
                 label,
                 "async append / sync at W=20",
-                _ratio(lat(("async_append", 20)), lat(("sync_append", 20))),
+                ratio(lat(("async_append", 20)), lat(("sync_append", 20))),
                 ASYNC_APPEND_TARGET,
             )
         )
@@ -310,9 +305,9 @@ def render_async(reports: list[AsyncReport]) -> str:
             )
             ar, fr = lat(("async_read", w)), lat(("async_floor_read", w))
             lines.append(
-                f"{w:>5} | {_cell(aa)} | {_cell(fa)} | {_rx(_ratio(aa, fa))} | "
-                f"{_cell(sa)} | {_rx(_ratio(aa, sa))} | {_cell(ar)} | {_cell(fr)} | "
-                f"{_rx(_ratio(ar, fr))}"
+                f"{w:>5} | {_cell(aa)} | {_cell(fa)} | {_rx(ratio(aa, fa))} | "
+                f"{_cell(sa)} | {_rx(ratio(aa, sa))} | {_cell(ar)} | {_cell(fr)} | "
+                f"{_rx(ratio(ar, fr))}"
             )
         tput = report.results.throughput
         if tput:

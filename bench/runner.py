@@ -7,14 +7,14 @@ Example:
 Every measured variant (our append, the floor's insert, the full rewrite, our
 read, the floor's read, at every window size) runs in the same round-robin
 loop, a batch each per round in a shuffled order, so a noisy neighbour on the
-shared machine slows them all alike instead of one of them.
+shared machine slows them all alike instead of one of them. The loop, the
+workload and :class:`Stats` are core's (:mod:`chatledger.benchmark`), shared
+with ``chatledger bench URL``.
 """
 
 from __future__ import annotations
 
 import functools
-import gc
-import random
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -24,11 +24,19 @@ from bench.backends import Setup
 from bench.floors import Floor, FullRewrite, MemoryFloor
 from bench.workload import history, stream
 from chatledger import Message, MessageWindowChatMemory, codec
+from chatledger.benchmark import WINDOWS, Stats, Variant, run_interleaved
 from chatledger.validation import stamp_messages
 
-__all__ = ["Plan", "Results", "Stats", "measure_backend", "measure_codec"]
+__all__ = [
+    "REWRITE_WINDOWS",
+    "WINDOWS",
+    "Plan",
+    "Results",
+    "Stats",
+    "measure_backend",
+    "measure_codec",
+]
 
-WINDOWS = (20, 200, 2000)
 REWRITE_WINDOWS = (20, 200)
 
 
@@ -63,32 +71,6 @@ class Plan:
         return cls(4, 80, {20: 40, 200: 12}, {20: 80, 200: 40, 2000: 8}, 5, 0.5)
 
 
-@dataclass(frozen=True)
-class Stats:
-    """Percentiles of one variant, in microseconds.
-
-    ``cpu`` is the mean CPU time of the measuring thread per operation: the
-    client's own work (driver and Python, and for embedded engines the engine),
-    without waiting for a server or a disk. It is steadier than wall time on a
-    busy machine and tells code cost apart from I/O.
-    """
-
-    p50: float
-    p95: float
-    n: int
-    cpu: float = 0.0
-
-    @classmethod
-    def of(cls, samples_ns: list[int], cpu_ns: int = 0) -> Stats:
-        """Summarise samples given in nanoseconds (and their total CPU time)."""
-        ordered = sorted(samples_ns)
-
-        def pct(q: float) -> float:
-            return ordered[min(len(ordered) - 1, int(q * len(ordered)))] / 1000
-
-        return cls(pct(0.50), pct(0.95), len(ordered), cpu_ns / len(ordered) / 1000)
-
-
 @dataclass
 class Results:
     """What one backend measured.
@@ -104,15 +86,6 @@ class Results:
     latency: dict[tuple[str, int], Stats] = field(default_factory=dict)
     throughput: dict[int, float] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
-
-
-@dataclass
-class _Variant:
-    key: tuple[str, int]
-    op: Callable[[], object]
-    samples: int
-    taken: list[int] = field(default_factory=list)
-    cpu_ns: int = 0
 
 
 def _ours_append(
@@ -144,7 +117,7 @@ def _read_decoded(floor: Floor, conversation: str) -> list[Message]:
     return [codec.from_json(payload(row)) for row in floor.select(conversation)]
 
 
-def _variants(setup: Setup, plan: Plan) -> Iterator[_Variant]:
+def _variants(setup: Setup, plan: Plan) -> Iterator[Variant]:
     """Prefill every conversation and yield one variant per measured operation."""
     floor = setup.floor
     total_append = plan.append + plan.warmup
@@ -154,31 +127,31 @@ def _variants(setup: Setup, plan: Plan) -> Iterator[_Variant]:
         if setup.repository is not None:
             memory = MessageWindowChatMemory(setup.repository, max_messages=window)
             setup.repository.save_all(f"ours-append-{window}", history(window))
-            yield _Variant(
+            yield Variant(
                 ("ours_append", window),
                 _ours_append(memory, f"ours-append-{window}", total_append),
                 plan.append,
             )
             setup.repository.save_all(f"ours-read-{window}", prefill)
-            yield _Variant(
+            yield Variant(
                 ("ours_read", window),
                 functools.partial(memory.get, f"ours-read-{window}"),
                 plan.read[window],
             )
         floor.replace(f"floor-append-{window}", encoded)
-        yield _Variant(
+        yield Variant(
             ("floor_append", window),
             _floor_append(setup, f"floor-append-{window}", window, total_append),
             plan.append,
         )
         floor.replace(f"floor-read-{window}", encoded)
-        yield _Variant(
+        yield Variant(
             ("floor_read", window),
             functools.partial(floor.select, f"floor-read-{window}"),
             plan.read[window],
         )
         if not isinstance(floor, MemoryFloor):  # ours keeps objects there
-            yield _Variant(
+            yield Variant(
                 ("floor_read_decode", window),
                 functools.partial(_read_decoded, floor, f"floor-read-{window}"),
                 plan.read[window],
@@ -187,47 +160,17 @@ def _variants(setup: Setup, plan: Plan) -> Iterator[_Variant]:
             rewrite = FullRewrite(floor, window)
             rewrite.load(f"rewrite-{window}", history(window))
             count = plan.rewrite[window]
-            yield _Variant(
+            yield Variant(
                 ("rewrite_append", window),
                 _rewrite_append(rewrite, f"rewrite-{window}", count + plan.warmup),
                 count,
             )
 
 
-def _run_interleaved(variants: list[_Variant], plan: Plan, results: Results) -> None:
-    live = []
-    for variant in variants:
-        try:
-            for _ in range(plan.warmup):
-                variant.op()
-            live.append(variant)
-        except Exception as exc:  # a broken variant must not hide the others
-            results.errors.append(f"{variant.key}: {type(exc).__name__}: {exc}")
-    clock = time.perf_counter_ns
-    shuffler = random.Random(42)
-    for round_index in range(plan.rounds):
-        shuffler.shuffle(live)
-        for variant in list(live):
-            batch = -(-variant.samples // plan.rounds)
-            batch = min(batch, variant.samples - len(variant.taken))
-            gc.collect()
-            op = variant.op
-            taken = variant.taken
-            cpu_start = time.thread_time_ns()
-            try:
-                for _ in range(batch):
-                    start = clock()
-                    op()
-                    taken.append(clock() - start)
-                variant.cpu_ns += time.thread_time_ns() - cpu_start
-            except Exception as exc:
-                results.errors.append(
-                    f"{variant.key} round {round_index}: {type(exc).__name__}: {exc}"
-                )
-                live.remove(variant)
-    for variant in variants:
-        if variant.taken:
-            results.latency[variant.key] = Stats.of(variant.taken, variant.cpu_ns)
+def _run_interleaved(variants: list[Variant], plan: Plan, results: Results) -> None:
+    stats, errors = run_interleaved(variants, plan.rounds, plan.warmup)
+    results.latency.update(stats)
+    results.errors.extend(errors)
 
 
 def _throughput(setup: Setup, threads: int, seconds: float, salt: str) -> float:

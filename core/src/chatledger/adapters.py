@@ -35,6 +35,11 @@ meaning within a minor version. It holds
 - the shared behaviours: :class:`ClosingContext` (``with`` closes),
   :class:`FaultPoints` (test hooks at the named steps of a write),
   :func:`to_ttl` (one meaning of ``ttl``);
+- the benchmark hook: a repository that can make its driver's floor (one
+  bare INSERT, one ordered SELECT, on its own table or keys) offers
+  ``benchmark_floor()`` returning a :class:`BenchmarkFloor`; it is what
+  ``chatledger bench URL`` sets beside the adapter's figures
+  (:class:`SupportsBenchmarkFloor`, optional);
 - the errors an adapter raises: :class:`ContentionError` when it gives up
   under contention, :class:`InvalidNameError` for a bad table, prefix or
   label, :class:`InvalidOptionError` for an option the adapter does not
@@ -67,6 +72,7 @@ from chatledger.async_repository import (
     AsyncSupportsWindowAppend,
     is_async_repository,
 )
+from chatledger.benchmark import BenchmarkFloor, SupportsBenchmarkFloor
 from chatledger.closing import AsyncClosingContext, ClosingContext
 from chatledger.connect import install_hint, redact_url
 from chatledger.errors import (
@@ -125,6 +131,7 @@ __all__ = [
     "AsyncSupportsConversationPages",
     "AsyncSupportsCountMessages",
     "AsyncSupportsWindowAppend",
+    "BenchmarkFloor",
     "ChatLedgerError",
     "ClosingContext",
     "ContentionError",
@@ -144,6 +151,7 @@ __all__ = [
     "StoreNotFoundError",
     "StoredEntry",
     "StoredWindow",
+    "SupportsBenchmarkFloor",
     "Window",
     "apply_window",
     "codec",

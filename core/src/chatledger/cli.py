@@ -8,6 +8,7 @@ Example (shell):
     chatledger copy sqlite:///chat.db postgresql+psycopg://app@db/chat
     chatledger conformance redis://127.0.0.1:6379/0 --namespace-option key_prefix
     chatledger conformance --async sqlite:///conformance.db
+    chatledger bench postgresql+psycopg://app@db/chat --namespace-option table_name
 
 Exit codes: 0 success, 1 runtime error, 2 usage error (a bad argument, URL or
 option, an unknown URL scheme, a missing adapter or database driver). An error
@@ -35,6 +36,16 @@ from urllib.parse import parse_qs, unquote
 
 from chatledger.async_connect import connect_async
 from chatledger.async_repository import AsyncSupportsWindowAppend
+from chatledger.benchmark import (
+    OPERATIONS,
+    WINDOWS,
+    Measurement,
+    Stats,
+    SupportsBenchmarkFloor,
+    count_steps,
+    measure_window_memory,
+    ratio,
+)
 from chatledger.bulk import BulkSaveError, save_conversations
 from chatledger.connect import (
     adapter_parameters,
@@ -51,6 +62,7 @@ from chatledger.errors import (
     InvalidConversationIdError,
     InvalidOptionError,
     InvalidUrlError,
+    StoreNotFoundError,
     UnknownBackendError,
 )
 from chatledger.jsonl import export_line, read_export
@@ -665,6 +677,230 @@ def _run_suite(
     return int(code), tally
 
 
+# --- bench -----------------------------------------------------------------
+
+_PLOT_HINT = "pip install 'chatledger[plot]'"
+
+
+def _bench(args: argparse.Namespace) -> int:
+    if args.plot is not None:
+        _require_matplotlib()
+    options = dict(args.options)
+    if args.namespace_option:
+        if args.namespace_option not in adapter_parameters(args.url):
+            raise UsageError(
+                f"the adapter of {redact_url(args.url)} takes no option "
+                f"{args.namespace_option!r}; --namespace-option names its table, "
+                "key prefix or collection option"
+            )
+        # Short and plain, so it passes every adapter's name allowlist.
+        options[args.namespace_option] = f"clbench_{uuid.uuid4().hex[:12]}"
+    # Without a namespace of its own, the run leaves the store as it found
+    # it: its conversations are deleted, and a schema it created is dropped.
+    created = not args.namespace_option and _bench_refuses_or_creates(args.url, options)
+    repository = _open(args.url, options)
+    try:
+        measurement, floor_name = _measure(args, repository)
+    finally:
+        try:
+            if args.namespace_option or created:
+                _drop_namespace(repository)
+        finally:
+            _close(repository)
+    results = _bench_results(measurement, args.windows)
+    if args.json:
+        _out(
+            json.dumps(
+                {
+                    "url": redact_url(args.url),
+                    "floor": floor_name,
+                    "samples": args.samples,
+                    "windows": list(args.windows),
+                    "results": results,
+                    "errors": measurement.errors,
+                },
+                indent=2,
+            )
+        )
+    else:
+        for line in _bench_table(args, floor_name, results, measurement.errors):
+            _out(line)
+    if args.plot is not None:
+        _plot(args.plot, redact_url(args.url), floor_name, results)
+        _err(f"plot written to {args.plot}")
+    return 1 if measurement.errors else 0
+
+
+def _bench_refuses_or_creates(url: str, options: dict[str, Any]) -> bool:
+    """Refuse a store holding conversations; ``True`` when there is none yet."""
+    try:
+        probe = _open(url, options, create=False)
+    except StoreNotFoundError:
+        return True
+    try:
+        present = len(probe.find_conversation_ids())
+    except StoreNotFoundError:
+        return True
+    finally:
+        _close(probe)
+    if present:
+        raise UsageError(
+            f"{redact_url(url)} holds {present} conversations; bench writes and "
+            "deletes conversations of its own, so without --namespace-option NAME "
+            "(the adapter's table, key prefix or collection option, given a "
+            "fresh value for the run) it needs an empty store"
+        )
+    return False
+
+
+def _measure(
+    args: argparse.Namespace, repository: ChatMemoryRepository
+) -> tuple[Measurement, str | None]:
+    """Measure ours beside the floor (when the adapter has one), then drop it."""
+    floor = (
+        repository.benchmark_floor()
+        if isinstance(repository, SupportsBenchmarkFloor)
+        else None
+    )
+    if floor is None:
+        _err("no floor for this backend: measuring chatledger only")
+    total = count_steps(args.windows, args.samples, with_floor=floor is not None)
+    progress = _progress(args, "benchmarking", total, "steps")
+    try:
+        measurement = measure_window_memory(
+            repository,
+            floor,
+            args.windows,
+            args.samples,
+            on_step=lambda done, _: progress.update(done),
+        )
+    finally:
+        try:
+            progress.close()
+        finally:
+            if floor is not None:
+                floor.close()
+    return measurement, None if floor is None else floor.name
+
+
+def _bench_results(
+    measurement: Measurement, windows: Sequence[int]
+) -> list[dict[str, Any]]:
+    """One entry per window and operation: ours, the floor's, their ratio."""
+    results: list[dict[str, Any]] = []
+    for window in windows:
+        for operation in OPERATIONS:
+            ours = measurement.stats.get((f"ours_{operation}", window))
+            floor = measurement.stats.get((f"floor_{operation}", window))
+            results.append(
+                {
+                    "window": window,
+                    "operation": operation,
+                    "chatledger": _stats_json(ours),
+                    "floor": _stats_json(floor),
+                    "ratio": ratio(ours, floor),
+                }
+            )
+    return results
+
+
+def _stats_json(stats: Stats | None) -> dict[str, Any] | None:
+    if stats is None:
+        return None
+    return {"p50_us": stats.p50, "p95_us": stats.p95, "samples": stats.n}
+
+
+def _bench_table(
+    args: argparse.Namespace,
+    floor_name: str | None,
+    results: list[dict[str, Any]],
+    errors: list[str],
+) -> Iterator[str]:
+    floor = f"floor: {floor_name}" if floor_name else "no floor for this backend"
+    yield f"{redact_url(args.url)} ({floor}), {args.samples} samples per figure"
+    yield "Latency in microseconds, p50 / p95; x floor = chatledger p50 / floor p50."
+    head = (
+        f"{'W':>6} | {'operation':<9} | {'chatledger':>19} | {'floor':>19} | "
+        f"{'x floor':>7}"
+    )
+    yield head
+    yield "-" * len(head)
+    for row in results:
+        factor = "-" if row["ratio"] is None else f"{row['ratio']:.2f}"
+        yield (
+            f"{row['window']:>6} | {row['operation']:<9} | "
+            f"{_bench_cell(row['chatledger'])} | {_bench_cell(row['floor'])} | "
+            f"{factor:>7}"
+        )
+    for error in errors:
+        yield f"ERROR {error}"
+
+
+def _bench_cell(stats: dict[str, Any] | None) -> str:
+    if stats is None:
+        return f"{'-':>19}"
+    return f"{_us(stats['p50_us']):>9} /{_us(stats['p95_us']):>9}"
+
+
+def _us(value: float) -> str:
+    return f"{value:.1f}" if value < 100 else f"{value:.0f}"
+
+
+def _require_matplotlib() -> None:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise UsageError(f"--plot needs matplotlib: {_PLOT_HINT}") from None
+
+
+def _plot(
+    path: str, url: str, floor_name: str | None, results: list[dict[str, Any]]
+) -> None:
+    """Draw p50 (solid) and p95 (dashed) against W, one panel per operation."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+    from matplotlib.ticker import NullLocator
+
+    figure, panels = pyplot.subplots(1, len(OPERATIONS), figsize=(10, 4))
+    try:
+        for panel, operation in zip(panels, OPERATIONS, strict=True):
+            rows = [r for r in results if r["operation"] == operation]
+            for who, label in (("chatledger", "chatledger"), ("floor", floor_name)):
+                points = [(r["window"], r[who]) for r in rows if r[who] is not None]
+                if not points or label is None:
+                    continue
+                windows = [w for w, _ in points]
+                line = panel.plot(
+                    windows,
+                    [s["p50_us"] for _, s in points],
+                    "o-",
+                    label=f"{label} p50",
+                )
+                panel.plot(
+                    windows,
+                    [s["p95_us"] for _, s in points],
+                    "--",
+                    color=line[0].get_color(),
+                    label=f"{label} p95",
+                )
+            panel.set_xscale("log")
+            panel.set_yscale("log")
+            panel.xaxis.set_minor_locator(NullLocator())
+            shown = sorted({r["window"] for r in rows})
+            panel.set_xticks(shown, [str(w) for w in shown])
+            panel.set_xlabel("window W (messages)")
+            panel.set_ylabel("microseconds")
+            panel.set_title(operation)
+            panel.legend()
+        figure.suptitle(url)
+        figure.tight_layout()
+        figure.savefig(path)
+    finally:
+        pyplot.close(figure)
+
+
 # --- parser and main -------------------------------------------------------
 
 
@@ -714,6 +950,28 @@ def _seconds(text: str) -> float:
     return value
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, not {text!r}")
+    return value
+
+
+def _windows(text: str) -> tuple[int, ...]:
+    try:
+        values = tuple(_positive(part.strip()) for part in text.split(","))
+    except argparse.ArgumentTypeError:
+        values = ()
+    if not values or len(set(values)) != len(values):
+        raise argparse.ArgumentTypeError(
+            f"expected distinct window sizes >= 1 separated by commas, not {text!r}"
+        )
+    return values
+
+
 def _add_progress_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-progress",
@@ -737,7 +995,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=PROG,
         description="Conversation memory for LLM applications: demo, inspect, "
-        "export, import and copy stored conversations.",
+        "export, import and copy stored conversations, and measure a database.",
         epilog="URLs: memory://, sqlite:///file.db, duckdb:///file.duckdb, "
         "postgresql+psycopg://user@host/db, mysql+pymysql://..., redis://host:6379/0, "
         "mongodb://..., cassandra://host/keyspace, neo4j://... "
@@ -871,6 +1129,45 @@ def build_parser() -> argparse.ArgumentParser:
     _add_progress_options(conformance)
     _add_options(conformance)
     conformance.set_defaults(run=_conformance)
+
+    bench = commands.add_parser(
+        "bench",
+        help="measure append and read latency on a database, beside its driver's "
+        "own INSERT and SELECT (writes and removes data of its own)",
+    )
+    bench.add_argument("url", type=_url)
+    bench.add_argument(
+        "--namespace-option",
+        metavar="NAME",
+        help="the adapter option (table name, key prefix, collection) that gets "
+        "a fresh value for this run and is removed after it; without it the "
+        "store must be empty",
+    )
+    bench.add_argument(
+        "--windows",
+        type=_windows,
+        default=WINDOWS,
+        metavar="W,W,...",
+        help=f"window sizes to measure (default {','.join(str(w) for w in WINDOWS)})",
+    )
+    bench.add_argument(
+        "--samples",
+        type=_positive,
+        default=200,
+        metavar="N",
+        help="timed operations per figure (default 200)",
+    )
+    bench.add_argument(
+        "--json", action="store_true", help="print the figures as JSON, not a table"
+    )
+    bench.add_argument(
+        "--plot",
+        metavar="FILE.png",
+        help=f"also draw the figures into FILE.png (needs matplotlib: {_PLOT_HINT})",
+    )
+    _add_progress_options(bench)
+    _add_options(bench)
+    bench.set_defaults(run=_bench)
     return parser
 
 

@@ -82,6 +82,7 @@ from chatledger_redis.commands import (
     save_args,
     ttl_milliseconds,
 )
+from chatledger_redis.floor import RedisBenchmarkFloor
 from chatledger_redis.keys import (
     ConversationKeys,
     evicted_key_pattern,
@@ -187,6 +188,10 @@ class RedisChatMemoryRepository(ClosingContext):
         doomed.update(self.find_conversation_ids())
         for conversation_id in doomed:
             self.client.unlink(*self._keys(conversation_id).all())
+
+    def benchmark_floor(self) -> RedisBenchmarkFloor:
+        """The driver's bare RPUSH and LRANGE, for ``chatledger bench``."""
+        return RedisBenchmarkFloor(self)
 
     def find_conversation_ids(self) -> list[str]:
         """Return the id of every stored conversation (a SCAN of the meta keys)."""

@@ -63,6 +63,7 @@ from chatledger_sql.dialects.base import (
     RetryTransaction,
     SqlDialect,
 )
+from chatledger_sql.floor import SqlBenchmarkFloor
 from chatledger_sql.rows import check_ids, check_sizes, decode, decode_raw
 from chatledger_sql.schema import Tables, build_tables, check_name, check_table_name
 from chatledger_sql.statements import Statements
@@ -314,6 +315,10 @@ class SqlChatMemoryRepository(ClosingContext):
     def drop_schema(self) -> None:
         """Drop both tables and every conversation in them."""
         self.tables.metadata.drop_all(self.engine, checkfirst=True)
+
+    def benchmark_floor(self) -> SqlBenchmarkFloor:
+        """The driver's bare INSERT and SELECT, for ``chatledger bench``."""
+        return SqlBenchmarkFloor(self)
 
     # -- reads -----------------------------------------------------------------
 

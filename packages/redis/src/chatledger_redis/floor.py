@@ -1,0 +1,64 @@
+"""The driver's floor for ``chatledger bench``: RPUSH to append, LRANGE to read.
+
+Example (needs a Redis server):
+    from chatledger_redis import RedisChatMemoryRepository
+
+    repository = RedisChatMemoryRepository.from_url(
+        "redis://127.0.0.1:6379/0", key_prefix="floor-example:"
+    )
+    floor = repository.benchmark_floor()     # lists under the key prefix
+    floor.insert("c1", 0, '{"role":"user"}')
+    assert len(floor.select("c1")) == 1
+    floor.close()                            # deletes those lists
+    repository.close()
+
+One list per conversation on the repository's own client (same URL, same
+connection settings, cluster or not): an append is one RPUSH, a read one
+LRANGE of the whole list, nothing decoded. The lists live under the
+repository's key prefix, in a space no conversation key can take (those all
+carry a ``{...}`` hash tag), and :meth:`close` deletes every one it made.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from chatledger_redis.repository import RedisChatMemoryRepository
+
+__all__ = ["RedisBenchmarkFloor"]
+
+
+class RedisBenchmarkFloor:
+    """Plain lists beside the repository's keys, on its client.
+
+    Args:
+        repository: Whose client and key prefix the floor uses.
+    """
+
+    name = "redis-py"
+
+    def __init__(self, repository: RedisChatMemoryRepository) -> None:
+        """Pick a fresh key space under the repository's prefix; nothing is written."""
+        self._client: Any = repository.client
+        self._space = f"{repository.key_prefix}clfloor_{uuid.uuid4().hex[:12]}:"
+        self._keys: set[str] = set()
+
+    def insert(self, conversation_id: str, seq: int, payload: str) -> None:
+        """One RPUSH (``seq`` is the list position it lands on)."""
+        key = self._space + conversation_id
+        self._keys.add(key)
+        self._client.rpush(key, payload)
+
+    def select(self, conversation_id: str) -> Sequence[Any]:
+        """One LRANGE of the whole list."""
+        rows: Sequence[Any] = self._client.lrange(self._space + conversation_id, 0, -1)
+        return rows
+
+    def close(self) -> None:
+        """Delete every list this floor wrote (one key a command: cluster-safe)."""
+        while self._keys:
+            self._client.unlink(next(iter(self._keys)))
+            self._keys.pop()
