@@ -56,21 +56,31 @@ def _install_everything(session: nox.Session, *groups: str) -> None:
     session.install(*[a for e in editable for a in ("-e", e)], *requirements)
 
 
+def _servers_given() -> list[str]:
+    """The server backends whose test URL is set in the environment."""
+    return [
+        name
+        for name in SERVER_BACKENDS + EXTRA_SERVER_BACKENDS
+        if os.environ.get(f"CHATLEDGER_TEST_{name.upper()}_URL")
+    ]
+
+
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Run the whole test suite."""
+    """Run the whole test suite; on the embedded backends, one worker per core."""
     _install_everything(session, "containers")
-    session.run("pytest", *session.posargs)
+    parallel = []
+    if not _servers_given() and "-n" not in session.posargs:
+        # Embedded backends keep to their own temporary files, so tests run
+        # side by side; shared servers keep the one-at-a-time run.
+        parallel = ["-n", "auto"]
+    session.run("pytest", *parallel, *session.posargs)
 
 
 @nox.session
 def servers(session: nox.Session) -> None:
     """Run the suite with every server backend whose URL is set required."""
-    given = [
-        name
-        for name in SERVER_BACKENDS + EXTRA_SERVER_BACKENDS
-        if os.environ.get(f"CHATLEDGER_TEST_{name.upper()}_URL")
-    ]
+    given = _servers_given()
     if not given:
         session.error(
             "no CHATLEDGER_TEST_<BACKEND>_URL is set: bash .ci/services up starts "
