@@ -119,22 +119,26 @@ def test_script_work_does_not_grow_with_the_history(
 ) -> None:
     """Without eviction an append runs the same commands on 20 and 2000 messages.
 
-    It reads one marker, the head of the window, and no message.
+    The first append after ``save_all`` reads one marker, the head of the
+    window; later ones read no marker and no message.
     """
     counts = []
     for turns in (10, 1000):
         cid = f"h{turns}"
         _history(repository, cid, turns)
-        repository.append_to_window(cid, [Message.user("first")], window)
+        with monitored(redis_url, client, prefix) as lines:
+            repository.append_to_window(cid, [Message.user("first")], window)
+        reads = [c for c in _scripted(lines) if c.startswith(("HGETALL", "LRANGE"))]
+        # Only the head marker, to see whether it is an orphaned tool response.
+        assert [r.split()[0] for r in reads] == ["LRANGE"]
+        assert reads[0].endswith(" 0 0")
         with monitored(redis_url, client, prefix) as lines:
             repository.append_to_window(
                 cid, [Message.user("next"), Message.assistant("reply")], window
             )
         scripted = _scripted(lines)
-        reads = [c for c in scripted if c.startswith(("HGETALL", "LRANGE"))]
-        # Only the head marker, to see whether it is an orphaned tool response.
-        assert [r.split()[0] for r in reads] == ["LRANGE"]
-        assert reads[0].endswith(" 0 0")
+        # meta's hn field says the last append left a head that stays.
+        assert not [c for c in scripted if c.startswith(("HGETALL", "LRANGE"))]
         counts.append(len(scripted))
     assert counts[0] == counts[1]
 
@@ -155,8 +159,9 @@ def test_eviction_reads_only_the_oldest_markers(
         for c in _scripted(lines)
         if c.startswith(("LRANGE", "HGET ", "HMGET", "HGETALL"))
     ]
-    assert [r.split()[0] for r in reads] == ["HMGET", "LRANGE"]
-    assert reads[1].endswith(" 0 7")
+    # The batch's ids (one HMGET), meta, then the oldest eight markers.
+    assert [r.split()[0] for r in reads] == ["HMGET", "HMGET", "LRANGE"]
+    assert reads[2].endswith(" 0 7")
 
 
 def test_an_append_without_ttl_persists_nothing_and_counts_nothing(
@@ -169,8 +174,9 @@ def test_an_append_without_ttl_persists_nothing_and_counts_nothing(
     with monitored(redis_url, client, prefix) as lines:
         repository.append_to_window("np", [Message.user("next")], window)
     commands = [c.split()[0] for c in _scripted(lines)]
-    # LRANGE reads the head marker alone: an orphaned tool response would go.
-    assert commands == ["HEXISTS", "HMGET", "HSET", "HSET", "RPUSH", "LRANGE", "HSET"]
+    # The batch's ids, meta, the message, its marker, its id, meta: no read of
+    # the head marker (the previous append left a user message there).
+    assert commands == ["HMGET", "HMGET", "HSET", "RPUSH", "HSET", "HSET"]
 
 
 def test_a_write_without_ttl_persists_what_a_ttl_write_left(
@@ -191,3 +197,31 @@ def test_a_write_without_ttl_persists_what_a_ttl_write_left(
     client.hdel(meta, "exp")
     repository.append_to_window("x", [Message.user("u2")], window)
     assert {client.pttl(k) for k in client.scan_iter(match=f"{prefix}*")} == {-1}
+
+
+def test_the_steady_state_command_lists(
+    redis_url: str, client: Redis, repository: RedisChatMemoryRepository, prefix: str
+) -> None:
+    """A full window and a full evicted-id record, one message per append.
+
+    Every other append evicts a turn: 12 commands, else 6.
+    """
+    window = MessageWindow(4)
+    repository.save_all("st", [Message.user("u0"), Message.assistant("a0")])
+    for turn in range(1, 520):  # 1036 evicted ids: past the record's bound
+        repository.append_to_window("st", [Message.user(f"u{turn}")], window)
+        repository.append_to_window("st", [Message.assistant(f"a{turn}")], window)
+    with monitored(redis_url, client, prefix) as lines:
+        evicting = repository.append_to_window("st", [Message.user("u")], window)
+    assert len(evicting.evicted_ids) == 2
+    assert [c.split()[0] for c in _scripted(lines)] == [
+        *("HMGET", "HMGET", "HSET", "RPUSH"),  # ids, meta, message, marker
+        *("LRANGE", "HDEL", "LTRIM"),  # the oldest markers, the turn out
+        *("HSET", "RPUSH", "LPOP", "HDEL"),  # ids marks, the record and its bound
+        "HSET",  # meta
+    ]
+    with monitored(redis_url, client, prefix) as lines:
+        repository.append_to_window("st", [Message.assistant("a")], window)
+    assert [c.split()[0] for c in _scripted(lines)] == [
+        *("HMGET", "HMGET", "HSET", "RPUSH", "HSET", "HSET")
+    ]

@@ -13,10 +13,12 @@ from redis import Redis
 
 from chatledger import (
     ContentionError,
+    InMemoryChatMemoryRepository,
     Message,
     MessageWindowChatMemory,
     Role,
     TokenWindowChatMemory,
+    ToolResponse,
 )
 from chatledger.evicted_ids import EVICTED_IDS_KEPT
 from chatledger.testing import random_turns
@@ -384,3 +386,101 @@ def test_drop_schema_removes_only_this_prefix(client: Redis, prefix: str) -> Non
         assert [m.content for m in neighbour.find_by_conversation_id("a")] == ["kept"]
     finally:
         neighbour.drop_schema()
+
+
+def _same_as_in_memory(
+    repository: RedisChatMemoryRepository,
+    steps: list[tuple[str, list[Message], MessageWindow | None]],
+) -> None:
+    """Run ``steps`` (save_all when the window is None) on both, compare."""
+    reference = InMemoryChatMemoryRepository()
+    for cid, batch, window in steps:
+        if window is None:
+            repository.save_all(cid, batch)
+            reference.save_all(cid, batch)
+            continue
+        ours = repository.append_to_window(cid, batch, window)
+        theirs = reference.append_to_window(cid, batch, window)
+        assert [m.id for m in ours.appended] == [m.id for m in theirs.appended]
+        assert ours.evicted_ids == theirs.evicted_ids
+        assert repository.find_by_conversation_id(
+            cid
+        ) == reference.find_by_conversation_id(cid)
+
+
+def _tool(call: str) -> Message:
+    return Message.tool([ToolResponse(id=call, name="lookup", data="{}")])
+
+
+def test_an_emptied_turn_list_gets_its_head_checked_again(
+    repository: RedisChatMemoryRepository,
+) -> None:
+    """After the turns are gone (the system prompt stays), a tool response
+    appended first is still an orphan: the marker of a settled head is cleared."""
+    system = Message.system("S")
+    _same_as_in_memory(
+        repository,
+        [
+            ("e", [system, Message.assistant("a0")], None),
+            # no user message to cut at: every turn goes, the prompt stays
+            ("e", [Message.assistant("a1")], MessageWindow(1)),
+            ("e", [_tool("c1")], MessageWindow(10)),
+            ("e", [_tool("c2"), Message.user("u2")], MessageWindow(10)),
+            ("e", [Message.assistant("a2")], MessageWindow(10)),
+        ],
+    )
+
+
+def test_save_all_clears_the_settled_head(
+    repository: RedisChatMemoryRepository,
+) -> None:
+    """A history saved with a leading tool response loses it on the next append."""
+    _same_as_in_memory(
+        repository,
+        [
+            ("h", [Message.user("u0")], MessageWindow(10)),
+            ("h", [Message.assistant("a0")], MessageWindow(10)),
+            ("h", [_tool("c0"), Message.user("u1")], None),
+            ("h", [Message.assistant("a1")], MessageWindow(10)),
+        ],
+    )
+
+
+def test_a_conversation_without_the_head_field_is_read_as_before(
+    client: Redis, repository: RedisChatMemoryRepository
+) -> None:
+    """Data written before ``hn`` existed: the head marker is read instead."""
+    window = MessageWindow(10)
+    repository.append_to_window("o", [Message.user("u0")], window)
+    meta = ConversationKeys.of(repository.key_prefix, "o").meta
+    assert client.hget(meta, "hn") == client.hget(meta, "ver")
+    client.hdel(meta, "hn")
+    result = repository.append_to_window("o", [Message.assistant("a0")], window)
+    assert result.evicted_ids == []
+    assert client.hget(meta, "hn") == client.hget(meta, "ver")
+    assert [m.content for m in repository.find_by_conversation_id("o")] == ["u0", "a0"]
+
+
+def test_a_batch_longer_than_one_chunk_is_appended_and_retried_whole(
+    client: Redis, repository: RedisChatMemoryRepository
+) -> None:
+    """600 messages: the id lookup and the writes run in chunks of 256 values."""
+    batch = [
+        m
+        for t in range(300)
+        for m in (Message.user(f"u{t}"), Message.assistant(f"a{t}"))
+    ]
+    window = MessageWindow(10_000)
+    first = repository.append_to_window("b", batch, window)
+    assert [m.id for m in first.appended] == [m.id for m in batch]
+    stored = repository.find_by_conversation_id("b")
+    assert [m.id for m in stored] == [m.id for m in batch]
+    again = repository.append_to_window("b", batch, window)
+    assert (again.appended, again.evicted_ids) == ([], [])
+    assert _seqs(client, repository, "b") == list(range(600))
+    # Then 402 of them evicted at once go to the record in chunks too.
+    evicting = repository.append_to_window(
+        "b", [Message.user("last")], MessageWindow(200)
+    )
+    assert evicting.evicted_ids == [m.id for m in batch[:402]]
+    assert repository.append_to_window("b", batch[:3], window).appended == []

@@ -114,7 +114,10 @@ class ConversationKeys:
             sizes were measured with, ``""`` when unknown), ``tsize`` and
             ``ssize`` (stored sizes of the non-system and system messages) and
             ``ver`` (a token changed by every write), ``exp`` (``"1"`` when
-            the last write set an expiry, ``"0"`` when it did not).
+            the last write set an expiry, ``"0"`` when it did not), ``hn``
+            (the ``ver`` of the last append that left a turn list whose head
+            is not a tool response; absent in data written before it existed,
+            which makes the next append read the head marker).
         msgs: Hash: sequence number -> the message's codec JSON.
         turns: List of the non-system markers, oldest first.
         system: List of the system markers, in the order they were added.

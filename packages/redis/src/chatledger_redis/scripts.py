@@ -29,7 +29,7 @@ The append also keeps the evicted-id record (:mod:`chatledger.evicted_ids`):
 every id it takes out of the window (evicted, a replaced system message, a
 new message dropped at once) stays in the ``ids`` hash with an empty value
 instead of being deleted, and is pushed on the ``evicted`` list. So the one
-``HEXISTS`` that tells a stored id from a fresh one also finds an evicted id,
+``HMGET`` that tells stored ids from fresh ones also finds an evicted id,
 and a late retry is a no-op; the list keeps the order, and when it holds more
 than the bound the client passes (core's ``EVICTED_IDS_KEPT``), its oldest
 ids leave both the list and the hash.
@@ -59,20 +59,23 @@ local function hdel_all(key, fields)
 end
 """
 
-# The evicted-id record: marks in ``ids``, order on the ``evicted`` list.
-_REMEMBER = """
-local function remember(ids, record, gone, keep)
-  local length = 0
-  for i = 1, #gone, 128 do
-    local last = math.min(i + 127, #gone)
-    local marks = {}
-    for j = i, last do
-      marks[#marks + 1] = gone[j]
-      marks[#marks + 1] = ''
-    end
-    redis.call('HSET', ids, unpack(marks))
-    length = redis.call('RPUSH', record, unpack(gone, i, last))
+# Variadic writes in bounded chunks, and the evicted-id record's order.
+_CHUNKS = """
+local function hset_pairs(key, pairs)
+  for i = 1, #pairs, 256 do
+    redis.call('HSET', key, unpack(pairs, i, math.min(i + 255, #pairs)))
   end
+end
+
+local function rpush_all(key, values)
+  local length = 0
+  for i = 1, #values, 256 do
+    length = redis.call('RPUSH', key, unpack(values, i, math.min(i + 255, #values)))
+  end
+  return length
+end
+
+local function forget_oldest(ids, record, length, keep)
   if length > keep then
     hdel_all(ids, redis.call('LPOP', record, length - keep))
   end
@@ -92,7 +95,7 @@ end
 #: indexes as one comma-separated string; then the evicted ids.
 APPEND = (
     _EXPIRE
-    + _REMEMBER
+    + _CHUNKS
     + """
 local meta, msgs, turns, system, ids = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local record = KEYS[6]
@@ -109,18 +112,28 @@ local counter = string.sub(head, c4 + 1)
 local n = #ARGV - 1
 
 -- (a) a message whose id is stored already, or was evicted (then ids holds
--- it with an empty value), is a retry: skip it
-local fresh = {}
-local with_system = false
+-- it with an empty value), is a retry: skip it. One HMGET per 256 ids.
+local batch_ids, bounds = {}, {}
 for i = 1, n do
   local entry = ARGV[i + 1]
   local a = string.find(entry, '\\n', 1, true)
   local b = string.find(entry, '\\n', a + 1, true)
-  local id = string.sub(entry, a + 1, b - 1)
-  if redis.call('HEXISTS', ids, id) == 0 then
+  batch_ids[i] = string.sub(entry, a + 1, b - 1)
+  bounds[i] = {a, b}
+end
+local stored = {}
+for i = 1, n, 256 do
+  local found = redis.call('HMGET', ids, unpack(batch_ids, i, math.min(i + 255, n)))
+  for j, value in ipairs(found) do stored[i + j - 1] = value end
+end
+local fresh = {}
+local with_system = false
+for i = 1, n do
+  if stored[i] == false then
+    local entry, a, b = ARGV[i + 1], bounds[i][1], bounds[i][2]
     local role = string.sub(entry, 1, 1)
     local m = {index = i - 1, role = role, size = tonumber(string.sub(entry, 2, a - 1)),
-      id = id}
+      id = batch_ids[i]}
     if role == 's' then
       local c = string.find(entry, '\\n', b + 1, true)
       m.canon = string.sub(entry, b + 1, c - 1)
@@ -134,7 +147,12 @@ for i = 1, n do
 end
 if #fresh == 0 then return {''} end
 
-local state = redis.call('HMGET', meta, 'next', 'ctr', 'tsize', 'ssize', 'exp')
+-- hn: the write token of the last append that left the turns list
+-- non-empty with a head that is not a tool response (every append leaves it
+-- so, or empty). Every other write sets another ver, or drops meta, so only
+-- hn == ver says the head needs no look
+local state = redis.call('HMGET', meta, 'next', 'ctr', 'tsize', 'ssize', 'exp', 'ver',
+  'hn')
 local exists = state[1] ~= false
 if counter ~= '' and exists and state[2] ~= counter then return -1 end
 local weighed = counter ~= ''
@@ -149,6 +167,7 @@ if exists then
     tsize, ssize = redis.call('LLEN', turns), redis.call('LLEN', system)
   end
 end
+local settled_head = exists and state[7] == state[6]
 
 -- (b) the system rule: an unknown system message replaces the stored ones;
 -- the stored system markers are read only when the batch holds a system message
@@ -178,8 +197,10 @@ if replace then
   known = {}
 end
 
--- (c) append what is left, with the next sequence numbers
+-- (c) append what is left, with the next sequence numbers: one variadic
+-- write per key; the ids marks wait for (d), which may add evicted ones
 local appended = {}
+local bodies, id_marks, turn_markers, system_markers = {}, {}, {}, {}
 for _, m in ipairs(fresh) do
   local keep = true
   if m.role == 's' then
@@ -189,26 +210,32 @@ for _, m in ipairs(fresh) do
     local id, size = m.id, m.size
     local seq = string.format('%d', next_seq)
     next_seq = next_seq + 1
-    redis.call('HSET', msgs, seq, m.json)
-    redis.call('HSET', ids, id, seq)
+    bodies[#bodies + 1] = seq
+    bodies[#bodies + 1] = m.json
+    id_marks[#id_marks + 1] = id
+    id_marks[#id_marks + 1] = seq
     if m.role == 's' then
-      local entry = size .. ':' .. seq .. ':' .. string.len(id) .. ':' .. id .. m.canon
-      redis.call('RPUSH', system, entry)
+      system_markers[#system_markers + 1] =
+        size .. ':' .. seq .. ':' .. string.len(id) .. ':' .. id .. m.canon
       ssize = ssize + size
     else
-      redis.call('RPUSH', turns, m.role .. ':' .. size .. ':' .. seq .. ':' .. id)
+      turn_markers[#turn_markers + 1] = m.role .. ':' .. size .. ':' .. seq .. ':' .. id
       tsize = tsize + size
     end
     appended[#appended + 1] = m.index
   end
 end
+hset_pairs(msgs, bodies)
+rpush_all(system, system_markers)
+rpush_all(turns, turn_markers)
 
 -- (d) count_evictions, streaming the oldest markers only while it must;
 -- tsize and ssize are the counts of the markers when no counter is named.
--- Without an overflow only leading tool responses go (rule 4), so the
--- head marker alone is read.
+-- Without an overflow only leading tool responses go (rule 4): the head
+-- marker alone is read, and not even that when hn says the head stays.
 local excess = ssize + tsize - limit
-do
+local emptied = false
+if excess > 0 or not settled_head then
   local dropped, last_user, count, index, cut = 0, -1, 0, 0, -1
   local read, start, step = {}, 0, 8
   if excess <= 0 then step = 1 end
@@ -234,7 +261,9 @@ do
     if step < 1024 then step = step * 2 end
   end
   if cut < 0 then
+    -- the whole list was read
     if last_user < 0 then cut = count else cut = last_user end
+    emptied = cut == count
   end
   if cut > 0 then
     local seqs = {}
@@ -253,12 +282,22 @@ if #appended < n then first = table.concat(appended, ',') end
 local reply = {first}
 for i, id in ipairs(evicted) do reply[i + 1] = id end
 
--- (e) the evicted ids go to the record; an emptied conversation leaves only
--- the record (ids then holds its marks alone); otherwise slide the TTL
+-- (e) the ids marks in one write: appended ids map to their sequence
+-- number, evicted ones (the evicted-id record) to an empty value, later
+-- pairs winning as the script's order says; the record keeps the order and
+-- its bound. An emptied conversation leaves only the record (ids then holds
+-- its marks alone); otherwise slide the TTL
+for _, id in ipairs(evicted) do
+  id_marks[#id_marks + 1] = id
+  id_marks[#id_marks + 1] = ''
+end
+hset_pairs(ids, id_marks)
 local expiring = state[5] ~= '0'
 if #evicted > 0 then
-  remember(ids, record, evicted, keep)
-  if redis.call('HLEN', msgs) == 0 then
+  forget_oldest(ids, record, rpush_all(record, evicted), keep)
+  -- a turn marker left means its message is left: msgs is only counted
+  -- when the turns list was emptied
+  if emptied and redis.call('HLEN', msgs) == 0 then
     redis.call('DEL', meta, msgs, turns, system)
     expire({ids, record}, ttl, expiring)
     return reply
@@ -266,9 +305,12 @@ if #evicted > 0 then
 end
 local flag = '0'
 if ttl > 0 then flag = '1' end
-redis.call('HSET', meta, 'next', string.format('%d', next_seq), 'ctr', counter,
+local next_text = string.format('%d', next_seq)
+local hn = ''
+if not emptied then hn = token end
+redis.call('HSET', meta, 'next', next_text, 'ctr', counter,
   'tsize', string.format('%d', tsize), 'ssize', string.format('%d', ssize),
-  'ver', token, 'exp', flag)
+  'ver', token, 'exp', flag, 'hn', hn)
 expire(KEYS, ttl, expiring)
 return reply
 """
