@@ -132,7 +132,14 @@ def test_reading_a_store_from_before_the_evicted_record_adds_no_table(
     for command in READERS[2:5]:
         done = cli(*_fill(command, url, ""))
         assert done.code == 0, done.err
+    # rm writes: it names the missing table and how to add it, removing nothing.
+    removed = cli("rm", url, "beta")
+    assert removed.code == 1
+    line = _one_line_error(removed.err)
+    assert "table 'chat_memory_evicted' does not exist" in line
+    assert "create_schema()" in line
     assert _tables(path) == before
+    assert cli("show", url, "beta").code == 0
 
 
 @needs_sql

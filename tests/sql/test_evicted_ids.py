@@ -21,6 +21,7 @@ from chatledger import (
     Message,
     MessageWindow,
     MessageWindowChatMemory,
+    StoreNotFoundError,
     TokenWindow,
 )
 from chatledger.evicted_ids import EVICTED_IDS_KEPT, EVICTED_IDS_TRIM_STEP
@@ -229,6 +230,18 @@ def test_a_schema_from_before_the_record_gets_it_on_first_use(
     assert reader.find_conversation_ids() == ["c"]
     assert reader.find_by_conversation_id("c") == first
     assert reader.count_messages("c") == 2
+    assert not inspect(any_engine).has_table(name, schema=schema)
+
+    # Writes need the table: a clear error, and nothing written.
+    for write in (
+        lambda: reader.append_to_window("c", [Message.user("U2")], window),
+        lambda: reader.save_all("c", [Message.user("other")]),
+        lambda: reader.delete_by_conversation_id("c"),
+    ):
+        with pytest.raises(StoreNotFoundError, match="create_schema") as raised:
+            write()
+        assert f"table {name!r} does not exist" in str(raised.value)
+    assert reader.find_by_conversation_id("c") == first
     assert not inspect(any_engine).has_table(name, schema=schema)
 
     upgraded = SqlChatMemoryRepository(any_engine, table_name=table)

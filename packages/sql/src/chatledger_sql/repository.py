@@ -561,27 +561,37 @@ class SqlChatMemoryRepository(ClosingContext):
             return work(connection)
 
     def _raise_if_tables_missing(self, error: exc.DBAPIError) -> None:
-        """Name the missing table when a read failed for want of one.
+        """Name the missing table when a read or write failed for want of one.
 
-        Only a repository opened with ``create_schema=False`` gets here;
-        the check runs on the failure path, so reads cost nothing more.
+        A table goes missing under a repository opened with
+        ``create_schema=False``; the check runs on the failure path only. A
+        database made before the record of evicted ids existed lacks only
+        its table, which writes need and :meth:`create_schema` adds.
         """
         try:
             present = sqlalchemy.inspect(self.engine)
             schema = self.tables.messages.schema
+            tables = self.tables
             missing = [
                 table.name
-                for table in (self.tables.messages, self.tables.conversations)
+                for table in (tables.messages, tables.conversations, tables.evicted)
                 if not present.has_table(table.name, schema=schema)
             ]
         except exc.DBAPIError:
             return
-        if missing:
-            where = self.engine.url.render_as_string(hide_password=True)
+        if not missing:
+            return
+        where = self.engine.url.render_as_string(hide_password=True)
+        if missing == [self.tables.evicted.name]:
             raise StoreNotFoundError(
-                f"table {missing[0]!r} does not exist in {where} (check table_name "
-                "and schema; a read never creates it)"
+                f"table {missing[0]!r} does not exist in {where}: the store was "
+                "made by an earlier version; create_schema() adds the table (as "
+                "does opening it with create_schema=True, the default)"
             ) from error
+        raise StoreNotFoundError(
+            f"table {missing[0]!r} does not exist in {where} (check table_name "
+            "and schema; a read never creates it)"
+        ) from error
 
     def _check_sizes(self, batch: list[Message]) -> None:
         """Refuse, before writing, a message whose row the server would refuse."""
@@ -618,7 +628,11 @@ class SqlChatMemoryRepository(ClosingContext):
                 if error.connection_invalidated and not reconnected:
                     reconnected = True
                     continue
-                check_retry(error, attempt, self.dialect, conversation_id)
+                try:
+                    check_retry(error, attempt, self.dialect, conversation_id)
+                except exc.DBAPIError:
+                    self._raise_if_tables_missing(error)
+                    raise
             except RetryTransaction as error:
                 check_retry(error, attempt, self.dialect, conversation_id)
             else:
