@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -429,18 +429,38 @@ def test_clearing_the_record_rides_on_the_delete_of_the_messages(
         expire(repository, "c")
         repository.append_to_window("c", [Message.user("3")], window)
 
+    writes: list[Callable[[], None]] = [
+        lambda: repository.save_all("c", [Message.user("new")]),
+        lambda: repository.delete_by_conversation_id("c"),
+        expired_append,
+    ]
     try:
-        for write in (
-            lambda: repository.save_all("c", [Message.user("new")]),
-            lambda: repository.delete_by_conversation_id("c"),
-            expired_append,
-        ):
+        for write in writes:
             fill()
             write()
             clearing = [t for t in counter.texts if f"DELETE FROM {evicted} " in t]
             assert len(clearing) == 1, counter.texts
             assert f"DELETE FROM {messages} " in clearing[0]
             assert records(repository, "c") == {}
+    finally:
+        repository.drop_schema()
+        engine.dispose()
+
+
+def test_mariadb_many_evicted_ids_are_sent_statement_by_statement() -> None:
+    """Ids past the compound statement's size go in statements of their own."""
+    engine = create_engine(backend_url("mariadb"))
+    repository = SqlChatMemoryRepository(engine, table_name=unique_table())
+    try:
+        counter = Counter(engine)
+        window = MessageWindow(1)
+        # 600 ids of 255 characters: past MAX_BLOCK_TEXT, with short texts.
+        batch = [Message.user("x", id=f"{i:04d}".ljust(255, "i")) for i in range(600)]
+        result = repository.append_to_window("c", batch, window)
+        assert len(result.evicted_ids) == 599
+        assert counter.statements[-3:] == ["INSERT", "INSERT", "UPDATE"]
+        assert set(records(repository, "c")) == set(result.evicted_ids)
+        assert repository.append_to_window("c", batch, window).appended == []
     finally:
         repository.drop_schema()
         engine.dispose()

@@ -254,11 +254,12 @@ class MariaDBDialect(MySQLDialect):
     ) -> bool:
         """The deletes, the inserts and the update in one compound statement.
 
-        Large batches are sent as separate statements instead: the block
-        would carry every row in one packet, where the server's
-        ``max_allowed_packet`` was checked only against each row.
+        Large batches (or many evicted ids) are sent as separate statements
+        instead: the block would carry every row in one packet, where the
+        server's ``max_allowed_packet`` was checked only against each row.
         """
-        if not self.native(connection) or _text_size(rows) > MAX_BLOCK_TEXT:
+        size = _text_size(rows) + sum(len(r["message_id"]) for r in evicted)
+        if not self.native(connection) or size > MAX_BLOCK_TEXT:
             return False
         trims = trim_below is not None
         block = self._write_block(
