@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from chatledger import Message, TokenWindow
 from tests.cli.conftest import HAVE_SQL, NO_SQL, Cli, file_url
 from tests.cli.test_cli import _jsonl, _one_line_error, _sample
 
@@ -109,3 +110,58 @@ def test_an_adapter_that_creates_on_opening_is_told_not_to(
         assert not (tmp_path / "absent.json").exists(), command
     assert cli("import", url, "-", stdin=_jsonl(_sample())).code == 0
     assert (tmp_path / "absent.json").exists()
+
+
+@needs_sql
+def test_reading_a_store_from_before_the_evicted_record_adds_no_table(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """ls, show and export read an older store as it is: no table is added."""
+    url = file_url("sqlite", tmp_path / "store")
+    assert cli("import", url, "-", stdin=_jsonl(_sample())).code == 0
+    path = tmp_path / "store.db"
+    assert "chat_memory_evicted" in _tables(path)
+    with sqlite3.connect(path) as connection:
+        connection.execute("DROP TABLE chat_memory_evicted")
+    before = _tables(path)
+    listed = cli("ls", url, "--long")
+    assert listed.code == 0, listed.err
+    assert [line.split("\t")[0] for line in listed.out.splitlines()] == sorted(
+        _sample()
+    )
+    for command in READERS[2:5]:
+        done = cli(*_fill(command, url, ""))
+        assert done.code == 0, done.err
+    # rm writes: it names the missing table and how to add it, removing nothing.
+    removed = cli("rm", url, "beta")
+    assert removed.code == 1
+    line = _one_line_error(removed.err)
+    assert "table 'chat_memory_evicted' does not exist" in line
+    assert "create_schema()" in line
+    assert _tables(path) == before
+    assert cli("show", url, "beta").code == 0
+
+
+@needs_sql
+def test_a_conversation_its_window_emptied_is_not_listed(
+    cli: Cli, tmp_path: Path
+) -> None:
+    """The record keeps the ids of an emptied conversation; ls shows none of it."""
+    from chatledger_sql import SqlChatMemoryRepository  # installed: needs_sql
+
+    url = file_url("sqlite", tmp_path / "store")
+    assert cli("import", url, "-", stdin=_jsonl(_sample())).code == 0
+    with SqlChatMemoryRepository.from_url(url) as repository:
+        window = TokenWindow(5, token_counter=lambda m: len(m.content or ""))
+        emptied = repository.append_to_window(
+            "emptied", [Message.assistant("x" * 10)], window
+        )
+        assert emptied.evicted_ids
+        assert repository.find_by_conversation_id("emptied") == []
+    for args in (["ls", url], ["ls", url, "--long"]):
+        done = cli(*args)
+        assert done.code == 0, done.err
+        assert [line.split("\t")[0] for line in done.out.splitlines()] == sorted(
+            _sample()
+        )
+    assert cli("show", url, "emptied").code == 1

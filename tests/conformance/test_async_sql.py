@@ -31,9 +31,6 @@ def with_driver(url: str, driver: str) -> str:
 class _AsyncSqlConformance(AsyncChatMemoryRepositoryTests):
     """Runs the suite on one async engine; subclasses say which."""
 
-    # Until this adapter keeps the record of chatledger.evicted_ids.
-    remembers_evicted_ids = False
-
     supports_atomic_append = True
     supports_ttl = True
 

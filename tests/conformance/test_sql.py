@@ -24,9 +24,6 @@ def unique_table() -> str:
 class _SqlConformance(ChatMemoryRepositoryTests):
     """Runs the suite on one engine; subclasses say which."""
 
-    # Until this adapter keeps the record of chatledger.evicted_ids.
-    remembers_evicted_ids = False
-
     supports_atomic_append = True
     supports_ttl = True
     dialect: ClassVar[Any] = None

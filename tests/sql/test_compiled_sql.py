@@ -21,7 +21,7 @@ from chatledger_sql.statements import Statements
 
 def ddl(dialect: SqlDialect, engine_dialect: Dialect, schema: str | None) -> list[str]:
     tables = build_tables(dialect, "Chat_Memory", schema)
-    statements = dialect.create_statements([tables.conversations, tables.messages])
+    statements = dialect.create_statements(tables.all)
     return [str(s.compile(dialect=engine_dialect)) for s in statements]
 
 
@@ -39,15 +39,20 @@ class TestSQLServerCompiled:
     engine_dialect = mssql.dialect()  # type: ignore[no-untyped-call]
 
     def test_ddl_is_guarded_by_object_id(self) -> None:
-        conversations, messages = ddl(SQLServerDialect(), self.engine_dialect, "app")
+        conversations, messages, evicted = ddl(
+            SQLServerDialect(), self.engine_dialect, "app"
+        )
         assert conversations.startswith(
             "IF OBJECT_ID(N'app.[Chat_Memory_conversation]', N'U') IS NULL"
+        )
+        assert evicted.startswith(
+            "IF OBJECT_ID(N'app.[Chat_Memory_evicted]', N'U') IS NULL"
         )
         assert messages.startswith("IF OBJECT_ID(N'app.[Chat_Memory]', N'U') IS NULL")
         assert "CREATE TABLE app.[Chat_Memory] (" in messages
 
     def test_types_hold_big_text_exact_ids_and_microseconds(self) -> None:
-        _, messages = ddl(SQLServerDialect(), self.engine_dialect, None)
+        _, messages, _ = ddl(SQLServerDialect(), self.engine_dialect, None)
         assert "content NVARCHAR(max) NULL" in messages
         assert "payload NVARCHAR(max) NOT NULL" in messages
         assert "NTEXT" not in messages
@@ -62,6 +67,16 @@ class TestSQLServerCompiled:
         assert "PRIMARY KEY (conversation_id, seq)" in messages
         assert "UNIQUE (conversation_id, message_id)" in messages
         assert "CHECK (role IN (N'system', N'user', N'assistant', N'tool'))" in messages
+
+    def test_evicted_id_key_is_nonclustered(self) -> None:
+        """Two NVARCHAR(255) ids make a 1020-byte key: past a clustered key's 900."""
+        _, _, evicted = ddl(SQLServerDialect(), self.engine_dialect, None)
+        assert "PRIMARY KEY NONCLUSTERED (conversation_id, message_id)" in evicted
+        assert (
+            "message_id NVARCHAR(255) COLLATE Latin1_General_100_BIN2 NOT NULL"
+            in evicted
+        )
+        assert "seq BIGINT NOT NULL" in evicted
 
     def test_conversation_lock_takes_update_and_range_locks(self) -> None:
         lock = compiled(SQLServerDialect(), self.engine_dialect)["lock_select"]
@@ -86,14 +101,16 @@ class TestOracleCompiled:
             assert block.rstrip().endswith("END;")
 
     def test_quotes_inside_the_block_are_doubled(self) -> None:
-        _, messages = ddl(OracleDialect(), self.engine_dialect, None)
+        _, messages, _ = ddl(OracleDialect(), self.engine_dialect, None)
         assert "CHECK (role IN (''system'', ''user'', ''assistant'', ''tool''))" in (
             messages
         )
         assert 'CREATE TABLE "Chat_Memory" (' in messages
 
     def test_types_hold_big_text_and_microseconds(self) -> None:
-        _, messages = ddl(OracleDialect(), self.engine_dialect, None)
+        _, messages, evicted = ddl(OracleDialect(), self.engine_dialect, None)
+        assert 'CREATE TABLE "Chat_Memory_evicted" (' in evicted
+        assert "PRIMARY KEY (conversation_id, message_id)" in evicted
         assert "content CLOB," in messages
         assert "payload CLOB NOT NULL" in messages
         assert "conversation_id VARCHAR2(255 CHAR) NOT NULL" in messages
@@ -114,7 +131,9 @@ def test_postgres_lock_is_one_upsert_returning_state_and_known_ids() -> None:
     assert "ON CONFLICT (conversation_id) DO UPDATE SET version =" in upsert
     assert "RETURNING app.chat_memory_conversation.next_seq" in upsert
     assert "(SELECT count(*) AS count_1 FROM app.chat_memory" in upsert
-    _, messages = ddl(PostgresDialect(), postgresql.dialect(), None)  # type: ignore[no-untyped-call]
+    # The ids of the record of evicted ids count as known, in the same probe.
+    assert "(SELECT count(*) AS count_2 FROM app.chat_memory_evicted" in upsert
+    _, messages, _ = ddl(PostgresDialect(), postgresql.dialect(), None)  # type: ignore[no-untyped-call]
     assert "CREATE TABLE IF NOT EXISTS" in messages
     assert "created_at TIMESTAMP WITH TIME ZONE NOT NULL" in messages  # microseconds
     assert "payload TEXT NOT NULL" in messages

@@ -61,28 +61,37 @@ def test_reserved_words_and_mixed_case_are_quoted(any_engine: Engine) -> None:
             repository.drop_schema()
 
 
-def test_longest_name_derives_a_short_conversation_table(tmp_path: Path) -> None:
-    """A 63-character table name still gives a conversation table within 63."""
+def test_longest_name_derives_short_companion_tables(tmp_path: Path) -> None:
+    """A 63-character table name still gives companion tables within 63."""
     long_name = "t" * 63
-    derived = derived_name(long_name, "_conversation")
-    assert len(derived) <= 63
-    assert derived.endswith("_conversation")
     engine = create_engine(f"sqlite:///{tmp_path / 'x.db'}")
     try:
         repository = SqlChatMemoryRepository(engine, table_name=long_name)
         repository.save_all("c", [Message.user("hi")])
-        assert inspect(engine).has_table(derived)
+        for suffix in ("_conversation", "_evicted"):
+            derived = derived_name(long_name, suffix)
+            assert len(derived) <= 63
+            assert derived.endswith(suffix)
+            assert inspect(engine).has_table(derived)
     finally:
         engine.dispose()
 
 
 @pytest.mark.parametrize(
-    "name", ["chat_memory_conversation", "Chat_Memory_CONVERSATION", "_conversation"]
+    ("name", "ending"),
+    [
+        ("chat_memory_conversation", "_conversation"),
+        ("Chat_Memory_CONVERSATION", "_conversation"),
+        ("_conversation", "_conversation"),
+        ("chat_memory_evicted", "_evicted"),
+        ("Chat_Memory_EVICTED", "_evicted"),
+        ("_evicted", "_evicted"),
+    ],
 )
-def test_a_companion_table_name_is_refused_before_io(name: str) -> None:
-    """A name ending in _conversation would share a table with another repository."""
+def test_a_companion_table_name_is_refused_before_io(name: str, ending: str) -> None:
+    """A name ending like a companion table would share it with another repository."""
     engine = create_engine("postgresql+psycopg://nobody@127.0.0.1:1/none")
-    with pytest.raises(InvalidNameError, match="_conversation") as raised:
+    with pytest.raises(InvalidNameError, match=ending) as raised:
         SqlChatMemoryRepository(engine, table_name=name)
     assert "collide" in str(raised.value)
     assert engine.pool.checkedout() == 0  # type: ignore[attr-defined]
@@ -93,6 +102,7 @@ def test_two_repositories_never_share_a_table(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'chat.db'}"
     with SqlChatMemoryRepository.from_url(url) as repository:
         repository.save_all("c", [Message.user("hi")])
-        with pytest.raises(InvalidNameError):
-            SqlChatMemoryRepository.from_url(url, table_name="chat_memory_conversation")
+        for companion in ("chat_memory_conversation", "chat_memory_evicted"):
+            with pytest.raises(InvalidNameError):
+                SqlChatMemoryRepository.from_url(url, table_name=companion)
         assert [m.content for m in repository.find_by_conversation_id("c")] == ["hi"]

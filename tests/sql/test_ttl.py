@@ -204,10 +204,11 @@ def test_a_window_append_with_ttl_costs_no_extra_statement() -> None:
         expire(repository, "c")
         wire.reset()
         memory.add("c", [Message.user("third")])
-        # Only an expired conversation costs one more: deleting its messages.
+        # Only an expired conversation costs one more: deleting its messages
+        # and its evicted ids, in one statement.
         assert wire.round_trips() == [
             ["BEGIN", "INSERT"],
-            ["DELETE"],
+            ["WITH"],
             ["WITH", "COMMIT"],
         ]
         assert [m.content for m in memory.get("c")] == ["third"]

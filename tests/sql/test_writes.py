@@ -264,8 +264,15 @@ def test_mariadb_append_is_two_compound_statements() -> None:
         # that merges them runs in core).
         assert counter.statements == ["BEGIN", "SELECT", "BEGIN"]
         # The old system message goes before the insert of the new one; the
-        # oldest turn is evicted.
-        assert _steps(counter.texts[2]) == ["DELETE", "INSERT", "DELETE", "UPDATE"]
+        # oldest turn is evicted, and what left the window is recorded.
+        assert _steps(counter.texts[2]) == [
+            "DELETE",
+            "INSERT",
+            "DELETE",
+            "INSERT",
+            "UPDATE",
+        ]
+        assert "_evicted" in counter.texts[2].split("; ")[3]
         assert [m.content for m in memory.get("c")] == ["u1", "a1", "S2", "u2"]
     finally:
         repository.drop_schema()

@@ -74,7 +74,7 @@ from chatledger_sql.dialects.base import (
     SqlDialect,
 )
 from chatledger_sql.repository import MAX_PURGE_BATCH, _sqlite_on_connect
-from chatledger_sql.rows import check_ids, check_sizes, decode, decode_raw
+from chatledger_sql.rows import check_ids, check_sizes, decode_raw
 from chatledger_sql.schema import Tables, build_tables, check_name, check_table_name
 from chatledger_sql.statements import Statements
 from chatledger_sql.urls import async_engine_url, check_database_file, missing_driver
@@ -83,11 +83,13 @@ from chatledger_sql.write_steps import (
     append_writes,
     check_retry,
     forgotten,
+    id_chunks,
     retry_pause,
     reweighed,
     save_writes,
     still_expired,
     stored_entry,
+    stored_system,
     stored_window,
 )
 
@@ -155,8 +157,9 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
             class, or registered product name) to use instead of the detected
             one; a mismatch with the detected product warns.
         table_name: The messages table; the conversations table is named
-            ``<table_name>_conversation``.
-        schema: The database schema (namespace) holding both tables.
+            ``<table_name>_conversation``, the record of evicted ids
+            ``<table_name>_evicted``.
+        schema: The database schema (namespace) holding the tables.
         create_schema: Create the tables, if missing, on the first call.
         ttl: Time to live of a conversation after its last write, as a
             ``timedelta`` or seconds; ``None`` keeps conversations.
@@ -311,8 +314,7 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         dialect = self.dialect
         assert dialect is not None
         await self._racing_ddl(lambda c: c.run_sync(dialect.prepare_database))
-        tables = [self.tables.conversations, self.tables.messages]
-        for statement in dialect.create_statements(tables):
+        for statement in dialect.create_statements(self.tables.all):
             # The write path's begin: on SQLite a deferred DDL transaction
             # cannot upgrade its lock past a racing creator.
             async def create(connection: AsyncConnection, ddl: Any = statement) -> None:
@@ -338,7 +340,7 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
             await asyncio.sleep(0.05 * attempt)
 
     async def drop_schema(self) -> None:
-        """Drop both tables and every conversation in them."""
+        """Drop the tables and every conversation in them."""
         await self._detected()
         async with self._connect() as connection:
             await connection.run_sync(self.tables.metadata.drop_all, checkfirst=True)
@@ -424,8 +426,8 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
             now = utc_now()
             state = await self._lock(connection, conversation_id, now, probe_ids=[])
             self.fault_points.reach("after_lock")
-            await connection.execute(
-                self._sql.delete_messages, {"cid": conversation_id}
+            await connection.run_sync(
+                self._dialect().forget, self._sql, conversation_id
             )
             self.fault_points.reach("after_delete")
             stamped = stamp_messages(batch, now)
@@ -452,10 +454,11 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
                 create=False,
             )
             self.fault_points.reach("after_lock")
-            parameters = {"cid": conversation_id}
-            await connection.execute(self._sql.delete_messages, parameters)
+            await connection.run_sync(dialect.forget, self._sql, conversation_id)
             self.fault_points.reach("after_delete")
-            await connection.execute(self._sql.delete_conversation, parameters)
+            await connection.execute(
+                self._sql.delete_conversation, {"cid": conversation_id}
+            )
 
         await self._write(conversation_id, work)
 
@@ -642,6 +645,7 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         expired = still_expired(locked, now)
         if expired:
             await connection.execute(self._sql.purge_messages, {"ids": expired})
+            await connection.execute(self._sql.purge_evicted, {"ids": expired})
             await connection.execute(self._sql.purge_conversations, {"ids": expired})
         return len(expired)
 
@@ -694,17 +698,18 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         if state.expires_at is not None:
             now = utc_now()  # the lock may have waited: judge expiry as of now
             if state.expires_at <= now:
-                await connection.execute(
-                    self._sql.delete_messages, {"cid": conversation_id}
+                await connection.run_sync(
+                    self._dialect().forget, self._sql, conversation_id
                 )
                 state = forgotten(state)
         self.fault_points.reach("after_lock")
         known: set[str] = set()
         if state.known is None or state.known > 0:
-            found = await connection.execute(
-                self._sql.known_ids, {"cid": conversation_id, "ids": ids}
-            )
-            known = set(found.scalars())
+            for chunk in id_chunks(ids):
+                found = await connection.execute(
+                    self._sql.known_ids, {"cid": conversation_id, "ids": chunk}
+                )
+                known.update(found.scalars())
         fresh = stamp_messages((m for m in batch if m.id not in known), now)
         if not fresh:
             return AppendResult()
@@ -715,17 +720,21 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
             updates, state = reweighed(rows, conversation_id, window, state)
             if updates:
                 await connection.execute(self._sql.set_weight, updates)
-        stored = await self._stored_window(
+        stored, system_seqs = await self._stored_window(
             connection, conversation_id, window, state, fresh
         )
         plan = await plan_append_async(stored, fresh, window)
-        writes = append_writes(plan, conversation_id, state, counter, now, self.ttl)
+        writes = append_writes(
+            plan, conversation_id, state, counter, now, self.ttl, system_seqs
+        )
         if await connection.run_sync(
             self._dialect().write_append,
             self._sql,
             writes.rows,
             drop_system=writes.drop_system,
             upto=writes.upto,
+            evicted=writes.evicted,
+            trim_below=writes.trim_below,
             update=writes.update,
         ):
             self.fault_points.reach("after_insert")
@@ -740,6 +749,13 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
             await connection.execute(
                 self._sql.delete_oldest, {"cid": conversation_id, "upto": writes.upto}
             )
+        if writes.evicted:
+            await connection.execute(self._sql.insert_evicted, writes.evicted)
+        if writes.trim_below is not None:
+            await connection.execute(
+                self._sql.trim_evicted,
+                {"cid": conversation_id, "below": writes.trim_below},
+            )
         self.fault_points.reach("after_evict")
         await connection.execute(self._sql.update_conversation, writes.update)
         return writes.result
@@ -751,18 +767,21 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         window: Window,
         state: ConversationState,
         fresh: list[Message],
-    ) -> AsyncStoredWindow:
-        """What the planner needs, from the locked row and the oldest rows."""
+    ) -> tuple[AsyncStoredWindow, dict[str, int]]:
+        """What the planner needs, from the locked row and the oldest rows,
+        and the sequence numbers of the stored system messages it read."""
         counted = window.counter_id is None
         system: list[Message] | None = None
+        system_seqs: dict[str, int] = {}
         if needs_stored_system(fresh):
             found = await connection.execute(
                 self._sql.system_rows, {"cid": conversation_id}
             )
-            system = [decode(row) for row in found]
+            system, system_seqs = stored_system(found)
 
         async def read_oldest(expected: int) -> AsyncIterator[StoredEntry]:
             async for row in self._oldest(connection, conversation_id, expected, state):
                 yield stored_entry(row, counted)
 
-        return stored_window(AsyncStoredWindow, window, state, system, read_oldest)
+        stored = stored_window(AsyncStoredWindow, window, state, system, read_oldest)
+        return stored, system_seqs

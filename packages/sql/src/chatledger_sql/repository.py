@@ -64,7 +64,7 @@ from chatledger_sql.dialects.base import (
     SqlDialect,
 )
 from chatledger_sql.floor import SqlBenchmarkFloor
-from chatledger_sql.rows import check_ids, check_sizes, decode, decode_raw
+from chatledger_sql.rows import check_ids, check_sizes, decode_raw
 from chatledger_sql.schema import Tables, build_tables, check_name, check_table_name
 from chatledger_sql.statements import Statements
 from chatledger_sql.urls import check_database_file, engine_url, missing_driver
@@ -73,11 +73,13 @@ from chatledger_sql.write_steps import (
     append_writes,
     check_retry,
     forgotten,
+    id_chunks,
     retry_pause,
     reweighed,
     save_writes,
     still_expired,
     stored_entry,
+    stored_system,
     stored_window,
 )
 
@@ -120,9 +122,10 @@ class SqlChatMemoryRepository(ClosingContext):
             class, or registered product name) to use instead of the detected
             one; a mismatch with the detected product warns.
         table_name: The messages table; the conversations table is named
-            ``<table_name>_conversation``, so a name ending in
-            ``_conversation`` is refused (it would be another repository's).
-        schema: The database schema (namespace) holding both tables; it must
+            ``<table_name>_conversation`` and the record of evicted ids
+            ``<table_name>_evicted``, so a name ending in ``_conversation``
+            or ``_evicted`` is refused (it would be another repository's).
+        schema: The database schema (namespace) holding the tables; it must
             exist. ``None`` uses the connection's default.
         create_schema: Create the tables if they are missing (idempotent and
             safe to run from several processes at once).
@@ -143,6 +146,14 @@ class SqlChatMemoryRepository(ClosingContext):
     next write to it (which deletes them, in the same locked transaction,
     before appending, so the new conversation starts empty) or until
     :meth:`purge_expired` removes them.
+
+    A window append that takes messages out of the window records their ids
+    in ``<table_name>_evicted`` (:mod:`chatledger.evicted_ids`), in its own
+    transaction, so that a late retry of them is a no-op: one row per id,
+    numbered by the message's sequence number and trimmed to the newest
+    ``EVICTED_IDS_KEPT`` numbers (at most ``EVICTED_IDS_KEPT +
+    EVICTED_IDS_TRIM_STEP`` rows per conversation). Writes that replace or
+    delete a conversation, and its expiry, clear them.
 
     Attributes:
         dialect: The dialect in use.
@@ -281,9 +292,8 @@ class SqlChatMemoryRepository(ClosingContext):
 
     def create_schema(self) -> None:
         """Create the tables if missing; idempotent, safe against a racing creator."""
-        tables = [self.tables.conversations, self.tables.messages]
         self._racing_ddl(self.dialect.prepare_database)
-        for statement in self.dialect.create_statements(tables):
+        for statement in self.dialect.create_statements(self.tables.all):
             # The write path's begin: on SQLite a deferred DDL transaction
             # cannot upgrade its lock past a racing creator.
             def create(connection: Connection, statement: Any = statement) -> None:
@@ -313,7 +323,7 @@ class SqlChatMemoryRepository(ClosingContext):
                 time.sleep(0.05 * attempt)
 
     def drop_schema(self) -> None:
-        """Drop both tables and every conversation in them."""
+        """Drop the tables and every conversation in them."""
         self.tables.metadata.drop_all(self.engine, checkfirst=True)
 
     def benchmark_floor(self) -> SqlBenchmarkFloor:
@@ -398,7 +408,7 @@ class SqlChatMemoryRepository(ClosingContext):
             )
             assert state is not None
             self.fault_points.reach("after_lock")
-            connection.execute(self._sql.delete_messages, {"cid": conversation_id})
+            self.dialect.forget(connection, self._sql, conversation_id)
             self.fault_points.reach("after_delete")
             stamped = stamp_messages(batch, now)
             rows, update = save_writes(
@@ -450,6 +460,7 @@ class SqlChatMemoryRepository(ClosingContext):
         for start in range(0, len(ids), MAX_IDS_PER_STATEMENT):
             chunk = ids[start : start + MAX_IDS_PER_STATEMENT]
             connection.execute(self._sql.purge_messages, {"ids": chunk})
+            connection.execute(self._sql.purge_evicted, {"ids": chunk})
         for start in range(0, len(gone), MAX_IDS_PER_STATEMENT):
             chunk = gone[start : start + MAX_IDS_PER_STATEMENT]
             connection.execute(self._sql.purge_conversations, {"ids": chunk})
@@ -477,10 +488,9 @@ class SqlChatMemoryRepository(ClosingContext):
                 connection, self._sql, conversation_id, utc_now(), create=False
             )
             self.fault_points.reach("after_lock")
-            parameters = {"cid": conversation_id}
-            connection.execute(self._sql.delete_messages, parameters)
+            self.dialect.forget(connection, self._sql, conversation_id)
             self.fault_points.reach("after_delete")
-            connection.execute(self._sql.delete_conversation, parameters)
+            connection.execute(self._sql.delete_conversation, {"cid": conversation_id})
 
         self._write(conversation_id, work)
 
@@ -556,27 +566,37 @@ class SqlChatMemoryRepository(ClosingContext):
             return work(connection)
 
     def _raise_if_tables_missing(self, error: exc.DBAPIError) -> None:
-        """Name the missing table when a read failed for want of one.
+        """Name the missing table when a read or write failed for want of one.
 
-        Only a repository opened with ``create_schema=False`` gets here;
-        the check runs on the failure path, so reads cost nothing more.
+        A table goes missing under a repository opened with
+        ``create_schema=False``; the check runs on the failure path only. A
+        database made before the record of evicted ids existed lacks only
+        its table, which writes need and :meth:`create_schema` adds.
         """
         try:
             present = sqlalchemy.inspect(self.engine)
             schema = self.tables.messages.schema
+            tables = self.tables
             missing = [
                 table.name
-                for table in (self.tables.messages, self.tables.conversations)
+                for table in (tables.messages, tables.conversations, tables.evicted)
                 if not present.has_table(table.name, schema=schema)
             ]
         except exc.DBAPIError:
             return
-        if missing:
-            where = self.engine.url.render_as_string(hide_password=True)
+        if not missing:
+            return
+        where = self.engine.url.render_as_string(hide_password=True)
+        if missing == [self.tables.evicted.name]:
             raise StoreNotFoundError(
-                f"table {missing[0]!r} does not exist in {where} (check table_name "
-                "and schema; a read never creates it)"
+                f"table {missing[0]!r} does not exist in {where}: the store was "
+                "made by an earlier version; create_schema() adds the table (as "
+                "does opening it with create_schema=True, the default)"
             ) from error
+        raise StoreNotFoundError(
+            f"table {missing[0]!r} does not exist in {where} (check table_name "
+            "and schema; a read never creates it)"
+        ) from error
 
     def _check_sizes(self, batch: list[Message]) -> None:
         """Refuse, before writing, a message whose row the server would refuse."""
@@ -613,7 +633,11 @@ class SqlChatMemoryRepository(ClosingContext):
                 if error.connection_invalidated and not reconnected:
                     reconnected = True
                     continue
-                check_retry(error, attempt, self.dialect, conversation_id)
+                try:
+                    check_retry(error, attempt, self.dialect, conversation_id)
+                except exc.DBAPIError:
+                    self._raise_if_tables_missing(error)
+                    raise
             except RetryTransaction as error:
                 check_retry(error, attempt, self.dialect, conversation_id)
             else:
@@ -646,8 +670,8 @@ class SqlChatMemoryRepository(ClosingContext):
     def _forget(
         self, connection: Connection, conversation_id: str, state: ConversationState
     ) -> ConversationState:
-        """Delete the messages of an expired, locked conversation; it is empty now."""
-        connection.execute(self._sql.delete_messages, {"cid": conversation_id})
+        """Delete the messages and evicted ids of an expired, locked conversation."""
+        self.dialect.forget(connection, self._sql, conversation_id)
         return forgotten(state)
 
     def _purge(self, connection: Connection, ids: list[str], now: datetime) -> int:
@@ -656,6 +680,7 @@ class SqlChatMemoryRepository(ClosingContext):
         expired = still_expired(locked, now)
         if expired:
             connection.execute(self._sql.purge_messages, {"ids": expired})
+            connection.execute(self._sql.purge_evicted, {"ids": expired})
             connection.execute(self._sql.purge_conversations, {"ids": expired})
         return len(expired)
 
@@ -714,29 +739,33 @@ class SqlChatMemoryRepository(ClosingContext):
         self.fault_points.reach("after_lock")
         known: set[str] = set()
         if state.known is None or state.known > 0:
-            known = set(
-                connection.execute(
-                    self._sql.known_ids, {"cid": conversation_id, "ids": ids}
-                ).scalars()
-            )
+            for chunk in id_chunks(ids):
+                known.update(
+                    connection.execute(
+                        self._sql.known_ids, {"cid": conversation_id, "ids": chunk}
+                    ).scalars()
+                )
         fresh = stamp_messages((m for m in batch if m.id not in known), now)
         if not fresh:
             return AppendResult()
         if counter is not None and state.weight_counter != counter:
             state = self._reweigh(connection, conversation_id, window, state)
-        plan = plan_append(
-            self._stored_window(connection, conversation_id, window, state, fresh),
-            fresh,
-            window,
+        stored, system_seqs = self._stored_window(
+            connection, conversation_id, window, state, fresh
         )
+        plan = plan_append(stored, fresh, window)
 
-        writes = append_writes(plan, conversation_id, state, counter, now, self.ttl)
+        writes = append_writes(
+            plan, conversation_id, state, counter, now, self.ttl, system_seqs
+        )
         if self.dialect.write_append(
             connection,
             self._sql,
             writes.rows,
             drop_system=writes.drop_system,
             upto=writes.upto,
+            evicted=writes.evicted,
+            trim_below=writes.trim_below,
             update=writes.update,
         ):
             self.fault_points.reach("after_insert")
@@ -751,6 +780,13 @@ class SqlChatMemoryRepository(ClosingContext):
             connection.execute(
                 self._sql.delete_oldest, {"cid": conversation_id, "upto": writes.upto}
             )
+        if writes.evicted:
+            connection.execute(self._sql.insert_evicted, writes.evicted)
+        if writes.trim_below is not None:
+            connection.execute(
+                self._sql.trim_evicted,
+                {"cid": conversation_id, "below": writes.trim_below},
+            )
         self.fault_points.reach("after_evict")
         connection.execute(self._sql.update_conversation, writes.update)
         return writes.result
@@ -762,19 +798,22 @@ class SqlChatMemoryRepository(ClosingContext):
         window: Window,
         state: ConversationState,
         fresh: list[Message],
-    ) -> StoredWindow:
-        """What the planner needs, from the locked row and the oldest rows."""
+    ) -> tuple[StoredWindow, dict[str, int]]:
+        """What the planner needs, from the locked row and the oldest rows,
+        and the sequence numbers of the stored system messages it read."""
         counted = window.counter_id is None
         system: list[Message] | None = None
+        system_seqs: dict[str, int] = {}
         if needs_stored_system(fresh):
             found = connection.execute(self._sql.system_rows, {"cid": conversation_id})
-            system = [decode(row) for row in found]
+            system, system_seqs = stored_system(found)
 
         def read_oldest(expected: int) -> Iterator[StoredEntry]:
             for row in self._oldest(connection, conversation_id, expected, state):
                 yield stored_entry(row, counted)
 
-        return stored_window(StoredWindow, window, state, system, read_oldest)
+        stored = stored_window(StoredWindow, window, state, system, read_oldest)
+        return stored, system_seqs
 
 
 def _check_options(cls: type[SqlChatMemoryRepository], options: dict[str, Any]) -> None:

@@ -1,4 +1,4 @@
-"""The two tables of a SQL chat memory, built for one dialect.
+"""The three tables of a SQL chat memory, built for one dialect.
 
 Example:
     from chatledger_sql.dialects import PostgresDialect
@@ -6,12 +6,18 @@ Example:
 
     tables = build_tables(PostgresDialect(), "chat_memory", schema=None)
     tables.messages.c.seq, tables.conversations.c.next_seq
+    tables.evicted.name   # 'chat_memory_evicted'
 
 ``messages`` holds one row per message, keyed by ``(conversation_id, seq)``.
 ``conversations`` holds one row per conversation: the next sequence number,
 a version, the message counts and size totals the window needs, and an
 optional expiry. Writers of one conversation lock its row, so they queue behind
-each other while writers of other conversations go on.
+each other while writers of other conversations go on. ``evicted`` is the
+record of :mod:`chatledger.evicted_ids`: one row per message id an append took
+out of the window, keyed by ``(conversation_id, message_id)`` and numbered by
+the sequence number the message had, so that a late retry of an evicted
+message stays a no-op. It holds at most ``EVICTED_IDS_KEPT`` plus
+``EVICTED_IDS_TRIM_STEP`` rows per conversation.
 """
 
 from __future__ import annotations
@@ -41,7 +47,9 @@ if TYPE_CHECKING:
     from chatledger_sql.dialects.base import SqlDialect
 
 __all__ = [
+    "COMPANION_SUFFIXES",
     "CONVERSATION_SUFFIX",
+    "EVICTED_SUFFIX",
     "MAX_NAME_LENGTH",
     "NAME_PATTERN",
     "Tables",
@@ -57,6 +65,10 @@ MAX_NAME_LENGTH = 63
 
 #: What the conversations table adds to the messages table's name.
 CONVERSATION_SUFFIX = "_conversation"
+#: What the evicted-id record's table adds to the messages table's name.
+EVICTED_SUFFIX = "_evicted"
+#: The endings of the companion tables, which a messages table may not have.
+COMPANION_SUFFIXES = (CONVERSATION_SUFFIX, EVICTED_SUFFIX)
 
 ROLES = tuple(role.value for role in Role)
 
@@ -79,22 +91,24 @@ def check_table_name(value: object) -> str:
     """Return ``value`` if it may name a messages table, else raise.
 
     Beyond :func:`check_name`, the name must not end with ``_conversation``
-    (in any case): ``chat_memory_conversation`` is the conversations table of
-    the repository named ``chat_memory``, and the two repositories would read
-    each other's rows. Databases that fold case would collide on any spelling.
+    or ``_evicted`` (in any case): ``chat_memory_conversation`` and
+    ``chat_memory_evicted`` are the companion tables of the repository named
+    ``chat_memory``, and the two repositories would read each other's rows.
+    Databases that fold case would collide on any spelling.
 
     Raises:
         InvalidNameError: for a name that is not allowed.
     """
     name = check_name(value, "table name")
-    if name.lower().endswith(CONVERSATION_SUFFIX):
-        base = name[: -len(CONVERSATION_SUFFIX)]
-        raise InvalidNameError(
-            f"table name {name!r} is not allowed: it ends with "
-            f"{CONVERSATION_SUFFIX!r}, like the conversations table "
-            f"{base + CONVERSATION_SUFFIX!r} of the repository named {base!r}, "
-            "and the two would collide; choose a name without that ending"
-        )
+    for suffix in COMPANION_SUFFIXES:
+        if name.lower().endswith(suffix):
+            base = name[: -len(suffix)]
+            raise InvalidNameError(
+                f"table name {name!r} is not allowed: it ends with {suffix!r}, "
+                f"like the companion table {base + suffix!r} of the repository "
+                f"named {base!r}, and the two would collide; choose a name "
+                "without that ending"
+            )
     return name
 
 
@@ -112,14 +126,22 @@ class Tables:
     """The tables of one repository.
 
     Attributes:
-        metadata: The ``MetaData`` that holds both tables.
+        metadata: The ``MetaData`` that holds the tables.
         messages: One row per message.
         conversations: One row per conversation.
+        evicted: One row per message id a window append took out (the record
+            of :mod:`chatledger.evicted_ids`).
     """
 
     metadata: MetaData
     messages: Table
     conversations: Table
+    evicted: Table
+
+    @property
+    def all(self) -> list[Table]:
+        """Every table, in the order they are created."""
+        return [self.conversations, self.messages, self.evicted]
 
 
 def build_tables(dialect: SqlDialect, table_name: str, schema: str | None) -> Tables:
@@ -170,4 +192,17 @@ def build_tables(dialect: SqlDialect, table_name: str, schema: str | None) -> Ta
         PrimaryKeyConstraint("conversation_id"),
         **options,
     )
-    return Tables(metadata, messages, conversations)
+    evicted = Table(
+        derived_name(table_name, EVICTED_SUFFIX),
+        metadata,
+        Column("conversation_id", dialect.id_type(), nullable=False),
+        Column("message_id", dialect.id_type(), nullable=False),
+        # The sequence number the message had (or would have had): trimming
+        # keeps the rows numbered above ``trim_below`` of the newest.
+        Column("seq", BigInteger(), nullable=False, autoincrement=False),
+        PrimaryKeyConstraint(
+            "conversation_id", "message_id", **dialect.id_pair_key_options()
+        ),
+        **options,
+    )
+    return Tables(metadata, messages, conversations, evicted)

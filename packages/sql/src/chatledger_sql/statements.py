@@ -34,6 +34,7 @@ from sqlalchemy import (
     insert,
     or_,
     select,
+    union_all,
     update,
 )
 
@@ -62,7 +63,8 @@ class Statements:
     Bound parameters: ``cid`` (conversation id), ``now`` (the application's
     UTC clock, which also decides what has expired), ``ids`` (message or
     conversation ids, expanding), ``after`` (a sequence number), ``upto`` (the
-    last sequence number to evict) and the ``p_*`` values of the conversation
+    last sequence number to evict), ``below`` (the last sequence number the
+    evicted-id record forgets) and the ``p_*`` values of the conversation
     update.
     """
 
@@ -70,6 +72,7 @@ class Statements:
         """Build every statement for ``tables`` as ``dialect`` wants them."""
         m = tables.messages.c
         c = tables.conversations.c
+        e = tables.evicted.c
         cid: Any = bindparam("cid")
         self.tables = tables
         message_columns = (m.message_id, m.role, m.content, m.payload, m.created_at)
@@ -145,11 +148,21 @@ class Statements:
         self.next_seqs: Select[Any] = select(c.conversation_id, c.next_seq).where(
             c.conversation_id.in_(ids)
         )
-        self.known_ids: Select[Any] = select(m.message_id).where(
-            m.conversation_id == cid, m.message_id.in_(bindparam("ids", expanding=True))
+        #: Which of ``ids`` are stored or in the record of evicted ids (an
+        #: id may come twice).
+        self.known_ids: Any = union_all(
+            select(m.message_id).where(
+                m.conversation_id == cid,
+                m.message_id.in_(bindparam("ids", expanding=True)),
+            ),
+            select(e.message_id).where(
+                e.conversation_id == cid,
+                e.message_id.in_(bindparam("ids", expanding=True)),
+            ),
         )
+        #: The stored system messages, with their sequence numbers.
         self.system_rows: Select[Any] = (
-            select(*message_columns)
+            select(m.seq, *message_columns)
             .where(m.conversation_id == cid, m.role == SYSTEM)
             .order_by(m.seq)
         )
@@ -188,6 +201,14 @@ class Statements:
         self.delete_conversation: Delete = delete(tables.conversations).where(
             c.conversation_id == cid
         )
+        #: Rows ``conversation_id``, ``message_id``, ``seq`` (executemany).
+        self.insert_evicted: Insert = insert(tables.evicted)
+        self.trim_evicted: Delete = delete(tables.evicted).where(
+            e.conversation_id == cid, e.seq <= bindparam("below")
+        )
+        self.delete_evicted: Delete = delete(tables.evicted).where(
+            e.conversation_id == cid
+        )
         #: Conversations expired at ``now``; the caller adds a limit.
         self.expired_ids: Select[Any] = select(c.conversation_id).where(expired)
         #: Lock the rows of ``ids`` (in id order) to confirm they have expired.
@@ -202,6 +223,9 @@ class Statements:
         )
         self.purge_conversations: Delete = delete(tables.conversations).where(
             c.conversation_id.in_(ids)
+        )
+        self.purge_evicted: Delete = delete(tables.evicted).where(
+            e.conversation_id.in_(ids)
         )
         self.update_conversation: Update = (
             update(tables.conversations)
@@ -227,6 +251,8 @@ class Statements:
         self.read_probing: Any = dialect.probing_read(self)
         #: The dialect's single-statement append, if it has one.
         self.append_all: Any = dialect.append_statement(self)
+        #: The dialect's single-statement delete of messages and evicted ids.
+        self.forget: Any = dialect.forget_statement(self)
         #: Statements a dialect compiled for a driver it talks to directly.
         self.driver_sql: dict[Any, Any] = {}
         #: Statements with a LIMIT, by statement and row count (see ``limited``).

@@ -15,6 +15,7 @@ Example:
     now = datetime.now(UTC)
     writes = append_writes(plan, "c1", state, window.counter_id, now, None)
     writes.rows     # connection.execute(statements.insert_messages, writes.rows)
+    writes.evicted  # statements.insert_evicted rows: none, nothing left the window
     writes.update   # the parameters of statements.update_conversation
 
 The sync and the async repository run the same writes; only the way they
@@ -27,7 +28,7 @@ so both call the same code and neither does arithmetic of its own.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
@@ -42,8 +43,11 @@ from chatledger.adapters import (
     Role,
     StoredEntry,
     Window,
+    trim_below,
+    trim_due,
 )
 from chatledger_sql.dialects.base import (
+    MAX_IDS_PER_STATEMENT,
     ConversationState,
     RetryTransaction,
     SqlDialect,
@@ -56,11 +60,13 @@ __all__ = [
     "append_writes",
     "check_retry",
     "forgotten",
+    "id_chunks",
     "retry_pause",
     "reweighed",
     "save_writes",
     "still_expired",
     "stored_entry",
+    "stored_system",
     "stored_window",
     "update_parameters",
 ]
@@ -94,6 +100,15 @@ def update_parameters(
         "p_other_weight": other_weight,
         "p_expires_at": None if ttl is None else now + ttl,
     }
+
+
+def id_chunks(ids: list[str]) -> Iterator[list[str]]:
+    """``ids`` in chunks ``Statements.known_ids`` takes: it names each id twice
+    (stored, evicted), and an ``IN`` list holds at most
+    :data:`~chatledger_sql.dialects.base.MAX_IDS_PER_STATEMENT`."""
+    step = MAX_IDS_PER_STATEMENT // 2
+    for start in range(0, len(ids), step):
+        yield ids[start : start + step]
 
 
 def forgotten(state: ConversationState) -> ConversationState:
@@ -140,6 +155,18 @@ def stored_entry(row: Any, counted: bool) -> StoredEntry:
     return StoredEntry(row.message_id, Role(row.role), size, row.seq)
 
 
+def stored_system(rows: Iterable[Any]) -> tuple[list[Message], dict[str, int]]:
+    """The stored system messages (``Statements.system_rows``) and their
+    sequence numbers by id, which the record of a replaced one keeps."""
+    messages: list[Message] = []
+    seqs: dict[str, int] = {}
+    for row in rows:
+        message = decode(row)
+        messages.append(message)
+        seqs[message.id] = int(row.seq)
+    return messages, seqs
+
+
 def stored_window(
     make: Callable[..., W],
     window: Window,
@@ -170,6 +197,12 @@ class AppendWrites:
         upto: The last evicted sequence number (``-1``: nothing evicted).
         drop_system: Delete the stored system messages.
         result: What the append reports.
+        evicted: ``Statements.insert_evicted`` rows: every id the append took
+            out of the window, numbered by the sequence number its message
+            had (new messages the window dropped at once take the numbers
+            after the inserted rows), less those the trim forgets at once.
+        trim_below: ``below`` of ``Statements.trim_evicted`` when the record
+            is due a trim (``None``: no trim).
     """
 
     rows: list[dict[str, Any]]
@@ -177,6 +210,8 @@ class AppendWrites:
     upto: int
     drop_system: bool
     result: AppendResult
+    evicted: list[dict[str, Any]]
+    trim_below: int | None
 
     @property
     def evicts(self) -> bool:
@@ -191,18 +226,41 @@ def append_writes(
     counter: str | None,
     now: datetime,
     ttl: timedelta | None,
+    system_seqs: dict[str, int] | None = None,
 ) -> AppendWrites:
-    """Turn a plan into the parameters of its statements."""
+    """Turn a plan into the parameters of its statements.
+
+    ``system_seqs`` are the sequence numbers of the stored system messages
+    (:func:`stored_system`), for the record of those the plan replaces.
+    """
     base = state.next_seq
     rows = [
         encode(conversation_id, base + i, m, None if counter is None else size)
         for i, (m, size) in enumerate(zip(plan.insert, plan.insert_sizes, strict=True))
     ]
+    numbered = _numbered_evictions(plan, system_seqs or {}, base + len(rows))
+    # Numbers given to ids that had none are used up: the next append's rows
+    # start after them, and a probe that predates this write sees next_seq
+    # move (see ConversationState.from_mapping).
+    next_seq = max([base + len(rows), *(seq + 1 for _, seq in numbered)])
+    evicted: list[dict[str, Any]] = []
+    below: int | None = None
+    if numbered:
+        seqs = [seq for _, seq in numbered]
+        last = max(seqs)
+        bound = trim_below(last)
+        if trim_due(min(seqs), last) and bound >= 0:
+            below = bound
+        evicted = [
+            {"conversation_id": conversation_id, "message_id": mid, "seq": seq}
+            for mid, seq in numbered
+            if seq > bound
+        ]
     update = update_parameters(
         conversation_id,
         now,
         ttl,
-        next_seq=base + len(rows),
+        next_seq=next_seq,
         system_count=plan.system_count,
         other_count=plan.message_count,
         weights=None
@@ -215,7 +273,29 @@ def append_writes(
         upto=plan.evicted[-1].position if plan.evicted else -1,
         drop_system=plan.replace_system,
         result=AppendResult(plan.appended, plan.evicted_ids),
+        evicted=evicted,
+        trim_below=below,
     )
+
+
+def _numbered_evictions(
+    plan: AppendPlan, system_seqs: dict[str, int], after: int
+) -> list[tuple[str, int]]:
+    """Each id of ``plan.evicted_ids`` with the sequence number of its record.
+
+    A stored message keeps its own; an id without one (a new message the
+    window dropped at once) takes the next number from ``after`` on.
+    """
+    own = dict(system_seqs)
+    own.update((entry.id, int(entry.position)) for entry in plan.evicted)
+    numbered: list[tuple[str, int]] = []
+    for message_id in plan.evicted_ids:
+        seq = own.get(message_id)
+        if seq is None:
+            seq = after
+            after += 1
+        numbered.append((message_id, seq))
+    return numbered
 
 
 def save_writes(

@@ -83,8 +83,9 @@ class ConversationState:
         weight_counter: Which measure the weights hold (``None``: not kept).
         system_weight: Total weight of the system messages.
         other_weight: Total weight of the other messages.
-        known: How many of the probed message ids are already stored, when the
-            lock statement could tell (``None``: ask separately).
+        known: How many of the probed message ids are already stored or in
+            the record of evicted ids, when the lock statement could tell
+            (``None``: ask separately).
         expires_at: When the conversation expires (``None``: never).
         oldest: Up to ``peek`` of the oldest non-system rows as
             ``(seq, message_id, role, weight)``, oldest first, when the lock
@@ -126,6 +127,9 @@ class ConversationState:
             # The probes read a snapshot; on PostgreSQL it may predate the
             # writer the lock waited for. Their rows would then end before
             # the row's next_seq: read again, separately, after the lock.
+            # Every append that changes anything moves next_seq (ids that
+            # leave the window at once use up numbers too), so no such write
+            # goes unnoticed; the last rows evicted also read as stale.
             fresh = (last_seq is None and next_seq == 0) or (
                 last_seq is not None and int(last_seq) == next_seq - 1
             )
@@ -212,6 +216,14 @@ class SqlDialect:
 
     def table_options(self) -> dict[str, Any]:
         """Extra ``Table`` keyword arguments (``mysql_charset`` and the like)."""
+        return {}
+
+    def id_pair_key_options(self) -> dict[str, Any]:
+        """Extra keyword arguments of a primary key made of two id columns.
+
+        The evicted-id record's key, ``(conversation_id, message_id)``, can be
+        wider than some databases allow a clustered key to be.
+        """
         return {}
 
     # -- DDL -------------------------------------------------------------------
@@ -302,6 +314,27 @@ class SqlDialect:
         """Build the statement :meth:`write_append` runs, or ``None``."""
         return None
 
+    def forget_statement(self, statements: Statements) -> Any:
+        """Build one statement that deletes a conversation's messages and
+        evicted ids (``cid``), or ``None``: :meth:`forget` runs it."""
+        return None
+
+    def forget(
+        self, connection: Connection, statements: Statements, conversation_id: str
+    ) -> None:
+        """Delete the messages and the evicted ids of one locked conversation.
+
+        For a write that replaces or deletes the conversation, or finds it
+        expired. One statement where the dialect has one
+        (:meth:`forget_statement`, on its own product), else one per table.
+        """
+        parameters = {"cid": conversation_id}
+        if statements.forget is not None and self.native(connection):
+            connection.execute(statements.forget, parameters)
+            return
+        connection.execute(statements.delete_messages, parameters)
+        connection.execute(statements.delete_evicted, parameters)
+
     def write_append(
         self,
         connection: Connection,
@@ -310,14 +343,19 @@ class SqlDialect:
         *,
         drop_system: bool,
         upto: int,
+        evicted: list[dict[str, Any]],
+        trim_below: int | None,
         update: dict[str, Any],
     ) -> bool:
         """Write an append in one statement if the dialect can; return whether it did.
 
         ``rows`` are the messages to insert, ``drop_system`` deletes the stored
         system messages first, ``upto`` is the last evicted sequence number
-        (``-1``: none) and ``update`` the parameters of the conversation
-        update. The default returns ``False``: one statement per step.
+        (``-1``: none), ``evicted`` the rows of ``Statements.insert_evicted``
+        (the ids the append took out of the window), ``trim_below`` the
+        ``below`` of ``Statements.trim_evicted`` (``None``: no trim) and
+        ``update`` the parameters of the conversation update. The default
+        returns ``False``: one statement per step.
         """
         return False
 
@@ -328,47 +366,58 @@ class SqlDialect:
         """
         return None
 
-    def numbered_ids_match(self, statements: Statements, count: int) -> Any:
+    def numbered_ids_match(
+        self, statements: Statements, count: int, column: Any = None
+    ) -> Any:
         """``message_id IN (:id_0, ..., :id_<count-1>)``, or false for none.
 
         For statements compiled outside SQLAlchemy's execution, which cannot
         expand a list parameter: one parameter per id, as an expanding ``IN``
         makes it, so one id is a plain equality the unique index answers.
+        ``column`` is the messages table's ``message_id`` unless given (the
+        evicted-id record's).
         """
         if not count:
             return false()
-        m = statements.tables.messages.c
-        return m.message_id.in_(
-            [bindparam(f"id_{i}", type_=m.message_id.type) for i in range(count)]
+        if column is None:
+            column = statements.tables.messages.c.message_id
+        return column.in_(
+            [bindparam(f"id_{i}", type_=column.type) for i in range(count)]
         )
 
     def lock_probes(
-        self, statements: Statements, *, ids_match: Any = None
+        self, statements: Statements, *, numbered_ids: int | None = None
     ) -> list[Any]:
         """Columns a ``RETURNING`` lock adds: known ids, oldest rows, last seq.
 
-        ``known`` counts the stored ids among ``ids``; ``oldest`` holds the
-        first ``peek`` non-system rows; ``last_seq`` lets the caller tell
+        ``known`` counts the ids among ``ids`` that are stored or in the
+        record of evicted ids (either makes an id a no-op); ``oldest`` holds
+        the first ``peek`` non-system rows; ``last_seq`` lets the caller tell
         whether those probes saw the latest commit (see
-        :meth:`ConversationState.from_row`). ``ids_match`` replaces the
-        expanding ``message_id IN (:ids)`` test, for statements compiled
-        outside SQLAlchemy's execution (one parameter per id).
+        :meth:`ConversationState.from_row`). With ``numbered_ids``, the ids
+        are ``:id_0`` to ``:id_<n-1>`` instead of the expanding ``:ids``, for
+        statements compiled outside SQLAlchemy's execution
+        (:meth:`numbered_ids_match`).
         """
         tables = statements.tables
         m = tables.messages.c
         cid: Any = bindparam("cid")
         peek: Any = bindparam("peek", type_=Integer())
-        known = (
-            select(func.count())
-            .where(
-                m.conversation_id == cid,
-                m.message_id.in_(bindparam("ids", expanding=True))
-                if ids_match is None
-                else ids_match,
+        counts = []
+        for table in (tables.messages, tables.evicted):
+            match = (
+                table.c.message_id.in_(bindparam("ids", expanding=True))
+                if numbered_ids is None
+                else self.numbered_ids_match(
+                    statements, numbered_ids, table.c.message_id
+                )
             )
-            .scalar_subquery()
-            .label("known")
-        )
+            counts.append(
+                select(func.count())
+                .where(table.c.conversation_id == cid, match)
+                .scalar_subquery()
+            )
+        known = (counts[0] + counts[1]).label("known")
         first = (
             select(m.seq, m.message_id, m.role, m.weight)
             .where(m.conversation_id == cid, m.role != "system")
@@ -409,10 +458,11 @@ class SqlDialect:
         Returns the state found, or ``None`` when the row is missing and
         ``create`` is false. Writers of other conversations are not blocked.
         With :attr:`lock_returns_state`, one upsert creates or locks the row
-        and returns its state, how many of ``probe_ids`` are stored and the
-        ``peek`` oldest non-system rows. Otherwise the row is read with a
-        locking read and inserted when missing; a concurrent creator makes the
-        insert fail, and the write is run again.
+        and returns its state, how many of ``probe_ids`` are stored or
+        recorded as evicted, and the ``peek`` oldest non-system rows.
+        Otherwise the row is read with a locking read and inserted when
+        missing; a concurrent creator makes the insert fail, and the write is
+        run again.
         """
         if create and statements.lock_probing is not None and self.native(connection):
             state = connection.execute(

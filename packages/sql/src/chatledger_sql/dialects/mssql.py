@@ -82,6 +82,11 @@ class SQLServerDialect(SqlDialect):
         """``DATETIME2(6)`` holding UTC."""
         return UtcDateTime(DATETIME2(precision=6))  # type: ignore[no-untyped-call]
 
+    def id_pair_key_options(self) -> dict[str, Any]:
+        """A nonclustered key: two ``NVARCHAR(255)`` take 1020 bytes, past the
+        900 a clustered index key may have (a nonclustered one: 1700)."""
+        return {"mssql_clustered": False}
+
     def create_statements(self, tables: list[Table]) -> list[ExecutableDDLElement]:
         """``CREATE TABLE`` guarded by ``OBJECT_ID``."""
         return [SQLServerCreateTable(table) for table in tables]

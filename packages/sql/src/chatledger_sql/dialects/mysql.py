@@ -19,7 +19,7 @@ and ``"A"`` stay two ids.
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sqlalchemy import (
     Select,
@@ -40,7 +40,7 @@ from chatledger_sql.dialects.compound import CompoundStatement
 from chatledger_sql.types import UtcDateTime
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection
+    from sqlalchemy import Connection, Table
 
     from chatledger_sql.statements import Statements
 
@@ -222,6 +222,24 @@ class MariaDBDialect(MySQLDialect):
             state["expires_at"] = expires_at.replace(tzinfo=UTC)
         return ConversationState.from_mapping(state)
 
+    def forget(
+        self, connection: Connection, statements: Statements, conversation_id: str
+    ) -> None:
+        """Both deletes in one compound statement."""
+        if not self.native(connection):
+            super().forget(connection, statements, conversation_id)
+            return
+        block = statements.driver_statement(
+            ("forget", connection.dialect),
+            lambda: CompoundStatement(
+                connection.dialect,
+                [statements.delete_messages, statements.delete_evicted],
+            ),
+        )
+        connection.exec_driver_sql(
+            block.sql, block.parameters({"cid": conversation_id})
+        )
+
     def write_append(
         self,
         connection: Connection,
@@ -230,24 +248,34 @@ class MariaDBDialect(MySQLDialect):
         *,
         drop_system: bool,
         upto: int,
+        evicted: list[dict[str, Any]],
+        trim_below: int | None,
         update: dict[str, Any],
     ) -> bool:
-        """The deletes, the insert and the update in one compound statement.
+        """The deletes, the inserts and the update in one compound statement.
 
-        Large batches are sent as separate statements instead: the block
-        would carry every row in one packet, where the server's
-        ``max_allowed_packet`` was checked only against each row.
+        Large batches (or many evicted ids) are sent as separate statements
+        instead: the block would carry every row in one packet, where the
+        server's ``max_allowed_packet`` was checked only against each row.
         """
-        if not self.native(connection) or _text_size(rows) > MAX_BLOCK_TEXT:
+        size = _text_size(rows) + sum(len(r["message_id"]) for r in evicted)
+        if not self.native(connection) or size > MAX_BLOCK_TEXT:
             return False
+        trims = trim_below is not None
         block = self._write_block(
-            connection, statements, len(rows), drop_system, upto >= 0
+            connection,
+            statements,
+            _WriteShape(len(rows), drop_system, upto >= 0, len(evicted), trims),
         )
         values = dict(update)
         values["upto"] = upto
+        values["below"] = trim_below
         for index, row in enumerate(rows):
             for column, value in row.items():
                 values[f"r{index}_{column}"] = value
+        for index, record in enumerate(evicted):
+            for column, value in record.items():
+                values[f"e{index}_{column}"] = value
         connection.exec_driver_sql(block.sql, block.parameters(values))
         return True
 
@@ -256,10 +284,9 @@ class MariaDBDialect(MySQLDialect):
     ) -> CompoundStatement:
         def build() -> CompoundStatement:
             c = statements.tables.conversations.c
-            match = self.numbered_ids_match(statements, ids)
             read = select(
                 *statements.state_columns,
-                *self.lock_probes(statements, ids_match=match),
+                *self.lock_probes(statements, numbered_ids=ids),
             ).where(c.conversation_id == bindparam("cid"))
             return CompoundStatement(
                 connection.dialect, [statements.upsert_conversation, read]
@@ -268,34 +295,58 @@ class MariaDBDialect(MySQLDialect):
         return statements.driver_statement(("lock", connection.dialect, ids), build)
 
     def _write_block(
-        self,
-        connection: Connection,
-        statements: Statements,
-        rows: int,
-        drop_system: bool,
-        evict: bool,
+        self, connection: Connection, statements: Statements, shape: _WriteShape
     ) -> CompoundStatement:
         def build() -> CompoundStatement:
-            messages = statements.tables.messages
             parts: list[Any] = []
-            if drop_system:
+            if shape.drop_system:
                 parts.append(statements.delete_system)
-            if rows:
-                values = [
-                    {
-                        column.name: bindparam(f"r{i}_{column.name}", type_=column.type)
-                        for column in messages.columns
-                    }
-                    for i in range(rows)
-                ]
-                parts.append(insert(messages).values(values))
-            if evict:
+            if shape.rows:
+                messages = statements.tables.messages
+                parts.append(_numbered_insert(messages, "r", shape.rows))
+            if shape.evict:
                 parts.append(statements.delete_oldest)
+            if shape.records:
+                parts.append(
+                    _numbered_insert(statements.tables.evicted, "e", shape.records)
+                )
+            if shape.trim:
+                parts.append(statements.trim_evicted)
             parts.append(statements.update_conversation)
             return CompoundStatement(connection.dialect, parts)
 
-        key = ("write", connection.dialect, rows, drop_system, evict)
+        key = ("write", connection.dialect, shape)
         return statements.driver_statement(key, build)
+
+
+class _WriteShape(NamedTuple):
+    """What one compound write statement holds (its cache key, with the dialect).
+
+    Attributes:
+        rows: Messages to insert.
+        drop_system: Delete the stored system messages first.
+        evict: Delete the oldest rows up to ``upto``.
+        records: Evicted ids to record.
+        trim: Trim the evicted-id record below ``below``.
+    """
+
+    rows: int
+    drop_system: bool
+    evict: bool
+    records: int
+    trim: bool
+
+
+def _numbered_insert(table: Table, prefix: str, count: int) -> Any:
+    """A multi-row insert into ``table`` with parameters ``<prefix><i>_<column>``."""
+    values = [
+        {
+            column.name: bindparam(f"{prefix}{i}_{column.name}", type_=column.type)
+            for column in table.columns
+        }
+        for i in range(count)
+    ]
+    return insert(table).values(values)
 
 
 def _text_size(rows: list[dict[str, Any]]) -> int:

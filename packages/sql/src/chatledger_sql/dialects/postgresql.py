@@ -22,7 +22,7 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import TextClause, bindparam, exc, func, text
+from sqlalchemy import TextClause, bindparam, delete, exc, func, text
 from sqlalchemy.dialects.postgresql import TIMESTAMP
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.postgresql.base import PGDialect
@@ -181,12 +181,11 @@ class PostgresDialect(SqlDialect):
         """
 
         def build() -> tuple[str, dict[str, Any]]:
-            match = self.numbered_ids_match(statements, ids)
             lock = (
                 self._upsert(statements)
                 .returning(
                     *statements.state_columns,
-                    *self.lock_probes(statements, ids_match=match),
+                    *self.lock_probes(statements, numbered_ids=ids),
                 )
                 .compile(dialect=connection.dialect)
             )
@@ -217,15 +216,33 @@ class PostgresDialect(SqlDialect):
             set_={"version": c.version + 1},
         )
 
+    def forget_statement(self, statements: Statements) -> Any:
+        """Both deletes in one statement: the record's in a CTE."""
+        tables = statements.tables
+        cid: Any = bindparam("cid")
+        record = (
+            delete(tables.evicted)
+            .where(tables.evicted.c.conversation_id == cid)
+            .cte("forgotten_ids")
+        )
+        return (
+            delete(tables.messages)
+            .where(tables.messages.c.conversation_id == cid)
+            .add_cte(record)
+        )
+
     def append_statement(self, statements: Statements) -> TextClause:
-        """Insert, evict and update the conversation row in one statement.
+        """Insert, evict, record the evicted ids and update the row in one statement.
 
         Data-modifying CTEs all see the snapshot the statement started with,
-        so the deletes reach only rows stored before, never the new ones.
+        so the deletes reach only rows stored before, never the new ones. The
+        trim of the evicted-id record runs only when asked (``:trim``); the
+        records written here are all above its bound.
         """
         preparer = _PG.identifier_preparer
         m = preparer.format_table(statements.tables.messages)
         c = preparer.format_table(statements.tables.conversations)
+        e = preparer.format_table(statements.tables.evicted)
         timestamp = self.timestamp_type()
         return text(
             f"WITH new_rows AS (INSERT INTO {m} (conversation_id, seq, "
@@ -239,7 +256,13 @@ class PostgresDialect(SqlDialect):
             f"old_system AS (DELETE FROM {m} WHERE conversation_id = :cid "
             "AND role = 'system' AND CAST(:drop_system AS BOOLEAN)), "
             f"evicted AS (DELETE FROM {m} WHERE conversation_id = :cid "
-            "AND role <> 'system' AND seq <= :upto) "
+            "AND role <> 'system' AND seq <= :upto), "
+            f"recorded AS (INSERT INTO {e} (conversation_id, message_id, seq) "
+            "SELECT :cid, r.message_id, r.seq FROM unnest("
+            "CAST(:evicted_ids AS TEXT[]), CAST(:evicted_seqs AS BIGINT[])) "
+            "AS r(message_id, seq)), "
+            f"trimmed AS (DELETE FROM {e} WHERE conversation_id = :cid "
+            "AND seq <= :below AND CAST(:trim AS BOOLEAN)) "
             f"UPDATE {c} SET next_seq = :p_next_seq, version = version + 1, "
             "system_count = :p_system_count, other_count = :p_other_count, "
             "weight_counter = :p_weight_counter, "
@@ -259,6 +282,8 @@ class PostgresDialect(SqlDialect):
         *,
         drop_system: bool,
         upto: int,
+        evicted: list[dict[str, Any]],
+        trim_below: int | None,
         update: dict[str, Any],
     ) -> bool:
         """One statement: the CTE of :meth:`append_statement`.
@@ -278,6 +303,10 @@ class PostgresDialect(SqlDialect):
         parameters["created"] = [r["created_at"] for r in rows]
         parameters["drop_system"] = drop_system
         parameters["upto"] = upto
+        parameters["evicted_ids"] = [r["message_id"] for r in evicted]
+        parameters["evicted_seqs"] = [r["seq"] for r in evicted]
+        parameters["trim"] = trim_below is not None
+        parameters["below"] = -1 if trim_below is None else trim_below
         write = _WRITES.get(id(connection))
         if write is not None and write.began:
             write.send(self._driver_append(connection, statements), parameters)
