@@ -1,10 +1,11 @@
 """Development sessions: ``python -m nox -s tests`` runs every test that can run here.
 
 Sessions:
-    tests      the whole test suite but the long stress runs (server backends per
-               CHATLEDGER_TEST_*_URL, testcontainers where Docker answers, else
-               skipped with one summary line per backend)
-    servers    the same, with every server backend whose URL is set required
+    tests      the test suite but the tests marked long and the stress runs
+               (server backends per CHATLEDGER_TEST_*_URL, testcontainers where
+               Docker answers, else skipped with one summary line per backend)
+    servers    the server backends' tests and the long tests, every server
+               whose URL is set required (the rest is left to ``tests``)
     stress     the long stress runs of the reliability tests (--run-slow)
     backend    the tests of one backend: ``nox -s "backend(name='sqlite')"``
     lint       ruff check and ruff format --check
@@ -67,19 +68,24 @@ def _servers_given() -> list[str]:
 
 @nox.session
 def tests(session: nox.Session) -> None:
-    """Run the whole test suite; on the embedded backends, one worker per core."""
+    """Run the suite but its long tests; embedded backends get one worker per core."""
     _install_everything(session, "containers")
+    quick = [] if "-m" in session.posargs else ["-m", "not long"]
     parallel = []
     if not _servers_given() and "-n" not in session.posargs:
         # Embedded backends keep to their own temporary files, so tests run
         # side by side; shared servers keep the one-at-a-time run.
         parallel = ["-n", "auto"]
-    session.run("pytest", *parallel, *session.posargs)
+    session.run("pytest", *quick, *parallel, *session.posargs)
 
 
 @nox.session
 def servers(session: nox.Session) -> None:
-    """Run the suite with every server backend whose URL is set required."""
+    """Run the server backends' tests and the long tests, every server required.
+
+    The embedded backends' quick tests and the unit tests are left out:
+    ``tests`` runs them (``.ci/run`` runs both sessions).
+    """
     given = _servers_given()
     if not given:
         session.error(
@@ -87,7 +93,16 @@ def servers(session: nox.Session) -> None:
             "the local servers, and bash .ci/run sets the URLs"
         )
     _install_everything(session, "containers")
-    session.run("pytest", f"--require-backend={','.join(given)}", *session.posargs)
+    # One worker per core; each server's tests stay on one worker (the test
+    # ids name their server, see tests/conftest.py), so no two of them meet.
+    parallel = [] if "-n" in session.posargs else ["-n", "auto", "--dist", "loadgroup"]
+    session.run(
+        "pytest",
+        "--servers-only",
+        f"--require-backend={','.join(given)}",
+        *parallel,
+        *session.posargs,
+    )
 
 
 @nox.session

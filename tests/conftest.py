@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from collections import Counter
 from typing import Any
 
@@ -28,6 +29,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         help="run the long stress tests (marked slow)",
     )
     parser.addoption(
+        "--servers-only",
+        action="store_true",
+        help="leave out what the embedded run covers (tests of SQLite, DuckDB "
+        "and the in-memory repository, and tests/unit): for a run after it",
+    )
+    parser.addoption(
         "--run-install",
         action="store_true",
         help="install the README's lines into fresh virtualenvs (marked install; "
@@ -39,9 +46,65 @@ def pytest_configure(config: pytest.Config) -> None:
     remember_required_option(config.getoption("--require-backend"))
 
 
+#: Names in a test id that tie it to a server backend.
+_SERVER_NAMES = re.compile(
+    r"postgres|mariadb|mysql|mssql|oracle|redis|mongo|cassandra|neo4j", re.I
+)
+#: Names in a test id that tie it to an embedded backend.
+_EMBEDDED_NAMES = re.compile(r"sqlite|duckdb|memory", re.I)
+
+
+#: Tests of seconds each that the README's command leaves out (``-m "not long"``)
+#: and ``nox -s servers`` runs: the concurrency histories, the conformance
+#: command run whole, the MongoDB stand-in suites, the random-history seeds
+#: past the first three, the listing of many conversations, the TTL runs that
+#: wait for expiry, the waits for an unreachable server, the round trips of
+#: many generated histories and the measuring loops. Every embedded backend
+#: still runs the rest of the conformance suite in the README's command.
+_LONG_TESTS = re.compile(
+    r"tests/reliability/test_concurrency\.py"
+    r"|TestConformanceCommand|test_conformance_counts_tests"
+    r"|tests/mongodb/test_(async_)?standin_suite\.py"
+    r"|test_window_matches_the_pure_policy\[\w+-([3-9]|\d\d+)\]"
+    r"|test_conversation_listing_is_complete"
+    r"|test_ttl_slides_on_every_write|test_conversation_expires_whole"
+    r"|test_an_unreachable_mongodb_is_given_seconds"
+    r"|test_chatledger_round_trip|tests/unit/test_benchmark\.py"
+)
+
+
+def _embedded_only(item: pytest.Item) -> bool:
+    """Whether the test needs no server: an embedded backend's test, or a unit test.
+
+    A test that names a server anywhere in its id is kept, so a mixed test
+    (copying from SQLite to PostgreSQL) still runs with the servers, and so
+    is a long test, which the README's command left out.
+    """
+    if _SERVER_NAMES.search(item.nodeid) or item.get_closest_marker("long"):
+        return False
+    return bool(_EMBEDDED_NAMES.search(item.nodeid)) or item.nodeid.startswith(
+        "tests/unit/"
+    )
+
+
+@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects on the markers added here
 def pytest_collection_modifyitems(
     config: pytest.Config, items: list[pytest.Item]
 ) -> None:
+    grouping = config.pluginmanager.hasplugin("xdist")
+    for item in items:
+        if _LONG_TESTS.search(item.nodeid):
+            item.add_marker(pytest.mark.long)
+        server = _SERVER_NAMES.search(item.nodeid)
+        if server and grouping:
+            # Under ``-n N --dist loadgroup`` one worker runs all of a server's
+            # tests, one at a time as before; different servers run side by side.
+            item.add_marker(pytest.mark.xdist_group(server.group(0).lower()))
+    if config.getoption("--servers-only"):
+        left_out = [item for item in items if _embedded_only(item)]
+        if left_out:
+            config.hook.pytest_deselected(items=left_out)
+            items[:] = [item for item in items if not _embedded_only(item)]
     run_slow = config.getoption("--run-slow")
     run_install = config.getoption("--run-install") or (
         os.environ.get("CHATLEDGER_RUN_INSTALL") == "1"

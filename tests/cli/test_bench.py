@@ -187,6 +187,9 @@ class TestSqliteFile:
             stderr=subprocess.PIPE,
             text=True,
             env={**os.environ, "PYTHONIOENCODING": "utf-8"},
+            # A parent that ignores SIGINT (a pytest-xdist worker does) passes
+            # that on, and Python then raises no KeyboardInterrupt.
+            preexec_fn=_default_sigint,
         )
         assert process.stderr is not None
         try:
@@ -202,6 +205,10 @@ class TestSqliteFile:
         assert process.returncode == 130, err
         assert "interrupted" in err
         assert _tables(path) == []
+
+
+def _default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 class TestMemory:

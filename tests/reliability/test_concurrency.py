@@ -64,7 +64,8 @@ class TestConcurrentHistory:
     ) -> None:
         """16 threads x 200 appends on one conversation lose and duplicate nothing."""
         appends = 200 // share
-        repository = target.build()
+        # 16 writers and the reader: a connection each.
+        repository = target.pooled(17).build()
         try:
             run = run_threads(
                 repository,

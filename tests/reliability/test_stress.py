@@ -26,28 +26,9 @@ pytestmark = pytest.mark.slow
 SCALED_DOWN = {"duckdb", "cassandra"}
 
 
-def _pooled(target: Target, connections: int) -> Target:
-    """Give a SQL target a pool as large as the threads that use it.
-
-    SQLite too: its writers queue on the database lock, and with SQLAlchemy's
-    default pool (5 + 10) a thread that waits 30 s for a connection fails
-    before the lock is even asked for.
-    """
-    if target.name not in ("postgresql", "mariadb", "sqlite"):
-        return target
-    options = {"pool_size": connections, "max_overflow": 0, "pool_timeout": 120}
-    return Target(
-        target.name,
-        target.factory,
-        target.args,
-        {**target.kwargs, "engine_options": options},
-        target.no_processes,
-    )
-
-
 def test_stress_many_threads_one_conversation(target: Target) -> None:
     appends = 150 if target.name in SCALED_DOWN else 500
-    repository = _pooled(target, 34).build()
+    repository = target.pooled(34).build()
     try:
         run = run_threads(
             repository,
@@ -95,7 +76,7 @@ def test_stress_many_processes_one_conversation(
 
 def test_stress_many_conversations_small_window(target: Target) -> None:
     conversations = 60 if target.name in SCALED_DOWN else 300
-    repository = _pooled(target, 26).build()
+    repository = target.pooled(26).build()
     try:
         run = run_threads(
             repository,

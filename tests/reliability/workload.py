@@ -20,7 +20,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from chatledger import ChatLedgerError, Message, ToolCall, ToolResponse
@@ -48,6 +48,19 @@ class Target:
     args: tuple[Any, ...] = ()
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     no_processes: str | None = None
+
+    def pooled(self, connections: int) -> Target:
+        """This target, a SQL one with a pool as large as the threads that use it.
+
+        With SQLAlchemy's default pool (5 + 10), threads beyond 15 wait for a
+        connection; a writer that just committed takes its connection back
+        before a waiting thread wakes, so the waiter can starve past the 30 s
+        pool timeout (SQLite too: its writers queue on the database lock).
+        """
+        if self.name not in ("postgresql", "mariadb", "sqlite"):
+            return self
+        options = {"pool_size": connections, "max_overflow": 0, "pool_timeout": 120}
+        return replace(self, kwargs={**self.kwargs, "engine_options": options})
 
     def build(self) -> Any:
         """Make a repository."""
