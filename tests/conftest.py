@@ -62,7 +62,7 @@ _EMBEDDED_NAMES = re.compile(r"sqlite|duckdb|memory", re.I)
 #: many generated histories and the measuring loops. Every embedded backend
 #: still runs the rest of the conformance suite in the README's command.
 _LONG_TESTS = re.compile(
-    r"tests/reliability/test_concurrency\.py"
+    r"tests/reliability/test_(concurrency|async_processes)\.py"
     r"|TestConformanceCommand|test_conformance_counts_tests"
     r"|tests/mongodb/test_(async_)?standin_suite\.py"
     r"|test_window_matches_the_pure_policy\[\w+-([3-9]|\d\d+)\]"
