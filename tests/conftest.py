@@ -62,7 +62,7 @@ _EMBEDDED_NAMES = re.compile(r"sqlite|duckdb|memory", re.I)
 #: many generated histories and the measuring loops. Every embedded backend
 #: still runs the rest of the conformance suite in the README's command.
 _LONG_TESTS = re.compile(
-    r"tests/reliability/test_concurrency\.py"
+    r"tests/reliability/test_(concurrency|async_processes)\.py"
     r"|TestConformanceCommand|test_conformance_counts_tests"
     r"|tests/mongodb/test_(async_)?standin_suite\.py"
     r"|test_window_matches_the_pure_policy\[\w+-([3-9]|\d\d+)\]"
@@ -87,19 +87,24 @@ def _embedded_only(item: pytest.Item) -> bool:
     )
 
 
-@pytest.hookimpl(tryfirst=True)  # before ``-m`` selects on the markers added here
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Mark the long tests, and group each server's tests for ``--dist loadgroup``.
+
+    Here, as each test is collected, so the markers are on before any
+    ``pytest_collection_modifyitems`` (``-m``, xdist's grouping) reads them.
+    """
+    if _LONG_TESTS.search(item.nodeid):
+        item.add_marker(pytest.mark.long)
+    server = _SERVER_NAMES.search(item.nodeid)
+    if server:
+        # Under ``-n N --dist loadgroup`` one worker runs all of a server's
+        # tests, one at a time as before; different servers run side by side.
+        item.add_marker(pytest.mark.xdist_group(server.group(0).lower()))
+
+
 def pytest_collection_modifyitems(
     config: pytest.Config, items: list[pytest.Item]
 ) -> None:
-    grouping = config.pluginmanager.hasplugin("xdist")
-    for item in items:
-        if _LONG_TESTS.search(item.nodeid):
-            item.add_marker(pytest.mark.long)
-        server = _SERVER_NAMES.search(item.nodeid)
-        if server and grouping:
-            # Under ``-n N --dist loadgroup`` one worker runs all of a server's
-            # tests, one at a time as before; different servers run side by side.
-            item.add_marker(pytest.mark.xdist_group(server.group(0).lower()))
     if config.getoption("--servers-only"):
         left_out = [item for item in items if _embedded_only(item)]
         if left_out:

@@ -42,25 +42,25 @@ BACKENDS = [
 CASSANDRA_SETTLE_SECONDS = 10.0
 
 
-def open_repository(backend: str, driver: str | None) -> Any:
+def repository_spec(backend: str, driver: str | None) -> tuple[str, dict[str, Any]]:
+    """The URL and options of a fresh store of ``backend``, under names of its own."""
+    tag = uuid.uuid4().hex[:12]
     if backend == "redis":
-        prefix = f"chatledger-test:{uuid.uuid4().hex[:12]}:"
-        return connect_async(backend_url("redis"), key_prefix=prefix)
+        return backend_url("redis"), {"key_prefix": f"chatledger-test:{tag}:"}
     if backend == "neo4j":
-        tag = uuid.uuid4().hex[:12]
-        return connect_async(
-            backend_url("neo4j"),
-            conversation_label=f"ConversationX{tag}",
-            message_label=f"MessageX{tag}",
-        )
+        return backend_url("neo4j"), {
+            "conversation_label": f"ConversationX{tag}",
+            "message_label": f"MessageX{tag}",
+        }
     if backend == "cassandra":
-        table = f"cl_{uuid.uuid4().hex[:16]}"
-        return connect_async(
-            backend_url("cassandra"), table=table, create_keyspace=True
-        )
+        return backend_url("cassandra"), {"table": f"cl_{tag}", "create_keyspace": True}
     assert driver is not None
-    table = f"cl_{uuid.uuid4().hex[:16]}"
-    return connect_async(with_driver(backend_url(backend), driver), table_name=table)
+    return with_driver(backend_url(backend), driver), {"table_name": f"cl_{tag}"}
+
+
+def open_repository(backend: str, driver: str | None) -> Any:
+    url, options = repository_spec(backend, driver)
+    return connect_async(url, **options)
 
 
 def in_transaction(connection: Any) -> bool:
