@@ -42,6 +42,12 @@ LOCAL_BACKENDS = ["memory", "sqlite", "duckdb"]
 EXTRA_SERVER_BACKENDS = ["redis_cluster"]
 
 
+#: Three workers, each server's tests on one of them (the test ids name their
+#: server, see tests/conftest.py), so no two workers meet on a server: the
+#: tests mostly wait on their servers, so three keep two cores busy.
+SERVER_WORKERS = ["-n", "3", "--dist", "loadgroup"]
+
+
 PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
 
 
@@ -93,9 +99,7 @@ def servers(session: nox.Session) -> None:
             "the local servers, and bash .ci/run sets the URLs"
         )
     _install_everything(session, "containers")
-    # One worker per core; each server's tests stay on one worker (the test
-    # ids name their server, see tests/conftest.py), so no two of them meet.
-    parallel = [] if "-n" in session.posargs else ["-n", "auto", "--dist", "loadgroup"]
+    parallel = [] if "-n" in session.posargs else SERVER_WORKERS
     session.run(
         "pytest",
         "--servers-only",
@@ -109,16 +113,17 @@ def servers(session: nox.Session) -> None:
 def stress(session: nox.Session) -> None:
     """Run the long stress tests against the servers whose URLs are set."""
     _install_everything(session)
-    session.run(
-        "pytest", "tests/reliability/test_stress.py", "--run-slow", *session.posargs
-    )
-    # The backends the everyday run scales down, at full size.
+    parallel = [] if "-n" in session.posargs else SERVER_WORKERS
+    # With the stress runs, the concurrency runs that the everyday run scales
+    # down (DuckDB, Cassandra), at full size.
     session.run(
         "pytest",
+        "tests/reliability/test_stress.py",
         "tests/reliability/test_concurrency.py",
         "--run-slow",
         "-k",
-        "duckdb",
+        "test_stress or duckdb or cassandra",
+        *parallel,
         *session.posargs,
     )
 

@@ -73,18 +73,23 @@ _LONG_TESTS = re.compile(
 )
 
 
+#: Folders whose tests need no server, whatever their ids name.
+_OFFLINE_FOLDERS = ("tests/unit/", "tests/docs/")
+
+
 def _embedded_only(item: pytest.Item) -> bool:
-    """Whether the test needs no server: an embedded backend's test, or a unit test.
+    """Whether the test needs no server: an embedded backend's test, or an offline one.
 
     A test that names a server anywhere in its id is kept, so a mixed test
     (copying from SQLite to PostgreSQL) still runs with the servers, and so
-    is a long test, which the README's command left out.
+    is a long test, which the README's command left out. The unit tests and
+    the documentation's examples run offline, whatever their ids name.
     """
+    if item.nodeid.startswith(_OFFLINE_FOLDERS):
+        return True
     if _SERVER_NAMES.search(item.nodeid) or item.get_closest_marker("long"):
         return False
-    return bool(_EMBEDDED_NAMES.search(item.nodeid)) or item.nodeid.startswith(
-        "tests/unit/"
-    )
+    return bool(_EMBEDDED_NAMES.search(item.nodeid))
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:

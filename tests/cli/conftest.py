@@ -16,6 +16,14 @@ import pytest
 from tests.cli import filestore
 
 HAVE_SQL = importlib.util.find_spec("chatledger_sql") is not None
+#: Arguments after ``chatledger conformance URL`` that leave out the suite's
+#: slowest cases on a server: tests/conformance runs the whole suite there,
+#: and these tests are about the command and its namespace.
+QUICK_SUITE = (
+    "--",
+    "-k",
+    "not window_matches_the_pure_policy and not listing_is_complete and not concurrent",
+)
 NO_SQL = "chatledger-sql is not installed (pip install -e ./packages/sql)"
 
 

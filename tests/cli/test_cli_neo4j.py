@@ -11,7 +11,7 @@ import pytest
 
 from chatledger import connect
 from tests.backends import backend_url
-from tests.cli.conftest import Cli, file_url
+from tests.cli.conftest import QUICK_SUITE, Cli, file_url
 from tests.cli.test_cli import _jsonl, _sample
 
 HAVE_NEO4J = importlib.util.find_spec("chatledger_neo4j") is not None
@@ -66,6 +66,7 @@ class TestNeo4jCli:
             "conversation_label",
             "-o",
             f"message_label={labels['message_label']}",
+            *QUICK_SUITE,
             timeout=600,
         )
         assert done.code == 0, done.out + done.err

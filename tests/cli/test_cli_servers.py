@@ -12,7 +12,7 @@ from sqlalchemy import create_engine, inspect
 
 from chatledger import connect
 from tests.backends import backend_url
-from tests.cli.conftest import HAVE_SQL, NO_SQL, Cli, file_url
+from tests.cli.conftest import HAVE_SQL, NO_SQL, QUICK_SUITE, Cli, file_url
 from tests.cli.test_cli import _jsonl, _sample
 
 HAVE_REDIS = importlib.util.find_spec("chatledger_redis") is not None
@@ -52,7 +52,7 @@ class TestRedisCli:
         self, cli: Cli, redis_store: tuple[str, str]
     ) -> None:
         url, _ = redis_store
-        done = cli("conformance", url, "--namespace-option", "key_prefix")
+        done = cli("conformance", url, "--namespace-option", "key_prefix", *QUICK_SUITE)
         assert done.code == 0, done.out + done.err
         summary = done.out.strip().splitlines()[-1]
         assert "(atomic window append;" in summary
@@ -162,6 +162,7 @@ class TestCassandraCli:
             "table",
             "-o",
             "create_keyspace=true",
+            *QUICK_SUITE,
         )
         assert done.code == 0, done.out + done.err
         summary = done.out.strip().splitlines()[-1]
