@@ -115,16 +115,15 @@ def stress(session: nox.Session) -> None:
     _install_everything(session)
     parallel = [] if "-n" in session.posargs else SERVER_WORKERS
     # With the stress runs, the concurrency runs that the everyday run scales
-    # down (DuckDB, Cassandra), at full size.
+    # down (DuckDB, Cassandra), at full size; arguments replace this selection.
+    selection = session.posargs or ["-k", "test_stress or duckdb or cassandra"]
     session.run(
         "pytest",
         "tests/reliability/test_stress.py",
         "tests/reliability/test_concurrency.py",
         "--run-slow",
-        "-k",
-        "test_stress or duckdb or cassandra",
         *parallel,
-        *session.posargs,
+        *selection,
     )
 
 
