@@ -52,24 +52,26 @@ def make(
     return repository
 
 
-def records(repository: SqlChatMemoryRepository, cid: str) -> dict[str, int]:
-    """The conversation's rows of the record: message id to sequence number."""
-    e = repository.tables.evicted.c
+def _seq_by_id(
+    table: Any, repository: SqlChatMemoryRepository, cid: str
+) -> dict[str, int]:
+    """A table's rows of one conversation: message id to sequence number."""
+    c = table.c
     with repository.engine.connect() as connection:
         rows = connection.execute(
-            select(e.message_id, e.seq).where(e.conversation_id == cid)
+            select(c.message_id, c.seq).where(c.conversation_id == cid)
         )
         return {message_id: int(seq) for message_id, seq in rows}
+
+
+def records(repository: SqlChatMemoryRepository, cid: str) -> dict[str, int]:
+    """The conversation's rows of the record: message id to sequence number."""
+    return _seq_by_id(repository.tables.evicted, repository, cid)
 
 
 def seqs(repository: SqlChatMemoryRepository, cid: str) -> dict[str, int]:
     """The conversation's stored messages: message id to sequence number."""
-    m = repository.tables.messages.c
-    with repository.engine.connect() as connection:
-        rows = connection.execute(
-            select(m.message_id, m.seq).where(m.conversation_id == cid)
-        )
-        return {message_id: int(seq) for message_id, seq in rows}
+    return _seq_by_id(repository.tables.messages, repository, cid)
 
 
 def next_seq(repository: SqlChatMemoryRepository, cid: str) -> int:
