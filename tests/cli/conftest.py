@@ -1,15 +1,20 @@
-"""Run the installed ``chatledger`` console script as a subprocess."""
+"""Run ``chatledger`` commands the way the installed console script runs them."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
+import logging
 import os
 import shutil
 import subprocess
 import sys
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 import pytest
 
@@ -59,28 +64,107 @@ def plugin_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def cli(chatledger_script: str, plugin_folder: Path, tmp_path: Path) -> Cli:
-    """Run ``chatledger ARGS...`` in tmp_path; returns exit code and output."""
+    """Run ``chatledger ARGS...`` in tmp_path; returns exit code and output.
 
-    def run(*args: str, stdin: str | None = None, timeout: float = 180) -> Run:
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (str(plugin_folder), env.get("PYTHONPATH")) if p
-        )
-        env["PYTHONIOENCODING"] = "utf-8"
-        done = subprocess.run(
-            [chatledger_script, *args],
-            input=stdin,
-            capture_output=True,
-            text=True,
-            encoding="utf-8",
-            cwd=tmp_path,
-            env=env,
-            timeout=timeout,
-            check=False,
-        )
-        return Run(done.returncode, done.stdout, done.stderr)
+    Commands run in this process through :func:`chatledger.cli.main` (a new
+    Python per command cost most of these tests' time), but ``conformance``,
+    which runs pytest and cannot nest in this one, and any command given
+    ``child=True``, which runs the installed console script in a new process.
+    """
+
+    def run(
+        *args: str, stdin: str | None = None, timeout: float = 180, child: bool = False
+    ) -> Run:
+        if child or (args and args[0] == "conformance"):
+            script = chatledger_script
+            return _in_child(script, plugin_folder, tmp_path, args, stdin, timeout)
+        return _in_process(plugin_folder, tmp_path, args, stdin)
 
     return run
+
+
+def _in_child(
+    script: str,
+    plugin_folder: Path,
+    cwd: Path,
+    args: tuple[str, ...],
+    stdin: str | None,
+    timeout: float,
+) -> Run:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(plugin_folder), env.get("PYTHONPATH")) if p
+    )
+    env["PYTHONIOENCODING"] = "utf-8"
+    done = subprocess.run(
+        [script, *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        encoding="utf-8",
+        cwd=cwd,
+        env=env,
+        timeout=timeout,
+        check=False,
+    )
+    return Run(done.returncode, done.stdout, done.stderr)
+
+
+def _text_stream(data: bytes = b"") -> io.TextIOWrapper:
+    """A standard stream as a console script has one (text over bytes, UTF-8)."""
+    return io.TextIOWrapper(io.BytesIO(data), encoding="utf-8", newline=None)
+
+
+def _in_process(
+    plugin_folder: Path, cwd: Path, args: tuple[str, ...], stdin: str | None
+) -> Run:
+    """``chatledger.cli.main(args)`` with the process state a fresh run starts with.
+
+    Standard streams, the working folder, ``sys.path`` (the testfile:// adapter),
+    warnings shown on stderr as Python shows them (pytest would record them),
+    the root logger and the command's memory of passwords are each the run's
+    own and put back afterwards.
+    """
+    from chatledger import cli as cli_module
+
+    out, err = _text_stream(), _text_stream()
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    saved = (sys.stdin, sys.stdout, sys.stderr, list(sys.path), cli_module._SECRETS)
+
+    def show(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: TextIO | None = None,
+        line: str | None = None,
+    ) -> None:
+        shown = warnings.formatwarning(message, category, filename, lineno, line)
+        sys.stderr.write(shown)
+
+    try:
+        sys.stdin = _text_stream((stdin or "").encode("utf-8"))
+        sys.stdout, sys.stderr = out, err
+        sys.path.insert(0, str(plugin_folder))
+        cli_module._SECRETS = cli_module._Secrets()
+        with contextlib.chdir(cwd), warnings.catch_warnings():
+            warnings.resetwarnings()
+            warnings.simplefilter("default")
+            warnings.showwarning = show
+            code = cli_module.main(list(args))
+    finally:
+        sys.stdin, sys.stdout, sys.stderr, sys.path[:], cli_module._SECRETS = saved
+        root.handlers[:] = handlers
+        root.setLevel(level)
+    return Run(code, _drained(out), _drained(err))
+
+
+def _drained(stream: io.TextIOWrapper) -> str:
+    stream.flush()
+    raw = stream.buffer
+    assert isinstance(raw, io.BytesIO)
+    return raw.getvalue().decode("utf-8").replace("\r\n", "\n")
 
 
 def file_url(kind: str, path: Path) -> str:

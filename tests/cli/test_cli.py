@@ -70,11 +70,11 @@ def _one_line_error(run_err: str) -> str:
 
 class TestUsage:
     def test_help_and_version(self, cli: Cli) -> None:
-        shown = cli("--help")
+        shown = cli("--help", child=True)
         assert shown.code == 0
         for command in ("demo", "ls", "show", "export", "import", "copy", "rm"):
             assert command in shown.out
-        version = cli("--version")
+        version = cli("--version", child=True)
         assert version.code == 0
         assert version.out.startswith("chatledger ")
 

@@ -29,7 +29,7 @@ import tempfile
 import traceback
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO, Any, NoReturn, TypeVar
 from urllib.parse import parse_qs, unquote
@@ -138,9 +138,17 @@ _CLIENT_DEFAULTS: dict[str, dict[str, Any]] = {
 
 
 def _open(
-    url: str, options: dict[str, Any], *, create: bool = True
+    url: str,
+    options: dict[str, Any],
+    *,
+    create: bool = True,
+    closing: list[object] | None = None,
 ) -> ChatMemoryRepository:
-    """Open ``url``; with ``create=False`` the adapter creates no storage."""
+    """Open ``url``; with ``create=False`` the adapter creates no storage.
+
+    Put in ``closing`` (the command's :func:`_closed_after` list), the
+    repository is closed when the command ends, whether it succeeded or not.
+    """
     options = dict(options)
     query = url.partition("?")[2].partition("#")[0]
     given = {name.lower() for name in [*options, *parse_qs(query)]}
@@ -154,11 +162,14 @@ def _open(
         for flag in _CREATE_FLAGS:
             if flag in declared:
                 options.setdefault(flag, False)
-    return connect(url, **options)
+    repository = connect(url, **options)
+    if closing is not None:
+        closing.append(repository)
+    return repository
 
 
 def _demo(args: argparse.Namespace) -> int:
-    repository = _open(args.url, args.options)
+    repository = _open(args.url, args.options, closing=args.closing)
     play(
         repository,
         redact_url(args.url),
@@ -187,7 +198,7 @@ def _conversation_ids(repository: ChatMemoryRepository) -> Iterator[str]:
 
 
 def _ls(args: argparse.Namespace) -> int:
-    repository = _open(args.url, args.options, create=False)
+    repository = _open(args.url, args.options, create=False, closing=args.closing)
     counting = isinstance(repository, SupportsCountMessages)
     for cid in _conversation_ids(repository):
         if not (args.long or args.times):
@@ -220,7 +231,7 @@ def _read(repository: ChatMemoryRepository, url: str, cid: str) -> list[Message]
 
 def _show(args: argparse.Namespace) -> int:
     validate_conversation_id(args.id)
-    repository = _open(args.url, args.options, create=False)
+    repository = _open(args.url, args.options, create=False, closing=args.closing)
     messages = _read(repository, args.url, args.id)
     for number, message in enumerate(messages, start=1):
         stamp = (
@@ -239,7 +250,7 @@ def _rm(args: argparse.Namespace) -> int:
     for cid in args.ids:
         validate_conversation_id(cid)
     # Nothing to remove from a store that does not exist: do not create it.
-    repository = _open(args.url, args.options, create=False)
+    repository = _open(args.url, args.options, create=False, closing=args.closing)
     known = set(repository.find_conversation_ids())
     missing = [cid for cid in args.ids if cid not in known]
     if missing and not args.force:
@@ -289,7 +300,7 @@ def _output(path: str | None) -> Iterator[IO[str]]:
 def _export(args: argparse.Namespace) -> int:
     for cid in args.ids:
         validate_conversation_id(cid)
-    repository = _open(args.url, args.options, create=False)
+    repository = _open(args.url, args.options, create=False, closing=args.closing)
     conversations: Iterable[tuple[str, list[Message]]]
     if args.ids:
         # Named conversations are all checked before the first line is written.
@@ -320,7 +331,7 @@ def _import(args: argparse.Namespace) -> int:
             conversations = read_export(handle, args.file)
         name = args.file
     # The whole file is checked: from here on only the store can refuse.
-    repository = _open(args.url, args.options)
+    repository = _open(args.url, args.options, closing=args.closing)
     progress = _progress(args, "importing", len(conversations))
     try:
         save_conversations(
@@ -403,8 +414,8 @@ def _counted(items: Iterable[_T], progress: Progress) -> Iterator[_T]:
 
 def _copy(args: argparse.Namespace) -> int:
     _refuse_in_process(args.target, "copy")
-    source = _open(args.source, args.options, create=False)
-    target = _open(args.target, args.target_options)
+    source = _open(args.source, args.options, create=False, closing=args.closing)
+    target = _open(args.target, args.target_options, closing=args.closing)
     ids = sorted(source.find_conversation_ids())
     progress = _progress(args, "copying", len(ids))
     read = 0
@@ -614,6 +625,25 @@ async def _aclose(repository: object) -> None:
     aclose = getattr(repository, "aclose", None)
     if callable(aclose):
         await aclose()
+
+
+@contextmanager
+def _closed_after() -> Iterator[list[object]]:
+    """A list to put repositories in; each is closed, newest first, on leaving.
+
+    A close that fails after the command succeeded is the command's error;
+    after it failed, the command's own error is the one reported.
+    """
+    opened: list[object] = []
+    try:
+        yield opened
+    except BaseException:
+        for repository in reversed(opened):
+            with suppress(Exception):
+                _close(repository)
+        raise
+    for repository in reversed(opened):
+        _close(repository)
 
 
 def _close(repository: object) -> None:
@@ -1222,7 +1252,8 @@ def _run(args: argparse.Namespace) -> int:
     if getattr(args, "max_messages", 1) < 1:
         raise UsageError("--max-messages must be at least 1")
     run: Callable[[argparse.Namespace], int] = args.run
-    return run(args)
+    with _closed_after() as args.closing:
+        return run(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
