@@ -216,28 +216,35 @@ def run_interleaved(
             errors.append(f"{variant.key}: {type(exc).__name__}: {exc}")
     clock = time.perf_counter_ns
     shuffler = random.Random(seed)
-    for round_index in range(rounds):
-        shuffler.shuffle(live)
-        for variant in list(live):
-            batch = -(-variant.samples // rounds)
-            batch = min(batch, variant.samples - len(variant.taken))
-            gc.collect()
-            op = variant.op
-            taken = variant.taken
-            cpu_start = time.thread_time_ns()
-            try:
-                for _ in range(batch):
-                    start = clock()
-                    op()
-                    taken.append(clock() - start)
-                variant.cpu_ns += time.thread_time_ns() - cpu_start
-            except Exception as exc:
-                errors.append(
-                    f"{variant.key} round {round_index}: {type(exc).__name__}: {exc}"
-                )
-                live.remove(variant)
-            if on_batch is not None:
-                on_batch()
+    # Every batch starts with a collection so that none runs inside it;
+    # what existed before the run (a test runner's or an application's
+    # objects) is set aside, so that each collection scans only the run's own.
+    gc.collect()
+    gc.freeze()
+    try:
+        for round_index in range(rounds):
+            shuffler.shuffle(live)
+            for variant in list(live):
+                batch = -(-variant.samples // rounds)
+                batch = min(batch, variant.samples - len(variant.taken))
+                gc.collect()
+                op = variant.op
+                taken = variant.taken
+                cpu_start = time.thread_time_ns()
+                try:
+                    for _ in range(batch):
+                        start = clock()
+                        op()
+                        taken.append(clock() - start)
+                    variant.cpu_ns += time.thread_time_ns() - cpu_start
+                except Exception as exc:
+                    failure = f"{type(exc).__name__}: {exc}"
+                    errors.append(f"{variant.key} round {round_index}: {failure}")
+                    live.remove(variant)
+                if on_batch is not None:
+                    on_batch()
+    finally:
+        gc.unfreeze()
     stats = {v.key: Stats.of(v.taken, v.cpu_ns) for v in variants if v.taken}
     return stats, errors
 
