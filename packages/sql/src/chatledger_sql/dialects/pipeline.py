@@ -1,5 +1,10 @@
 """One PostgreSQL write transaction in two round trips: psycopg 3's pipeline mode.
 
+The same on psycopg's sync and async connections: on an ``AsyncEngine`` the
+dialect's steps run in SQLAlchemy's ``run_sync`` greenlet, and each call
+into psycopg's ``AsyncConnection`` is awaited there as SQLAlchemy's own
+async adaptation awaits its statements.
+
 Example (needs a PostgreSQL server; what :class:`PostgresDialect` does):
     write = PipelinedWrite.start(connection)  # None: not psycopg 3, or no pipelines
     state = write.lock(lock_sql, parameters)  # BEGIN and the lock: one round trip
@@ -25,9 +30,10 @@ the repository retries them like those of any other statement.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import exc
+from sqlalchemy import exc, util
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -37,15 +43,18 @@ __all__ = ["PipelinedWrite"]
 _supported: dict[int, bool] = {}
 
 
-def _pipelines(connection: Connection) -> bool:
-    """True for psycopg 3's sync connection on a libpq with pipeline mode (14+).
+#: Waits for an awaitable inside SQLAlchemy's greenlet (its name since 2.1).
+_await: Callable[[Any], Any] = getattr(util, "await_", None) or util.await_only
 
-    The async connection (an ``AsyncEngine`` on ``postgresql+psycopg``) has
-    the same driver name but only awaitable pipelines: it writes statement by
-    statement.
-    """
+
+def _no_wait(value: Any) -> Any:
+    return value
+
+
+def _pipelines(connection: Connection) -> bool:
+    """True for psycopg 3 (sync or async) on a libpq with pipeline mode (14+)."""
     dialect = connection.dialect
-    if dialect.driver != "psycopg" or dialect.is_async:
+    if dialect.driver != "psycopg":
         return False
     module = dialect.loaded_dbapi
     known = _supported.get(id(module))
@@ -65,6 +74,7 @@ class PipelinedWrite:
     """
 
     __slots__ = (
+        "_async",
         "_connection",
         "_cursor",
         "_dbapi",
@@ -72,6 +82,7 @@ class PipelinedWrite:
         "_pipeline",
         "_transaction",
         "_transaction_type",
+        "_wait",
         "began",
     )
 
@@ -81,7 +92,11 @@ class PipelinedWrite:
         self._dbapi = dbapi
         module = connection.dialect.loaded_dbapi
         self._errors: type[Exception] = module.Error
-        self._transaction_type: Any = module.Transaction
+        self._async = bool(connection.dialect.is_async)
+        self._wait = _await if self._async else _no_wait
+        self._transaction_type: Any = (
+            module.AsyncTransaction if self._async else module.Transaction
+        )
         self._cursor: Any = None
         self._pipeline: Any = None
         self._transaction: Any = None
@@ -97,7 +112,7 @@ class PipelinedWrite:
         """
         if not _pipelines(connection):
             return None
-        dbapi = connection.connection.dbapi_connection
+        dbapi = connection.connection.driver_connection
         if (
             dbapi is None
             or dbapi.autocommit
@@ -116,7 +131,7 @@ class PipelinedWrite:
         if self.began or dbapi.info.transaction_status != 0:
             return None
         try:
-            dbapi.autocommit = True
+            self._wait(dbapi.set_autocommit(True))
             self.began = True
             cursor = self._cursor = dbapi.cursor()
             # psycopg's own transaction block: its BEGIN (with the
@@ -124,10 +139,16 @@ class PipelinedWrite:
             # settings) and COMMIT are queued in a pipeline, not each
             # sent and synced.
             transaction = self._transaction = self._transaction_type(dbapi)
-            with dbapi.pipeline():
-                transaction.__enter__()
-                cursor.execute(sql, parameters)
-            row = cursor.fetchone()
+            pipeline = dbapi.pipeline()
+            self._enter(pipeline)
+            try:
+                self._enter(transaction)
+                self._wait(cursor.execute(sql, parameters))
+            except BaseException as error:
+                self._exit(pipeline, error)
+                raise
+            self._exit(pipeline, None)
+            row = self._wait(cursor.fetchone())
             names = [column.name for column in cursor.description]
         except self._errors as error:
             raise self._wrap(error, sql, parameters) from error
@@ -139,8 +160,8 @@ class PipelinedWrite:
             raise RuntimeError("send() needs a locked transaction and no pending write")
         try:
             self._pipeline = self._dbapi.pipeline()
-            self._pipeline.__enter__()
-            self._cursor.execute(sql, parameters)
+            self._enter(self._pipeline)
+            self._wait(self._cursor.execute(sql, parameters))
         except self._errors as error:
             raise self._wrap(error, sql, parameters) from error
 
@@ -150,9 +171,9 @@ class PipelinedWrite:
         pipeline, self._pipeline = self._pipeline, None
         try:
             if transaction is not None:
-                transaction.__exit__(None, None, None)
+                self._exit(transaction, None)
             if pipeline is not None:
-                pipeline.__exit__(None, None, None)
+                self._exit(pipeline, None)
         except self._errors as error:
             raise self._wrap(error, "COMMIT", None) from error
 
@@ -161,7 +182,7 @@ class PipelinedWrite:
         if not self.began:
             return
         try:
-            self._dbapi.autocommit = False
+            self._wait(self._dbapi.set_autocommit(False))
         except self._errors:
             # Nothing is left to lose (the write committed); a connection
             # that cannot be reset must not go back to the pool in autocommit.
@@ -180,16 +201,35 @@ class PipelinedWrite:
             if pipeline is not None:
                 # Waits for the pending answers; their error is not the news.
                 with contextlib.suppress(self._errors):
-                    pipeline.__exit__(None, None, None)
+                    self._exit(pipeline, None)
             transaction, self._transaction = self._transaction, None
             if transaction is not None:
                 transaction.force_rollback = True
-                transaction.__exit__(None, None, None)
+                self._exit(transaction, None)
             if self._dbapi.info.transaction_status != 0:
-                self._dbapi.rollback()
-            self._dbapi.autocommit = False
+                self._wait(self._dbapi.rollback())
+            self._wait(self._dbapi.set_autocommit(False))
         except Exception as error:
             self._invalidate(error)
+
+    def _enter(self, block: Any) -> None:
+        """Enter psycopg's ``block`` (a pipeline, a transaction), sync or async."""
+        if self._async:
+            self._wait(block.__aenter__())
+        else:
+            block.__enter__()
+
+    def _exit(self, block: Any, error: BaseException | None) -> None:
+        """Leave ``block`` as a ``with`` (``async with``) leaves it on ``error``."""
+        details = (
+            (None, None, None)
+            if error is None
+            else (type(error), error, error.__traceback__)
+        )
+        if self._async:
+            self._wait(block.__aexit__(*details))
+        else:
+            block.__exit__(*details)
 
     def _invalidate(self, error: BaseException | None) -> None:
         with contextlib.suppress(Exception):
