@@ -2,19 +2,27 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.ext.asyncio import create_async_engine
 
-from chatledger import ContentionError, Message, MessageWindowChatMemory
+from chatledger import (
+    AsyncMessageWindowChatMemory,
+    ContentionError,
+    Message,
+    MessageWindowChatMemory,
+)
 from chatledger.faults import FAULT_POINTS
-from chatledger_sql import SqlChatMemoryRepository
+from chatledger_sql import AsyncSqlChatMemoryRepository, SqlChatMemoryRepository
 from chatledger_sql.dialects import DialectMismatchWarning, MySQLDialect, pipeline
 from chatledger_sql.dialects.base import RetryTransaction
 from chatledger_sql.dialects.mysql import MAX_BLOCK_TEXT
 from tests.backends import backend_url
+from tests.conformance.test_async_sql import with_driver
 from tests.sql.conftest import unique_table
 from tests.sql.wire import PgWire
 
@@ -116,6 +124,34 @@ def test_postgres_pipelined_begin_keeps_the_isolation_level() -> None:
     finally:
         repository.drop_schema()
         engine.dispose()
+        wire.close()
+
+
+def test_postgres_async_append_is_pipelined_like_the_sync_one() -> None:
+    """psycopg's async connection: the same two round trips per append."""
+    engine = create_async_engine(with_driver(backend_url("postgresql"), "psycopg"))
+    wire = PgWire(engine.sync_engine)
+    repository = AsyncSqlChatMemoryRepository(engine, table_name=unique_table())
+
+    async def scenario() -> None:
+        memory = AsyncMessageWindowChatMemory(repository, max_messages=4)
+        try:
+            for turn in range(3):
+                await memory.add(
+                    "c", [Message.user(f"u{turn}"), Message.assistant(f"a{turn}")]
+                )
+            wire.reset()
+            await memory.add("c", [Message.user("next")])
+            assert wire.round_trips() == [["BEGIN", "INSERT"], ["WITH", "COMMIT"]]
+            contents = [m.content for m in await memory.get("c")]
+            assert contents == ["u2", "a2", "next"]
+        finally:
+            await repository.drop_schema()
+            await engine.dispose()
+
+    try:
+        asyncio.run(scenario())
+    finally:
         wire.close()
 
 
@@ -277,6 +313,41 @@ def test_mariadb_append_is_two_compound_statements() -> None:
     finally:
         repository.drop_schema()
         engine.dispose()
+
+
+@pytest.mark.parametrize("driver", ["asyncmy", "aiomysql"])
+def test_mariadb_async_append_is_two_compound_statements(driver: str) -> None:
+    """The async drivers (``format`` parameters) send the same two blocks."""
+    engine = create_async_engine(with_driver(backend_url("mariadb"), driver))
+    counter = Counter(engine.sync_engine)
+    repository = AsyncSqlChatMemoryRepository(engine, table_name=unique_table())
+
+    async def scenario() -> None:
+        memory = AsyncMessageWindowChatMemory(repository, max_messages=5)
+        try:
+            await memory.add("c", [Message.system("S"), Message.user("u0")])
+            await memory.add("c", [Message.assistant("a0")])
+            counter.reset()
+            await memory.add("c", [Message.user("u1"), Message.assistant("a1")])
+            assert counter.statements == ["BEGIN", "BEGIN"]
+            lock, write = counter.texts
+            assert _steps(lock) == ["INSERT", "SELECT"]
+            assert _steps(write) == ["INSERT", "UPDATE"]
+            counter.reset()
+            await memory.add("c", [Message.user("u2"), Message.assistant("a2")])
+            assert _steps(counter.texts[1]) == [
+                "INSERT",
+                "DELETE",
+                "INSERT",
+                "UPDATE",
+            ]
+            contents = [m.content for m in await memory.get("c")]
+            assert contents == ["S", "u1", "a1", "u2", "a2"]
+        finally:
+            await repository.drop_schema()
+            await engine.dispose()
+
+    asyncio.run(scenario())
 
 
 def _steps(block: str) -> list[str]:

@@ -1,7 +1,7 @@
 """What crosses the wire to PostgreSQL, as libpq traces it: round trips, statements.
 
 Example:
-    wire = PgWire(engine)        # before the engine's first checkout
+    wire = PgWire(engine)        # before the first checkout (async: engine.sync_engine)
     wire.reset()
     memory.add("c", message)
     assert wire.round_trips() == [["BEGIN", "INSERT"], ["WITH", "COMMIT"]]
@@ -42,9 +42,11 @@ class PgWire:
 
         record.info["wire_traced"] = True
         self._flags = pq.Trace.SUPPRESS_TIMESTAMPS | pq.Trace.REGRESS_MODE
-        dbapi.pgconn.trace(self._fd)
-        dbapi.pgconn.set_trace_flags(self._flags)
-        self._traced.append(dbapi.pgconn)
+        # An async engine's pool holds SQLAlchemy's adapter around psycopg's.
+        pgconn = getattr(dbapi, "driver_connection", dbapi).pgconn
+        pgconn.trace(self._fd)
+        pgconn.set_trace_flags(self._flags)
+        self._traced.append(pgconn)
 
     def _flush(self) -> str:
         # libpq buffers its trace in a stdio stream; untracing flushes it.

@@ -11,8 +11,10 @@ a failing statement leaves the ones before it done, in the transaction the
 caller then rolls back, exactly as if they had been sent one by one.
 
 The statements are SQLAlchemy constructs compiled once for the engine's
-dialect (a ``pyformat`` driver such as PyMySQL). Their bound parameters keep
-their names, so a name used by several statements (``cid``) takes one value;
+dialect: a ``pyformat`` driver such as PyMySQL, or a ``format`` one such as
+the async asyncmy and aiomysql, whose parameters go by position. Their bound
+parameters keep their names, so a name used by several statements (``cid``)
+takes one value;
 constants SQLAlchemy would bind (``'system'``, ``version + 1``) come along,
 and values go through their column types' bind processing, as through
 SQLAlchemy.
@@ -27,7 +29,10 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ClauseElement
 
-__all__ = ["CompoundStatement"]
+__all__ = ["PARAMSTYLES", "CompoundStatement"]
+
+#: The drivers' parameter styles a compound statement can be sent in.
+PARAMSTYLES = ("pyformat", "format")
 
 
 class CompoundStatement:
@@ -35,19 +40,23 @@ class CompoundStatement:
 
     Args:
         dialect: The engine's SQLAlchemy dialect (its paramstyle must be
-            ``pyformat``).
+            ``pyformat`` or ``format``).
         statements: The statements, in order.
 
     Raises:
         ValueError: two statements bind one constant name to different values.
     """
 
-    __slots__ = ("_constants", "_processors", "sql")
+    __slots__ = ("_constants", "_order", "_processors", "sql")
 
     def __init__(self, dialect: Dialect, statements: Sequence[ClauseElement]) -> None:
         """Compile ``statements`` for ``dialect``."""
-        if dialect.paramstyle != "pyformat":
-            raise ValueError(f"needs a pyformat driver, not {dialect.paramstyle!r}")
+        if dialect.paramstyle not in PARAMSTYLES:
+            raise ValueError(
+                f"needs a pyformat or format driver, not {dialect.paramstyle!r}"
+            )
+        #: The parameters' names in placeholder order (``format``), or None.
+        self._order: list[str] | None = [] if dialect.paramstyle == "format" else None
         parts: list[str] = []
         constants: dict[str, Any] = {}
         processors: dict[str, Callable[[Any], Any]] = {}
@@ -55,6 +64,9 @@ class CompoundStatement:
             compiled = statement.compile(dialect=dialect)
             assert isinstance(compiled, SQLCompiler)
             parts.append(str(compiled))
+            if self._order is not None:
+                assert compiled.positiontup is not None
+                self._order.extend(compiled.positiontup)
             for name, bind in compiled.binds.items():
                 processor = bind.type.bind_processor(dialect)
                 if processor is not None:
@@ -72,11 +84,14 @@ class CompoundStatement:
         self._constants = constants
         self._processors = processors
 
-    def parameters(self, values: dict[str, Any]) -> dict[str, Any]:
-        """The driver's parameters: the constants, then ``values`` processed."""
+    def parameters(self, values: dict[str, Any]) -> dict[str, Any] | tuple[Any, ...]:
+        """The driver's parameters: the constants, then ``values`` processed;
+        by name, or in placeholder order for a ``format`` driver."""
         parameters = dict(self._constants)
         processors = self._processors
         for name, value in values.items():
             processor = processors.get(name)
             parameters[name] = value if processor is None else processor(value)
-        return parameters
+        if self._order is None:
+            return parameters
+        return tuple([parameters[name] for name in self._order])

@@ -36,7 +36,7 @@ from sqlalchemy.dialects.mysql import insert as mysql_insert
 from sqlalchemy.types import NullType, TypeEngine
 
 from chatledger_sql.dialects.base import ConversationState, SqlDialect
-from chatledger_sql.dialects.compound import CompoundStatement
+from chatledger_sql.dialects.compound import PARAMSTYLES, CompoundStatement
 from chatledger_sql.types import UtcDateTime
 
 if TYPE_CHECKING:
@@ -171,10 +171,10 @@ class MySQLDialect(SqlDialect):
 class MariaDBDialect(MySQLDialect):
     """MariaDB 10.5 and later (detected even behind a ``mysql://`` URL).
 
-    With a ``pyformat`` driver (PyMySQL, the default) a window append sends
-    its statements as two compound statements (``BEGIN NOT ATOMIC ...
-    END``): the upsert with the probing read, then the deletes, the insert
-    and the conversation update. The locks taken, and their order, are those
+    With a ``pyformat`` or ``format`` driver (PyMySQL, the default; asyncmy
+    and aiomysql) a window append sends its statements as two compound
+    statements (``BEGIN NOT ATOMIC ... END``): the upsert with the probing
+    read, then the deletes, the insert and the conversation update. The locks taken, and their order, are those
     of the statements sent one by one.
     """
 
@@ -183,10 +183,10 @@ class MariaDBDialect(MySQLDialect):
     id_collation = "utf8mb4_nopad_bin"
 
     def native(self, connection: Connection) -> bool:
-        """MariaDB through a ``pyformat`` driver: compound statements apply."""
+        """MariaDB through a driver whose parameter style compound statements take."""
         dialect = connection.dialect
         return bool(getattr(dialect, "is_mariadb", False)) and (
-            dialect.paramstyle == "pyformat"
+            dialect.paramstyle in PARAMSTYLES
         )
 
     def lock_conversation(
