@@ -69,7 +69,7 @@ _LONG_TESTS = re.compile(
     r"|test_conversation_listing_is_complete"
     r"|test_ttl_slides_on_every_write|test_conversation_expires_whole"
     r"|test_an_unreachable_mongodb_is_given_seconds"
-    r"|test_chatledger_round_trip|tests/unit/test_benchmark\.py"
+    r"|test_chatledger_round_trip"
 )
 
 
@@ -80,14 +80,17 @@ _OFFLINE_FOLDERS = ("tests/unit/", "tests/docs/")
 def _embedded_only(item: pytest.Item) -> bool:
     """Whether the test needs no server: an embedded backend's test, or an offline one.
 
-    A test that names a server anywhere in its id is kept, so a mixed test
-    (copying from SQLite to PostgreSQL) still runs with the servers, and so
-    is a long test, which the README's command left out. The unit tests and
-    the documentation's examples run offline, whatever their ids name.
+    A long test is kept wherever it is (the README's command left it out),
+    and so is a test that names a server anywhere in its id, so a mixed test
+    (copying from SQLite to PostgreSQL) still runs with the servers. The
+    other unit tests and the documentation's examples run offline, whatever
+    their ids name.
     """
+    if item.get_closest_marker("long"):
+        return False
     if item.nodeid.startswith(_OFFLINE_FOLDERS):
         return True
-    if _SERVER_NAMES.search(item.nodeid) or item.get_closest_marker("long"):
+    if _SERVER_NAMES.search(item.nodeid):
         return False
     return bool(_EMBEDDED_NAMES.search(item.nodeid))
 
