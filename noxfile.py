@@ -23,6 +23,9 @@ import nox
 
 nox.options.sessions = ["tests"]
 nox.options.reuse_existing_virtualenvs = True
+# uv builds the sessions' virtualenvs and installs ~150 packages in a fraction of
+# pip's time; without uv (a plain `pip install nox`) nox falls back to virtualenv.
+nox.options.default_venv_backend = "uv|virtualenv"
 
 ROOT = Path(__file__).parent
 PACKAGES = sorted(p.parent for p in (ROOT / "packages").glob("*/pyproject.toml"))
