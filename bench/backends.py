@@ -78,7 +78,7 @@ class Backend:
     Attributes:
         name: The name ``--backends`` takes.
         label: The name printed in the table.
-        append_target: The largest ours/floor append ratio at W=20 we aim for,
+        append_target: The largest ours/floor append ratio we aim for at every W,
             or ``None`` when there is no target for this backend.
         opener: Makes the :class:`Setup`, registering cleanup on the stack.
     """
