@@ -73,3 +73,22 @@ def test_malformed_or_tampered_input_is_rejected_or_inert(text: str) -> None:
 def test_none_and_empty_content_are_distinct() -> None:
     assert codec.from_json(codec.to_json(Message.assistant(None))).content is None
     assert codec.from_json(codec.to_json(Message.assistant(""))).content == ""
+
+
+@pytest.mark.parametrize("message", every_kind(), ids=lambda m: m.role.value)
+def test_the_encoding_is_plain_json_any_reader_takes(message: Message) -> None:
+    stamped = message.stamped(datetime(2026, 11, 29, tzinfo=UTC))
+    text = codec.to_json(stamped)
+    assert json.loads(text) == codec.to_dict(stamped)
+    assert codec.from_json(json.dumps(codec.to_dict(stamped))) == stamped
+
+
+def test_dumps_and_loads_keep_every_json_value() -> None:
+    value = {"big": -(2**70), "f": 1e16, "s": "é\x00\u2028", "l": [None, True, 0.1]}
+    text = codec.dumps(value)
+    assert "é" in text
+    assert "\x00" not in text
+    assert codec.loads(text) == value == codec.loads(text.encode())
+    assert codec.loads('{"nan": NaN}')["nan"] != codec.loads('{"nan": NaN}')["nan"]
+    with pytest.raises(ValueError):
+        codec.loads("{not json")

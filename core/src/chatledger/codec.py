@@ -21,10 +21,11 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import json.scanner
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
+
+import msgspec
 
 from chatledger.errors import InvalidMessageError
 from chatledger.messages import (
@@ -40,16 +41,49 @@ from chatledger.messages import (
     _text_ok,
 )
 
-__all__ = ["CODEC_VERSION", "from_dict", "from_json", "thaw", "to_dict", "to_json"]
+__all__ = [
+    "CODEC_VERSION",
+    "dumps",
+    "from_dict",
+    "from_json",
+    "loads",
+    "thaw",
+    "to_dict",
+    "to_json",
+]
 
 #: Written as ``"v"`` into every encoded message; bumped on any format change.
 CODEC_VERSION = 1
 
-# One encoder for every call: ``json.dumps`` with options builds a new one each time.
-_ENCODER = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"))
-# The decoder's scanner, called directly: json.loads adds two regex matches
-# and three calls around it. Any text it does not take whole goes to json.loads.
-_SCAN = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
+# msgspec's JSON: encoding 2-4x and parsing ~4x faster than the json module,
+# the same values back (integers of any size included). It refuses what the
+# codec would refuse anyway (lone surrogates, NaN, out-of-range floats); such
+# text goes to json.loads, whose values then fail the codec's own checks with
+# the codec's own error.
+_ENCODE = msgspec.json.Encoder().encode
+_DECODE = msgspec.json.Decoder().decode
+_REFUSED = (msgspec.DecodeError, UnicodeEncodeError)
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON text of plain JSON values, as the codec writes it.
+
+    For adapters that store part of a message's dict (see the module's
+    docstring). Non-ASCII text is written as is, not escaped.
+    """
+    return _ENCODE(value).decode()
+
+
+def loads(text: str | bytes) -> Any:
+    """The JSON values of ``text``, read the way :func:`from_json` reads.
+
+    Raises:
+        ValueError: if ``text`` is not JSON (``json.loads``'s error).
+    """
+    try:
+        return _DECODE(text)
+    except _REFUSED:
+        return json.loads(text)
 
 
 def thaw(value: JsonValue) -> Any:
@@ -278,47 +312,25 @@ def _decode_checked(data: Mapping[str, Any]) -> Message:
 
 def to_json(message: Message) -> str:
     """Encode ``message`` as compact JSON text."""
-    return _ENCODER.encode(to_dict(message))
-
-
-def _utf8(raw: bytes) -> str | bytes:
-    # What to_json wrote, as UTF-8. A strict decode refuses encoded surrogates
-    # (json.loads would let them through); on failure the bytes go to
-    # json.loads as before, which gives the usual error.
-    try:
-        return raw.decode("utf-8")
-    except UnicodeDecodeError:
-        return raw
+    return _ENCODE(to_dict(message)).decode()
 
 
 def from_json(text: str | bytes) -> Message:
     """Decode JSON text made by :func:`to_json`."""
-    if type(text) is bytes and text[:1] == b"{":
-        text = _utf8(text)
-    data: Any = None
-    if type(text) is str:
-        try:
-            data, end = _SCAN(text, 0)
-        except (StopIteration, ValueError):
-            end = -1
-        if end != len(text):
-            data = None
-    if data is None:
+    try:
+        data: Any = _DECODE(text)
+        # msgspec refuses invalid UTF-8 and lone surrogates: every string in
+        # its result encodes, and is not checked again one by one.
+        clean = True
+    except _REFUSED:
         try:
             data = json.loads(text)
         except ValueError as exc:
             raise InvalidMessageError(
                 f"encoded message is not valid JSON: {exc}"
             ) from exc
-    if type(data) is dict and type(text) is str:
-        # json.loads makes a lone surrogate only from a \ud800-\udfff escape
-        # or from one already in the text: without either, every string in
-        # the result encodes, and is not checked again one by one.
-        clean = (
-            "\\ud" not in text
-            and "\\uD" not in text
-            and (text.isascii() or _text_ok(text))
-        )
+        clean = False
+    if type(data) is dict:
         try:
             return _decode_plain(data, clean)
         except _Rejected:

@@ -457,15 +457,26 @@ class Message:
         makes more cheaply than the general constructor can.
         """
         message = object.__new__(cls)
-        setattr_ = object.__setattr__
-        setattr_(message, "role", role)
-        setattr_(message, "content", content)
-        setattr_(message, "tool_calls", tool_calls)
-        setattr_(message, "tool_responses", tool_responses)
-        setattr_(message, "media", media)
-        setattr_(message, "metadata", metadata)
-        setattr_(message, "id", id)
-        setattr_(message, "created_at", created_at)
+        # The slots' own setters: half the cost of object.__setattr__ by name,
+        # which every decoded message pays eight times.
+        (
+            set_role,
+            set_content,
+            set_calls,
+            set_responses,
+            set_media,
+            set_metadata,
+            set_id,
+            set_created_at,
+        ) = _MESSAGE_SETTERS
+        set_role(message, role)
+        set_content(message, content)
+        set_calls(message, tool_calls)
+        set_responses(message, tool_responses)
+        set_media(message, media)
+        set_metadata(message, metadata)
+        set_id(message, id)
+        set_created_at(message, created_at)
         return message
 
     def stamped(self, created_at: datetime) -> Message:
@@ -482,3 +493,19 @@ class Message:
             self.id,
             created_at.astimezone(UTC),
         )
+
+
+#: The setters of ``Message``'s slots, in the order ``Message._checked`` uses.
+_MESSAGE_SETTERS: tuple[Any, ...] = tuple(
+    Message.__dict__[name].__set__
+    for name in (
+        "role",
+        "content",
+        "tool_calls",
+        "tool_responses",
+        "media",
+        "metadata",
+        "id",
+        "created_at",
+    )
+)

@@ -20,8 +20,6 @@ before any write, a message whose row a database would refuse.
 
 from __future__ import annotations
 
-import json
-import json.scanner
 from datetime import UTC, datetime
 from typing import Any
 
@@ -73,7 +71,7 @@ def encode(
         "message_id": message.id,
         "role": message.role.value,
         "content": column,
-        "payload": json.dumps(data, ensure_ascii=False, separators=(",", ":")),
+        "payload": _dumps(data),
         "weight": weight,
         "created_at": created_at,
     }
@@ -81,7 +79,7 @@ def encode(
 
 def decode(row: Any) -> Message:
     """The message of a row read with its typed ``created_at``."""
-    data = json.loads(row.payload)
+    data = _loads(row.payload)
     data["id"] = row.message_id
     data["role"] = row.role
     data.setdefault("content", row.content)
@@ -109,12 +107,7 @@ def decode_raw(
     message_id: str, role: str, content: str | None, payload: str, created: Any
 ) -> Message:
     """The message of a raw read row (``Statements.read``): ids, text, JSON, time."""
-    try:
-        data, end = _scan(payload, 0)
-    except (StopIteration, ValueError):
-        end = -1
-    if end != len(payload) or type(data) is not dict:
-        data = json.loads(payload)
+    data = _loads(payload)
     data["id"] = message_id
     data["role"] = role
     data.setdefault("content", content)
@@ -122,11 +115,7 @@ def decode_raw(
     return _from_dict(data)
 
 
-# The JSON scanner, called directly: json.loads wraps it in two regular
-# expression matches and three calls. Anything it does not take whole goes
-# to json.loads, which gives the usual result or error.
-_scan = json.scanner.make_scanner(json.JSONDecoder())  # type: ignore[arg-type]
-_from_dict = codec.from_dict
+_dumps, _loads, _from_dict = codec.dumps, codec.loads, codec.from_dict
 _NAIVE_EPOCH = datetime(1970, 1, 1)
 _UTC_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 

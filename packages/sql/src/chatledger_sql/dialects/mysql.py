@@ -174,8 +174,8 @@ class MariaDBDialect(MySQLDialect):
     With a ``pyformat`` or ``format`` driver (PyMySQL, the default; asyncmy
     and aiomysql) a window append sends its statements as two compound
     statements (``BEGIN NOT ATOMIC ... END``): the upsert with the probing
-    read, then the deletes, the insert and the conversation update. The locks taken, and their order, are those
-    of the statements sent one by one.
+    read, then the deletes, the insert and the conversation update. The locks
+    taken, and their order, are those of the statements sent one by one.
     """
 
     name = "mariadb"
