@@ -56,6 +56,7 @@ from chatledger.adapters import (
     validate_messages,
     validate_page_request,
 )
+from chatledger_sql.compiled import CompiledStatement, fetch_all, runs_raw
 from chatledger_sql.dialects import DialectSpec, resolve_dialect
 from chatledger_sql.dialects.base import (
     MAX_IDS_PER_STATEMENT,
@@ -92,6 +93,8 @@ T = TypeVar("T")
 MAX_PURGE_BATCH = 1000
 
 _UNKNOWN: Any = object()
+#: The read options a read on the DBAPI cursor can honour (see ``fetch_all``).
+_RAW_READ_OPTIONS: tuple[dict[str, Any], ...] = ({}, {"isolation_level": "AUTOCOMMIT"})
 #: The MySQL protocol's status bit for an open transaction.
 _SERVER_STATUS_IN_TRANS = 1
 
@@ -192,6 +195,8 @@ class SqlChatMemoryRepository(ClosingContext):
         self.tables: Tables = build_tables(self.dialect, table_name, schema)
         self.fault_points = FaultPoints()
         self._sql = Statements(self.tables, self.dialect)
+        #: ``self._sql.read`` compiled for the engine on first use.
+        self._raw_read: CompiledStatement | None = None
         self._owns_engine = False
         self._closed = False
         self._statement_limit: int | None = _UNKNOWN
@@ -351,9 +356,18 @@ class SqlChatMemoryRepository(ClosingContext):
 
         def work(connection: Connection) -> list[Message]:
             options = self.dialect.read_options(connection)
-            if options:
-                connection.execution_options(**options)
-            rows = connection.execute(self._sql.read, parameters).all()
+            if options in _RAW_READ_OPTIONS and runs_raw(self.engine):
+                if self._raw_read is None:
+                    self._raw_read = CompiledStatement(
+                        connection.dialect, [self._sql.read]
+                    )
+                rows: Sequence[Any] = fetch_all(
+                    connection, self._raw_read, parameters, autocommit=bool(options)
+                )
+            else:
+                if options:
+                    connection.execution_options(**options)
+                rows = connection.execute(self._sql.read, parameters).all()
             return [decode_raw(*row) for row in rows]
 
         return self._read(work)

@@ -1,0 +1,207 @@
+"""Statements compiled once for an engine's dialect, run on the DBAPI cursor.
+
+Example:
+    read = CompiledStatement(engine.dialect, [select_statement])
+    with engine.connect() as connection:
+        rows = fetch_all(connection, read, {"cid": "c1"}, autocommit=False)
+
+SQLAlchemy still owns the engine: the URL, the pool, the DDL, and every
+statement's text, which it compiles once here. What this skips on the hot
+read is its per-call work (the compiled-cache lookup, parameter and result
+processing, ``Row`` objects): about a quarter of a window read's client time
+on PostgreSQL. A DBAPI error is raised as SQLAlchemy raises it
+(:class:`sqlalchemy.exc.DBAPIError`, ``connection_invalidated`` set and the
+connection invalidated when the server dropped it), so callers handle both
+paths alike. :func:`runs_raw` says when an engine must keep SQLAlchemy's
+path: its own drivers only, and never while ``echo`` or a cursor-execute
+listener (logging, tracing) would miss the statement.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from sqlalchemy import exc
+from sqlalchemy.engine import Connection, Dialect, Engine
+from sqlalchemy.sql.compiler import SQLCompiler
+from sqlalchemy.sql.elements import ClauseElement
+
+__all__ = ["PARAMSTYLES", "CompiledStatement", "fetch_all", "runs_raw"]
+
+#: The drivers' parameter styles a compiled statement binds: by position
+#: (``qmark``, ``format``) or by name (``pyformat``, ``named``).
+PARAMSTYLES = ("qmark", "format", "pyformat", "named")
+_POSITIONAL = ("qmark", "format")
+
+#: (dialect, driver) pairs whose DBAPI cursor reads are run on directly.
+RAW_DRIVERS = frozenset(
+    {
+        ("sqlite", "pysqlite"),
+        ("postgresql", "psycopg"),
+        ("mysql", "pymysql"),
+        ("mariadb", "pymysql"),
+    }
+)
+
+
+class CompiledStatement:
+    """Statements compiled for one dialect, with the values they bind.
+
+    Args:
+        dialect: The engine's SQLAlchemy dialect.
+        statements: The statements, in order; :attr:`sql` joins their texts
+            with ``;`` (one statement: its text).
+        paramstyles: The parameter styles the caller can send.
+
+    Bound parameters keep their names, so a name used by several statements
+    takes one value; constants SQLAlchemy would bind (``'system'``,
+    ``version + 1``) come along, and values go through their column types'
+    bind processing, as through SQLAlchemy.
+
+    Raises:
+        ValueError: the driver's parameter style is not in ``paramstyles``, or
+            two statements bind one constant name to different values.
+    """
+
+    __slots__ = ("_constants", "_order", "_processors", "parts", "sql")
+
+    def __init__(
+        self,
+        dialect: Dialect,
+        statements: Sequence[ClauseElement],
+        paramstyles: Sequence[str] = PARAMSTYLES,
+    ) -> None:
+        """Compile ``statements`` for ``dialect``."""
+        if dialect.paramstyle not in paramstyles:
+            raise ValueError(
+                f"needs a {' or '.join(paramstyles)} driver, not {dialect.paramstyle!r}"
+            )
+        #: The parameters' names in placeholder order (positional styles).
+        self._order: list[str] | None = (
+            [] if dialect.paramstyle in _POSITIONAL else None
+        )
+        #: Each statement's text, in order.
+        self.parts: list[str] = []
+        constants: dict[str, Any] = {}
+        processors: dict[str, Callable[[Any], Any]] = {}
+        for statement in statements:
+            compiled = statement.compile(dialect=dialect)
+            assert isinstance(compiled, SQLCompiler)
+            self.parts.append(str(compiled))
+            if self._order is not None:
+                assert compiled.positiontup is not None
+                self._order.extend(compiled.positiontup)
+            for name, bind in compiled.binds.items():
+                processor = bind.type.bind_processor(dialect)
+                if processor is not None:
+                    processors[name] = processor
+                if bind.required:
+                    continue
+                value = bind.effective_value
+                if processor is not None:
+                    value = processor(value)
+                if name in constants and constants[name] != value:
+                    raise ValueError(f"bound parameter {name!r} has two values")
+                constants[name] = value
+        #: The text to send.
+        self.sql = "; ".join(self.parts)
+        self._constants = constants
+        self._processors = processors
+
+    def parameters(self, values: dict[str, Any]) -> dict[str, Any] | tuple[Any, ...]:
+        """The driver's parameters: the constants, then ``values`` processed;
+        by name, or in placeholder order for a positional driver."""
+        parameters = dict(self._constants)
+        processors = self._processors
+        for name, value in values.items():
+            processor = processors.get(name)
+            parameters[name] = value if processor is None else processor(value)
+        if self._order is None:
+            return parameters
+        return tuple([parameters[name] for name in self._order])
+
+
+def runs_raw(engine: Engine) -> bool:
+    """Whether reads on ``engine`` may run on the DBAPI cursor right now.
+
+    Checked on every call: logging (``echo``) or a listener added after the
+    repository was made sends the reads back through SQLAlchemy.
+    """
+    dialect = engine.dialect
+    if (dialect.name, dialect.driver) not in RAW_DRIVERS or engine.echo:
+        return False
+    dispatch = engine.dispatch
+    return not (dispatch.before_cursor_execute or dispatch.after_cursor_execute)
+
+
+def fetch_all(
+    connection: Connection,
+    statement: CompiledStatement,
+    values: dict[str, Any],
+    *,
+    autocommit: bool,
+) -> list[Any]:
+    """Run ``statement`` on ``connection``'s DBAPI cursor; every row, as tuples.
+
+    ``autocommit`` runs it outside a transaction (the connection must have
+    none open), as ``isolation_level="AUTOCOMMIT"`` would, and puts the
+    driver's setting back after; otherwise the read's transaction is rolled
+    back after it, as SQLAlchemy ends it.
+
+    Raises:
+        sqlalchemy.exc.DBAPIError: as SQLAlchemy raises it.
+    """
+    driver: Any = connection.connection.driver_connection
+    parameters = statement.parameters(values)
+    cursor = None
+    try:
+        if autocommit:
+            driver.autocommit = True
+        cursor = driver.cursor()
+        cursor.execute(statement.sql, parameters)
+        rows: list[Any] = cursor.fetchall()
+        cursor.close()
+        if autocommit:
+            driver.autocommit = False
+        else:
+            # End the transaction the SELECT may have opened, as SQLAlchemy
+            # would: InnoDB opens one without flagging it in the server status
+            # the pool's return looks at, and its snapshot must not outlive
+            # the read. (sqlite3 sends nothing when none is open.)
+            driver.rollback()
+    except connection.dialect.loaded_dbapi.Error as error:
+        raise _as_sqlalchemy_error(
+            connection, statement.sql, parameters, error, cursor
+        ) from error
+    except BaseException as error:
+        # Interrupted mid-statement: the connection's state is unknown.
+        connection.invalidate(error if isinstance(error, Exception) else None)
+        raise
+    return rows
+
+
+def _as_sqlalchemy_error(
+    connection: Connection,
+    sql: str,
+    parameters: Any,
+    error: Any,
+    cursor: Any,
+) -> exc.DBAPIError:
+    dialect = connection.dialect
+    dropped = dialect.is_disconnect(
+        error, connection.connection.dbapi_connection, cursor
+    )
+    # A failed statement may leave autocommit on or a transaction aborted:
+    # this connection is not given back to the pool as it is.
+    connection.invalidate(error)
+    wrapped = exc.DBAPIError.instance(
+        sql,
+        parameters,
+        error,
+        dialect.loaded_dbapi.Error,
+        connection_invalidated=dropped,
+        dialect=dialect,
+    )
+    assert isinstance(wrapped, exc.DBAPIError)
+    return wrapped
