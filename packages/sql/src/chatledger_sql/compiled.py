@@ -1,9 +1,15 @@
 """Statements compiled once for an engine's dialect, run on the DBAPI cursor.
 
 Example:
-    read = CompiledStatement(engine.dialect, [select_statement])
+    from sqlalchemy import bindparam, create_engine, text
+    from chatledger_sql.compiled import CompiledStatement, fetch_all
+
+    engine = create_engine("sqlite://")
+    select = text("SELECT :word || '!'").bindparams(bindparam("word"))
+    read = CompiledStatement(engine.dialect, [select])
     with engine.connect() as connection:
-        rows = fetch_all(connection, read, {"cid": "c1"}, autocommit=False)
+        rows = fetch_all(connection, read, {"word": "hi"}, autocommit=False)
+    assert rows == [("hi!",)]
 
 SQLAlchemy still owns the engine: the URL, the pool, the DDL, and every
 statement's text, which it compiles once here. What this skips on the hot
