@@ -25,7 +25,11 @@ from chatledger import (
     TokenWindow,
 )
 from chatledger.evicted_ids import EVICTED_IDS_KEPT, EVICTED_IDS_TRIM_STEP
-from chatledger_sql import AsyncSqlChatMemoryRepository, SqlChatMemoryRepository
+from chatledger_sql import (
+    AsyncSqlChatMemoryRepository,
+    PostgresDialect,
+    SqlChatMemoryRepository,
+)
 from tests.backends import backend_url
 from tests.conformance.test_async_sql import with_driver
 from tests.sql.conftest import make_url, unique_table
@@ -307,23 +311,39 @@ def test_an_async_repository_adds_the_table_and_keeps_the_record(
         engine.dispose()
 
 
-def test_postgres_retry_after_eviction_is_one_probe_and_no_write() -> None:
-    """The lock's probe counts recorded ids: a late retry reads them, writes nothing."""
+@pytest.mark.parametrize("server_append", [True, False])
+def test_postgres_retry_after_eviction_is_one_probe_and_no_write(
+    server_append: bool,
+) -> None:
+    """The lock's probe counts recorded ids: a late retry reads them, writes nothing.
+
+    The server-side append records and probes inside its one call.
+    """
     engine = create_engine(backend_url("postgresql"))
     wire = PgWire(engine)
-    repository = SqlChatMemoryRepository(engine, table_name=unique_table())
+    repository = SqlChatMemoryRepository(
+        engine,
+        table_name=unique_table(),
+        dialect=PostgresDialect(server_append=server_append),
+    )
     try:
         memory = MessageWindowChatMemory(repository, max_messages=2)
         first = [Message.user("U1"), Message.assistant("A1")]
         memory.add("c", first)
         wire.reset()
         evicting = memory.add("c", [Message.user("U2"), Message.assistant("A2")])
-        assert sorted(evicting.evicted_ids) == sorted(m.id for m in first)
-        # Recording what left rides on the write statement: still two trips.
-        assert wire.round_trips() == [["BEGIN", "INSERT"], ["WITH", "COMMIT"]]
+        assert evicting.evicted_ids == [m.id for m in first]
+        # Recording what left rides on the write statement: no extra trip.
+        if server_append:
+            assert wire.round_trips() == [["SELECT"]]
+        else:
+            assert wire.round_trips() == [["BEGIN", "INSERT"], ["WITH", "COMMIT"]]
         wire.reset()
         assert memory.add("c", first).appended == []
-        assert wire.round_trips() == [["BEGIN", "INSERT"], ["SELECT"], ["COMMIT"]]
+        if server_append:
+            assert wire.round_trips() == [["SELECT"]]
+        else:
+            assert wire.round_trips() == [["BEGIN", "INSERT"], ["SELECT"], ["COMMIT"]]
     finally:
         repository.drop_schema()
         engine.dispose()
@@ -440,9 +460,14 @@ def test_clearing_the_record_rides_on_the_delete_of_the_messages(
         for write in writes:
             fill()
             write()
-            clearing = [t for t in counter.texts if f"DELETE FROM {evicted} " in t]
-            assert len(clearing) == 1, counter.texts
-            assert f"DELETE FROM {messages} " in clearing[0]
+            if write is expired_append and backend == "postgresql":
+                # PostgreSQL's server-side append clears both in its one call.
+                assert [t for t in counter.texts if "_append_v1" in t], counter.texts
+                assert not [t for t in counter.texts if "DELETE" in t]
+            else:
+                clearing = [t for t in counter.texts if f"DELETE FROM {evicted} " in t]
+                assert len(clearing) == 1, counter.texts
+                assert f"DELETE FROM {messages} " in clearing[0]
             assert records(repository, "c") == {}
     finally:
         repository.drop_schema()

@@ -14,7 +14,7 @@ from chatledger import Message, MessageWindowChatMemory, TokenWindowChatMemory
 from chatledger.errors import ChatLedgerError
 from chatledger.ttl import MAX_TTL
 from chatledger.validation import utc_now
-from chatledger_sql import InvalidTTLError, SqlChatMemoryRepository
+from chatledger_sql import InvalidTTLError, PostgresDialect, SqlChatMemoryRepository
 from tests.backends import backend_url
 from tests.sql.conftest import unique_table
 from tests.sql.wire import PgWire
@@ -190,27 +190,42 @@ def test_expiry_is_read_from_the_row_by_any_repository(
     assert without.find_conversation_ids() == []
 
 
-def test_a_window_append_with_ttl_costs_no_extra_statement() -> None:
-    """PostgreSQL: the expiry rides on the conversation UPDATE."""
+@pytest.mark.parametrize("server_append", [True, False])
+def test_a_window_append_with_ttl_costs_no_extra_statement(server_append: bool) -> None:
+    """PostgreSQL: the expiry rides on the conversation UPDATE.
+
+    The server-side append forgets an expired conversation in its one call;
+    the portable one deletes its messages and evicted ids in one more
+    statement.
+    """
     engine = create_engine(backend_url("postgresql"))
     wire = PgWire(engine)
-    repository = SqlChatMemoryRepository(engine, table_name=unique_table(), ttl=60)
+    repository = SqlChatMemoryRepository(
+        engine,
+        table_name=unique_table(),
+        ttl=60,
+        dialect=PostgresDialect(server_append=server_append),
+    )
     try:
         memory = MessageWindowChatMemory(repository, max_messages=10)
         memory.add("c", [Message.user("first")])
         wire.reset()
         memory.add("c", [Message.assistant("second")])
-        assert wire.round_trips() == [["BEGIN", "INSERT"], ["WITH", "COMMIT"]]
+        one_append = (
+            [["SELECT"]] if server_append else [["BEGIN", "INSERT"], ["WITH", "COMMIT"]]
+        )
+        assert wire.round_trips() == one_append
         expire(repository, "c")
         wire.reset()
         memory.add("c", [Message.user("third")])
-        # Only an expired conversation costs one more: deleting its messages
-        # and its evicted ids, in one statement.
-        assert wire.round_trips() == [
-            ["BEGIN", "INSERT"],
-            ["WITH"],
-            ["WITH", "COMMIT"],
-        ]
+        if server_append:
+            assert wire.round_trips() == [["SELECT"]]
+        else:
+            assert wire.round_trips() == [
+                ["BEGIN", "INSERT"],
+                ["WITH"],
+                ["WITH", "COMMIT"],
+            ]
         assert [m.content for m in memory.get("c")] == ["third"]
     finally:
         repository.drop_schema()

@@ -18,7 +18,12 @@ from chatledger import (
 )
 from chatledger.faults import FAULT_POINTS
 from chatledger_sql import AsyncSqlChatMemoryRepository, SqlChatMemoryRepository
-from chatledger_sql.dialects import DialectMismatchWarning, MySQLDialect, pipeline
+from chatledger_sql.dialects import (
+    DialectMismatchWarning,
+    MySQLDialect,
+    PostgresDialect,
+    pipeline,
+)
 from chatledger_sql.dialects.base import RetryTransaction
 from chatledger_sql.dialects.mysql import MAX_BLOCK_TEXT
 from tests.backends import backend_url
@@ -51,11 +56,19 @@ class Counter:
         self.rows_read = 0
 
 
+#: The portable append (the server-side function's is tests/sql/test_append_routine.py):
+#: it still runs every append the function leaves to it.
+PORTABLE = PostgresDialect(server_append=False)
+
+
 @pytest.fixture
 def postgres() -> Iterator[tuple[SqlChatMemoryRepository, PgWire]]:
+    """A repository on PostgreSQL whose appends take the portable path."""
     engine = create_engine(backend_url("postgresql"))
     wire = PgWire(engine)
-    repository = SqlChatMemoryRepository(engine, table_name=unique_table())
+    repository = SqlChatMemoryRepository(
+        engine, table_name=unique_table(), dialect=PORTABLE
+    )
     yield repository, wire
     repository.drop_schema()
     engine.dispose()
@@ -111,7 +124,9 @@ def test_postgres_pipelined_begin_keeps_the_isolation_level() -> None:
     """The BEGIN sent with the lock is the one psycopg would send itself."""
     engine = create_engine(backend_url("postgresql"), isolation_level="SERIALIZABLE")
     wire = PgWire(engine)
-    repository = SqlChatMemoryRepository(engine, table_name=unique_table())
+    repository = SqlChatMemoryRepository(
+        engine, table_name=unique_table(), dialect=PORTABLE
+    )
     try:
         memory = MessageWindowChatMemory(repository, max_messages=10)
         memory.add("c", [Message.user("first")])
@@ -131,7 +146,9 @@ def test_postgres_async_append_is_pipelined_like_the_sync_one() -> None:
     """psycopg's async connection: the same two round trips per append."""
     engine = create_async_engine(with_driver(backend_url("postgresql"), "psycopg"))
     wire = PgWire(engine.sync_engine)
-    repository = AsyncSqlChatMemoryRepository(engine, table_name=unique_table())
+    repository = AsyncSqlChatMemoryRepository(
+        engine, table_name=unique_table(), dialect=PORTABLE
+    )
 
     async def scenario() -> None:
         memory = AsyncMessageWindowChatMemory(repository, max_messages=4)

@@ -62,6 +62,15 @@ class FaultPoints:
             raise ValueError(f"unknown fault point {point!r}; known: {FAULT_POINTS}")
         self._handlers[point] = handler
 
+    @property
+    def armed(self) -> bool:
+        """Some handler is set: a write must pass every named step.
+
+        An adapter with a faster write that has no such steps (one server-side
+        statement) takes its stepped write while this is true.
+        """
+        return bool(self._handlers)
+
     def clear(self) -> None:
         """Remove every handler."""
         self._handlers.clear()

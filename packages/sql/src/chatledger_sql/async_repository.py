@@ -43,7 +43,7 @@ import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import Connection, event, exc
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
@@ -92,6 +92,9 @@ from chatledger_sql.write_steps import (
     stored_system,
     stored_window,
 )
+
+if TYPE_CHECKING:
+    from chatledger_sql.dialects.append_routine import AppendRoutine
 
 __all__ = ["AsyncSqlChatMemoryRepository"]
 
@@ -214,6 +217,8 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         self.dialect = dialect
         self.tables: Tables = build_tables(dialect, self._table_name, self._schema)
         self._sql = Statements(self.tables, dialect)
+        #: The dialect's one-statement append, until a call finds it missing.
+        self._routine: AppendRoutine | None = self._sql.append_routine
         self._writer_lock: asyncio.Lock | None = (
             _engine_lock(self.engine) if dialect.serialize_in_process() else None
         )
@@ -323,6 +328,11 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
 
             await self._racing_ddl(create)
 
+        async def create_routines(connection: AsyncConnection) -> None:
+            await connection.run_sync(dialect.create_routines, self._sql)
+
+        await self._racing_ddl(create_routines)
+
     async def _racing_ddl(self, step: Work[Any]) -> None:
         """Run and commit one schema step, again while another creator races it."""
         dialect = self.dialect
@@ -342,7 +352,10 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
     async def drop_schema(self) -> None:
         """Drop the tables and every conversation in them."""
         await self._detected()
+        dialect = self.dialect
+        assert dialect is not None
         async with self._connect() as connection:
+            await connection.run_sync(dialect.drop_routines, self._sql)
             await connection.run_sync(self.tables.metadata.drop_all, checkfirst=True)
             await connection.commit()
 
@@ -477,6 +490,13 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
             return AppendResult()
         await self._prepared()
         await self._check_sizes(batch)
+        routine = self._routine
+        if routine is not None and routine.takes(batch) and not self.fault_points.armed:
+            done = await self._append_by_routine(
+                routine, conversation_id, batch, window
+            )
+            if done is not None:
+                return done
         return await self._write(
             conversation_id, lambda c: self._append(c, conversation_id, batch, window)
         )
@@ -539,12 +559,15 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         if self._statement_limit is not None:
             check_sizes(batch, self._statement_limit)
 
-    async def _write(self, conversation_id: str, work: Work[T]) -> T:
+    async def _write(
+        self, conversation_id: str, work: Work[T], *, commits_itself: bool = False
+    ) -> T:
         """Run a write transaction, again after a deadlock, race or lost connection.
 
         The retries are :meth:`chatledger_sql.SqlChatMemoryRepository._write`'s
         (:func:`chatledger_sql.write_steps.check_retry`): at most
-        ``MAX_ATTEMPTS``, then :class:`chatledger.ContentionError`.
+        ``MAX_ATTEMPTS``, then :class:`chatledger.ContentionError`. With
+        ``commits_itself``, ``work`` runs one statement in autocommit.
         """
         attempt = 0
         reconnected = False
@@ -552,7 +575,10 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
             attempt += 1
             try:
                 async with self._serialized(), self._connect() as connection:
-                    result = await self._transaction(connection, work)
+                    if commits_itself:
+                        result = await work(connection)
+                    else:
+                        result = await self._transaction(connection, work)
             except exc.DBAPIError as error:
                 if error.connection_invalidated and not reconnected:
                     reconnected = True
@@ -564,6 +590,35 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
                 self.fault_points.reach("after_commit")
                 return result
             await asyncio.sleep(retry_pause(attempt))
+
+    async def _append_by_routine(
+        self,
+        routine: AppendRoutine,
+        conversation_id: str,
+        batch: list[Message],
+        window: Window,
+    ) -> AppendResult | None:
+        """:meth:`chatledger_sql.SqlChatMemoryRepository._append_by_routine`."""
+        parameters, stamped = routine.parameters(
+            conversation_id, batch, window, utc_now(), self.ttl
+        )
+
+        async def call(connection: AsyncConnection) -> Any:
+            if not self._dialect().native(_sync(connection)):
+                return None
+            await connection.execution_options(isolation_level="AUTOCOMMIT")
+            return (await connection.execute(routine.call, parameters)).one()
+
+        try:
+            row = await self._write(conversation_id, call, commits_itself=True)
+        except exc.DBAPIError as error:
+            if not self._dialect().is_missing_routine(error):
+                raise
+            row = None
+        if row is None:
+            self._routine = None
+            return None
+        return routine.result(row, stamped)
 
     async def _transaction(self, connection: AsyncConnection, work: Work[T]) -> T:
         """Run ``work`` in the dialect's write transaction and commit it.

@@ -29,7 +29,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import sqlalchemy
 from sqlalchemy import Connection, Engine, create_engine, event, exc
@@ -83,6 +83,9 @@ from chatledger_sql.write_steps import (
     stored_system,
     stored_window,
 )
+
+if TYPE_CHECKING:
+    from chatledger_sql.dialects.append_routine import AppendRoutine
 
 __all__ = ["SqlChatMemoryRepository"]
 
@@ -195,8 +198,12 @@ class SqlChatMemoryRepository(ClosingContext):
         self.tables: Tables = build_tables(self.dialect, table_name, schema)
         self.fault_points = FaultPoints()
         self._sql = Statements(self.tables, self.dialect)
+        #: The dialect's one-statement append, until a call finds it missing.
+        self._routine: AppendRoutine | None = self._sql.append_routine
         #: ``self._sql.read`` compiled for the engine on first use.
         self._raw_read: CompiledStatement | None = None
+        #: The append routine's call, compiled likewise.
+        self._raw_routine: CompiledStatement | None = None
         self._owns_engine = False
         self._closed = False
         self._statement_limit: int | None = _UNKNOWN
@@ -306,6 +313,7 @@ class SqlChatMemoryRepository(ClosingContext):
                 connection.execute(statement)
 
             self._racing_ddl(create)
+        self._racing_ddl(lambda c: self.dialect.create_routines(c, self._sql))
 
     def _racing_ddl(self, step: Callable[[Connection], None]) -> None:
         """Run and commit one schema step, again while another creator races it."""
@@ -329,6 +337,8 @@ class SqlChatMemoryRepository(ClosingContext):
 
     def drop_schema(self) -> None:
         """Drop the tables and every conversation in them."""
+        with self.engine.begin() as connection:
+            self.dialect.drop_routines(connection, self._sql)
         self.tables.metadata.drop_all(self.engine, checkfirst=True)
 
     def benchmark_floor(self) -> SqlBenchmarkFloor:
@@ -523,6 +533,11 @@ class SqlChatMemoryRepository(ClosingContext):
         if not batch:
             return AppendResult()
         self._check_sizes(batch)
+        routine = self._routine
+        if routine is not None and routine.takes(batch) and not self.fault_points.armed:
+            done = self._append_by_routine(routine, conversation_id, batch, window)
+            if done is not None:
+                return done
         return self._write(
             conversation_id, lambda c: self._append(c, conversation_id, batch, window)
         )
@@ -620,10 +635,19 @@ class SqlChatMemoryRepository(ClosingContext):
         if self._statement_limit is not None:
             check_sizes(batch, self._statement_limit)
 
-    def _write(self, conversation_id: str, work: Callable[[Connection], T]) -> T:
+    def _write(
+        self,
+        conversation_id: str,
+        work: Callable[[Connection], T],
+        *,
+        commits_itself: bool = False,
+    ) -> T:
         """Run a write transaction, again after a deadlock, race or lost connection.
 
         Gives up with :class:`chatledger.ContentionError` after ``MAX_ATTEMPTS``.
+        With ``commits_itself``, ``work`` runs one statement in autocommit (a
+        transaction of its own, with no ``BEGIN`` or ``COMMIT`` round trip)
+        on the connection it is given, which has no transaction open.
 
         A write whose connection was lost (the server restarted, a pooled
         connection timed out) runs once more on a fresh connection. That is
@@ -635,14 +659,14 @@ class SqlChatMemoryRepository(ClosingContext):
         while True:
             attempt += 1
             try:
-                with (
-                    self._serialized(),
-                    self.engine.connect() as connection,
-                    self.dialect.writing(connection),
-                ):
-                    result = work(connection)
-                    self.fault_points.reach("before_commit")
-                    self.dialect.commit_write(connection)
+                with self._serialized(), self.engine.connect() as connection:
+                    if commits_itself:
+                        result = work(connection)
+                    else:
+                        with self.dialect.writing(connection):
+                            result = work(connection)
+                            self.fault_points.reach("before_commit")
+                            self.dialect.commit_write(connection)
             except exc.DBAPIError as error:
                 if error.connection_invalidated and not reconnected:
                     reconnected = True
@@ -658,6 +682,48 @@ class SqlChatMemoryRepository(ClosingContext):
                 self.fault_points.reach("after_commit")
                 return result
             time.sleep(retry_pause(attempt))
+
+    def _append_by_routine(
+        self,
+        routine: AppendRoutine,
+        conversation_id: str,
+        batch: list[Message],
+        window: Window,
+    ) -> AppendResult | None:
+        """Append in one call of the dialect's server-side routine.
+
+        ``None`` when the routine left the append to the portable path, or
+        the database has none (a product the dialect serves as a fallback, a
+        store made before it existed): then none is called again.
+        """
+        parameters, stamped = routine.parameters(
+            conversation_id, batch, window, utc_now(), self.ttl
+        )
+
+        def call(connection: Connection) -> Any:
+            if not self.dialect.native(connection):
+                return None
+            if runs_raw(self.engine):
+                if self._raw_routine is None:
+                    self._raw_routine = CompiledStatement(
+                        connection.dialect, [routine.call]
+                    )
+                return fetch_all(
+                    connection, self._raw_routine, parameters, autocommit=True
+                )[0]
+            connection.execution_options(isolation_level="AUTOCOMMIT")
+            return connection.execute(routine.call, parameters).one()
+
+        try:
+            row = self._write(conversation_id, call, commits_itself=True)
+        except exc.DBAPIError as error:
+            if not self.dialect.is_missing_routine(error):
+                raise
+            row = None
+        if row is None:
+            self._routine = None
+            return None
+        return routine.result(row, stamped)
 
     @contextlib.contextmanager
     def _serialized(self) -> Iterator[None]:

@@ -43,6 +43,7 @@ from chatledger.adapters import (
 )
 
 if TYPE_CHECKING:
+    from chatledger_sql.dialects.append_routine import AppendRoutine
     from chatledger_sql.dialects.base import SqlDialect
     from chatledger_sql.schema import Tables
 
@@ -251,6 +252,8 @@ class Statements:
         self.read_probing: Any = dialect.probing_read(self)
         #: The dialect's single-statement append, if it has one.
         self.append_all: Any = dialect.append_statement(self)
+        #: The dialect's server-side append routine, if it has one.
+        self.append_routine: AppendRoutine | None = dialect.append_routine(self)
         #: The dialect's single-statement delete of messages and evicted ids.
         self.forget: Any = dialect.forget_statement(self)
         #: Statements a dialect compiled for a driver it talks to directly.
@@ -297,6 +300,7 @@ class Statements:
                 "new_conversation",
                 "driver_sql",
                 "limits",
+                "append_routine",
             )
             and value is not None
         }

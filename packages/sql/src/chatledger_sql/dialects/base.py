@@ -44,6 +44,7 @@ from chatledger_sql.types import UtcDateTime
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Table
 
+    from chatledger_sql.dialects.append_routine import AppendRoutine
     from chatledger_sql.statements import Statements
 
 __all__ = [
@@ -301,6 +302,25 @@ class SqlDialect:
     def probing_lock(self, statements: Statements) -> Any:
         """An upsert returning the state and :meth:`lock_probes`, or ``None``."""
         return None
+
+    def append_routine(self, statements: Statements) -> AppendRoutine | None:
+        """The server-side append routine of these tables, or ``None``.
+
+        A dialect that has one creates it with the tables
+        (:meth:`create_routines`); the repository calls it in autocommit for
+        the appends it takes, and runs its portable append for the others.
+        """
+        return None
+
+    def create_routines(self, connection: Connection, statements: Statements) -> None:
+        """Create the server-side routines if missing (default: there are none)."""
+
+    def drop_routines(self, connection: Connection, statements: Statements) -> None:
+        """Drop the server-side routines if present (default: there are none)."""
+
+    def is_missing_routine(self, error: exc.DBAPIError) -> bool:
+        """True when a call failed because the routine does not exist."""
+        return False
 
     def probing_read(self, statements: Statements) -> Any:
         """A read of a locked row's state and :meth:`lock_probes`, or ``None``.

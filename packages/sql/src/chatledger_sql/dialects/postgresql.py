@@ -18,6 +18,7 @@ dialect, so it sticks to SQL that PostgreSQL-compatible databases share.
 from __future__ import annotations
 
 import contextlib
+import warnings
 from collections.abc import Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -28,6 +29,7 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.postgresql.base import PGDialect
 from sqlalchemy.types import TypeEngine
 
+from chatledger_sql.dialects.append_routine import AppendRoutine
 from chatledger_sql.dialects.base import ConversationState, SqlDialect
 from chatledger_sql.dialects.pipeline import PipelinedWrite
 from chatledger_sql.types import UtcDateTime
@@ -41,8 +43,11 @@ __all__ = ["PostgresDialect"]
 
 # serialization_failure, deadlock_detected
 _RETRYABLE = {"40001", "40P01"}
-# duplicate_table, duplicate_object, unique_violation (pg_type race)
-_EXISTS = {"42P07", "42710", "23505"}
+# duplicate_table, duplicate_object, unique_violation (pg_type race),
+# duplicate_function
+_EXISTS = {"42P07", "42710", "23505", "42723"}
+_UNDEFINED_FUNCTION = "42883"
+_INSUFFICIENT_PRIVILEGE = "42501"
 
 
 _PG = PGDialect()  # type: ignore[no-untyped-call]
@@ -58,10 +63,26 @@ def _sqlstate(error: exc.DBAPIError) -> str | None:
 
 
 class PostgresDialect(SqlDialect):
-    """PostgreSQL (also the fallback for products no dialect is registered for)."""
+    """PostgreSQL (also the fallback for products no dialect is registered for).
+
+    Args:
+        server_append: Run window appends through the PL/pgSQL function made
+            with the tables, one round trip each
+            (:mod:`chatledger_sql.dialects.append_routine`); false keeps every
+            append on the portable two-round-trip path.
+    """
 
     name = "postgresql"
     lock_returns_state = True
+
+    def __init__(self, *, server_append: bool = True) -> None:
+        """Append through the server-side function unless ``server_append``
+        is false (then every append is the two-round-trip portable one)."""
+        self.server_append = bool(server_append)
+
+    def __repr__(self) -> str:
+        options = "" if self.server_append else "server_append=False"
+        return f"{type(self).__name__}({options})"
 
     def timestamp_type(self) -> TypeEngine[Any]:
         """``TIMESTAMP(6) WITH TIME ZONE``."""
@@ -93,6 +114,44 @@ class PostgresDialect(SqlDialect):
     def native(self, connection: Connection) -> bool:
         """PostgreSQL itself; a product falling back to this dialect is not."""
         return connection.dialect.name == "postgresql"
+
+    def append_routine(self, statements: Statements) -> AppendRoutine | None:
+        """The PL/pgSQL append of :mod:`chatledger_sql.dialects.append_routine`."""
+        return AppendRoutine(statements.tables) if self.server_append else None
+
+    def create_routines(self, connection: Connection, statements: Statements) -> None:
+        """Create the append function unless it exists (on PostgreSQL itself).
+
+        A role that may not create functions (a store made by an earlier
+        version, opened by a role without ``CREATE`` on its schema) keeps to
+        the portable append, with a warning saying so.
+        """
+        routine = statements.append_routine
+        if routine is None or not self.native(connection):
+            return
+        if connection.execute(text(routine.exists_sql())).scalar() is not None:
+            return
+        try:
+            connection.execute(text(routine.create_sql()))
+        except exc.DBAPIError as error:
+            if _sqlstate(error) != _INSUFFICIENT_PRIVILEGE:
+                raise
+            connection.rollback()
+            warnings.warn(
+                f"cannot create the function {routine.name!r} ({error.orig}); "
+                "window appends run as two round trips instead of one",
+                stacklevel=2,
+            )
+
+    def drop_routines(self, connection: Connection, statements: Statements) -> None:
+        """Drop the append function (on PostgreSQL itself), even when this
+        dialect does not call it: another repository may have made it."""
+        if self.native(connection):
+            connection.execute(text(AppendRoutine(statements.tables).drop_sql()))
+
+    def is_missing_routine(self, error: exc.DBAPIError) -> bool:
+        """``undefined_function``: a store made before the routine existed."""
+        return _sqlstate(error) == _UNDEFINED_FUNCTION
 
     def upsert_conversation(self, statements: Statements) -> Any:
         """Create-or-lock the row, return its state and count known message ids."""
