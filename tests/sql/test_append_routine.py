@@ -1,10 +1,12 @@
-"""PostgreSQL's server-side append: one round trip, and the portable append's result.
+"""Server-side appends: one round trip, and the portable append's result.
 
-The function (``chatledger_sql.dialects.append_routine``) is the window rule
-in PL/pgSQL. Beside the conformance suite, which checks the stored window
-against ``apply_window`` on random histories, these tests run the same random
-workload through it and through the portable append and compare every row
-both leave in the three tables, and the round trips it takes.
+PostgreSQL's function (``chatledger_sql.dialects.append_routine``) and
+MariaDB's procedure (``chatledger_sql.dialects.mariadb_routine``) are the
+window rule in each server's language. Beside the conformance suite, which
+checks the stored window against ``apply_window`` on random histories, these
+tests run one random workload through a routine and through the portable
+append and compare every row both leave in the three tables, and count what
+an append sends.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, create_engine, select, text
+from sqlalchemy import Engine, create_engine, event, select, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from chatledger import (
@@ -35,7 +37,9 @@ from chatledger_sql import (
     PostgresDialect,
     SqlChatMemoryRepository,
 )
-from chatledger_sql.dialects.append_routine import AppendRoutine
+from chatledger_sql.dialects import MariaDBDialect
+from chatledger_sql.dialects.append_routine import AppendRoutine, PostgresAppendRoutine
+from chatledger_sql.dialects.mariadb_routine import MariaDBAppendRoutine
 from tests.backends import backend_url
 from tests.conformance.test_async_sql import with_driver
 from tests.sql.conftest import unique_table
@@ -43,30 +47,46 @@ from tests.sql.test_ttl import expire
 from tests.sql.test_writes import Counter
 from tests.sql.wire import PgWire
 
+_DIALECTS = {"postgresql": PostgresDialect, "mariadb": MariaDBDialect}
+#: What one append through the routine sends, as SQLAlchemy sees it.
+_CALL = {"postgresql": ["SELECT"], "mariadb": ["CALL"]}
 
-@pytest.fixture
-def engine() -> Iterator[Engine]:
-    engine = create_engine(backend_url("postgresql"))
+
+@pytest.fixture(params=["postgresql", "mariadb"])
+def engine(request: pytest.FixtureRequest) -> Iterator[Engine]:
+    engine = create_engine(backend_url(request.param))
     yield engine
     engine.dispose()
+
+
+def _kind(engine: Engine) -> str:
+    """The server behind ``engine``: MariaDB here behind a ``mysql`` URL."""
+    return "postgresql" if engine.dialect.name == "postgresql" else "mariadb"
 
 
 def _repository(
     engine: Engine, *, server_append: bool = True, **options: Any
 ) -> SqlChatMemoryRepository:
+    dialect = _DIALECTS[_kind(engine)](server_append=server_append)
     return SqlChatMemoryRepository(
-        engine,
-        table_name=unique_table(),
-        dialect=PostgresDialect(server_append=server_append),
-        **options,
+        engine, table_name=unique_table(), dialect=dialect, **options
     )
 
 
+def _routine(repository: SqlChatMemoryRepository) -> AppendRoutine:
+    if repository.dialect.name == "postgresql":
+        return PostgresAppendRoutine(repository.tables)
+    return MariaDBAppendRoutine(repository.tables)
+
+
+def _routine_calls(counter: Counter) -> int:
+    return sum("_append_v1" in statement for statement in counter.texts)
+
+
 @pytest.mark.parametrize("window", [10, 1000])
-def test_an_append_is_one_round_trip_whatever_the_window(
-    engine: Engine, window: int
-) -> None:
-    """Evicting or not, at any window size: one call, one row back."""
+def test_an_append_is_one_round_trip_whatever_the_window(window: int) -> None:
+    """PostgreSQL, evicting or not, at any window size: one call, one row back."""
+    engine = create_engine(backend_url("postgresql"))
     wire = PgWire(engine)
     repository = _repository(engine)
     try:
@@ -92,6 +112,60 @@ def test_an_append_is_one_round_trip_whatever_the_window(
     finally:
         repository.drop_schema()
         wire.close()
+        engine.dispose()
+
+
+class PyMySQLCommands:
+    """Every command PyMySQL sends (one round trip each), seen below SQLAlchemy.
+
+    A cursor-execute listener would send the call back through SQLAlchemy's
+    execute (see ``chatledger_sql.compiled.runs_raw``); this wraps the
+    driver's own command method on each checkout instead.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self.sent: list[str] = []
+        event.listen(engine, "checkout", self._wrap)
+
+    def _wrap(self, dbapi: Any, record: Any, proxy: Any) -> None:
+        if record.info.get("commands_wrapped"):
+            return
+        record.info["commands_wrapped"] = True
+        original = dbapi._execute_command
+
+        def execute(command: int, sql: Any) -> Any:
+            text = sql.decode() if isinstance(sql, bytes) else str(sql)
+            self.sent.append(text.split(None, 1)[0].upper())
+            return original(command, sql)
+
+        dbapi._execute_command = execute
+
+
+@pytest.mark.parametrize("window", [10, 1000])
+def test_mariadb_an_append_is_one_call_whatever_the_window(window: int) -> None:
+    """MariaDB: one CALL, evicting or not, nothing before or after it."""
+    repository = SqlChatMemoryRepository.from_url(
+        backend_url("mariadb"), table_name=unique_table()
+    )
+    commands = PyMySQLCommands(repository.engine)
+    try:
+        memory = MessageWindowChatMemory(repository, max_messages=window)
+        memory.add("c", [Message.system("S")])
+        for turn in range(window // 2 + 2):
+            memory.add("c", [Message.user(f"u{turn}"), Message.assistant(f"a{turn}")])
+        commands.sent.clear()
+        result = memory.add("c", [Message.user("next"), Message.assistant("answer")])
+        assert commands.sent == ["CALL"]
+        assert len(result.evicted_ids) == 2
+        assert len(memory.get("c")) == window - 1
+        # The procedure committed: a write from elsewhere is seen at once.
+        commands.sent.clear()
+        memory.add("c", [Message.user("more")])
+        assert commands.sent == ["CALL"]
+        assert memory.get("c")[-1].content == "more"
+    finally:
+        repository.drop_schema()
+        repository.close()
 
 
 def test_the_async_repository_calls_it_too() -> None:
@@ -145,10 +219,6 @@ def test_asyncpg_calls_it() -> None:
     asyncio.run(scenario())
 
 
-def _routine_calls(counter: Counter) -> int:
-    return sum("_append_v1" in statement for statement in counter.texts)
-
-
 def test_what_it_declines_the_portable_append_writes(engine: Engine) -> None:
     """A system message, some known ids, a new token counter: portable, right."""
     repository = _repository(engine)
@@ -183,7 +253,7 @@ def test_what_it_declines_the_portable_append_writes(engine: Engine) -> None:
         # Sizes are now stored under the token counter: the next one is taken.
         counter.reset()
         repository.append_to_window("c", [Message.user("u3")], tokens)
-        assert counter.statements == ["SELECT"]
+        assert counter.statements == _CALL[_kind(engine)]
     finally:
         repository.drop_schema()
 
@@ -196,7 +266,7 @@ def test_a_store_without_the_function_keeps_to_the_portable_append(
     counter = Counter(engine)
     try:
         with engine.begin() as connection:
-            connection.execute(text(AppendRoutine(repository.tables).drop_sql()))
+            connection.execute(text(_routine(repository).drop_sql()))
         window = MessageWindow(2)
         repository.append_to_window("c", [Message.user("u1")], window)
         repository.append_to_window("c", [Message.assistant("a1")], window)
@@ -208,11 +278,15 @@ def test_a_store_without_the_function_keeps_to_the_portable_append(
         # create_schema makes it; a new repository calls it.
         repository.create_schema()
         again = SqlChatMemoryRepository(
-            engine, table_name=repository.tables.messages.name, create_schema=False
+            engine,
+            table_name=repository.tables.messages.name,
+            create_schema=False,
+            dialect=repository.dialect,
         )
-        counter.reset()
         again.append_to_window("c", [Message.assistant("a2")], window)
-        assert counter.statements == ["SELECT"]
+        counter.reset()
+        again.append_to_window("c", [Message.user("u3")], window)
+        assert counter.statements == _CALL[_kind(engine)]
     finally:
         repository.drop_schema()
 
@@ -231,7 +305,7 @@ def test_a_write_with_a_fault_handler_takes_the_stepped_path(engine: Engine) -> 
 
 def test_drop_schema_drops_the_function(engine: Engine) -> None:
     repository = _repository(engine)
-    routine = AppendRoutine(repository.tables)
+    routine = _routine(repository)
     with engine.connect() as connection:
         assert connection.execute(text(routine.exists_sql())).scalar() is not None
     repository.drop_schema()

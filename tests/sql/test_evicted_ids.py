@@ -27,6 +27,7 @@ from chatledger import (
 from chatledger.evicted_ids import EVICTED_IDS_KEPT, EVICTED_IDS_TRIM_STEP
 from chatledger_sql import (
     AsyncSqlChatMemoryRepository,
+    MariaDBDialect,
     PostgresDialect,
     SqlChatMemoryRepository,
 )
@@ -460,8 +461,8 @@ def test_clearing_the_record_rides_on_the_delete_of_the_messages(
         for write in writes:
             fill()
             write()
-            if write is expired_append and backend == "postgresql":
-                # PostgreSQL's server-side append clears both in its one call.
+            if write is expired_append:
+                # The server-side append clears both in its one call.
                 assert [t for t in counter.texts if "_append_v1" in t], counter.texts
                 assert not [t for t in counter.texts if "DELETE" in t]
             else:
@@ -477,7 +478,11 @@ def test_clearing_the_record_rides_on_the_delete_of_the_messages(
 def test_mariadb_many_evicted_ids_are_sent_statement_by_statement() -> None:
     """Ids past the compound statement's size go in statements of their own."""
     engine = create_engine(backend_url("mariadb"))
-    repository = SqlChatMemoryRepository(engine, table_name=unique_table())
+    repository = SqlChatMemoryRepository(
+        engine,
+        table_name=unique_table(),
+        dialect=MariaDBDialect(server_append=False),
+    )
     try:
         counter = Counter(engine)
         window = MessageWindow(1)

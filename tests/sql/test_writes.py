@@ -20,6 +20,7 @@ from chatledger.faults import FAULT_POINTS
 from chatledger_sql import AsyncSqlChatMemoryRepository, SqlChatMemoryRepository
 from chatledger_sql.dialects import (
     DialectMismatchWarning,
+    MariaDBDialect,
     MySQLDialect,
     PostgresDialect,
     pipeline,
@@ -56,9 +57,11 @@ class Counter:
         self.rows_read = 0
 
 
-#: The portable append (the server-side function's is tests/sql/test_append_routine.py):
-#: it still runs every append the function leaves to it.
+#: The portable appends (the server-side routines' are in
+#: tests/sql/test_append_routine.py): they still run every append a routine
+#: leaves to them.
 PORTABLE = PostgresDialect(server_append=False)
+PORTABLE_MARIADB = MariaDBDialect(server_append=False)
 
 
 @pytest.fixture
@@ -296,7 +299,9 @@ def test_mariadb_append_is_two_compound_statements() -> None:
     first in its block, and nothing reads with a lock on message rows.
     """
     engine = create_engine(backend_url("mariadb"))
-    repository = SqlChatMemoryRepository(engine, table_name=unique_table())
+    repository = SqlChatMemoryRepository(
+        engine, table_name=unique_table(), dialect=PORTABLE_MARIADB
+    )
     try:
         counter = Counter(engine)
         memory = MessageWindowChatMemory(repository, max_messages=5)
@@ -337,7 +342,9 @@ def test_mariadb_async_append_is_two_compound_statements(driver: str) -> None:
     """The async drivers (``format`` parameters) send the same two blocks."""
     engine = create_async_engine(with_driver(backend_url("mariadb"), driver))
     counter = Counter(engine.sync_engine)
-    repository = AsyncSqlChatMemoryRepository(engine, table_name=unique_table())
+    repository = AsyncSqlChatMemoryRepository(
+        engine, table_name=unique_table(), dialect=PORTABLE_MARIADB
+    )
 
     async def scenario() -> None:
         memory = AsyncMessageWindowChatMemory(repository, max_messages=5)
@@ -378,7 +385,9 @@ def _steps(block: str) -> list[str]:
 def test_mariadb_large_batch_is_sent_statement_by_statement() -> None:
     """A batch past the compound statement's size goes one statement at a time."""
     engine = create_engine(backend_url("mariadb"))
-    repository = SqlChatMemoryRepository(engine, table_name=unique_table())
+    repository = SqlChatMemoryRepository(
+        engine, table_name=unique_table(), dialect=PORTABLE_MARIADB
+    )
     try:
         counter = Counter(engine)
         memory = MessageWindowChatMemory(repository, max_messages=4)

@@ -43,12 +43,14 @@ conformance suite's ``test_window_matches_the_pure_policy`` on its backend:
 - MongoDB: the aggregation pipeline in ``chatledger_mongodb.pipeline``
   (rules 1-4, system messages compared by :func:`system_key`).
 - PostgreSQL: the PL/pgSQL function in
-  ``chatledger_sql.dialects.append_routine`` (rules 2-4, :func:`count_evictions`;
-  a batch holding a system message is planned in Python). Its tests also
-  compare every row it writes with the Python-planned append's.
+  ``chatledger_sql.dialects.append_routine``, and MariaDB: the stored
+  procedure in ``chatledger_sql.dialects.mariadb_routine`` (rules 2-4,
+  :func:`count_evictions`; a batch holding a system message is planned in
+  Python). Their tests also compare every row they write with the
+  Python-planned append's.
 
-Every other adapter (SQL, Cassandra, Neo4j, in memory), and PostgreSQL for
-what its function leaves to it, plans in Python with
+Every other adapter (SQL, Cassandra, Neo4j, in memory), and PostgreSQL and
+MariaDB for what their routines leave to them, plans in Python with
 :func:`chatledger.append_plan.plan_append`, which calls the functions here.
 
 Sizes are counted by a :class:`Window`: one per message for

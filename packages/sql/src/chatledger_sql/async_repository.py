@@ -120,6 +120,24 @@ def _detectable_now(engine: AsyncEngine) -> bool:
     return dialect.name != "mysql" or dialect.server_version_info is not None
 
 
+async def _settled(call: Awaitable[T]) -> T:
+    """Await ``call``; when cancelled, first let it finish, then re-raise.
+
+    A routine's call, once sent, runs to its end on the server whatever the
+    client does, commit included: closing the connection would not stop it,
+    only leave its outcome to land after the cancellation returned. Waiting
+    for its answer (one statement) settles the outcome first, and returns
+    the connection to the pool clean. A second cancellation stops waiting.
+    """
+    task = asyncio.ensure_future(call)
+    try:
+        return await asyncio.shield(task)
+    except asyncio.CancelledError:
+        with contextlib.suppress(Exception):
+            await task
+        raise
+
+
 def _sync(connection: AsyncConnection) -> Connection:
     """The ``Connection`` a connected ``AsyncConnection`` drives (for dialect hooks)."""
     sync = connection.sync_connection
@@ -604,13 +622,15 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         )
 
         async def call(connection: AsyncConnection) -> Any:
-            if not self._dialect().native(_sync(connection)):
+            if not self._dialect().runs_routines(_sync(connection)):
                 return None
-            await connection.execution_options(isolation_level="AUTOCOMMIT")
+            if not routine.commits_itself:
+                await connection.execution_options(isolation_level="AUTOCOMMIT")
             return (await connection.execute(routine.call, parameters)).one()
 
         try:
-            row = await self._write(conversation_id, call, commits_itself=True)
+            writing = self._write(conversation_id, call, commits_itself=True)
+            row = await _settled(writing)
         except exc.DBAPIError as error:
             if not self._dialect().is_missing_routine(error):
                 raise

@@ -33,7 +33,13 @@ from sqlalchemy.engine import Connection, Dialect, Engine
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ClauseElement
 
-__all__ = ["PARAMSTYLES", "CompiledStatement", "fetch_all", "runs_raw"]
+__all__ = [
+    "PARAMSTYLES",
+    "RAW_DRIVERS",
+    "CompiledStatement",
+    "fetch_all",
+    "runs_raw",
+]
 
 #: The drivers' parameter styles a compiled statement binds: by position
 #: (``qmark``, ``format``) or by name (``pyformat``, ``named``).
@@ -147,13 +153,16 @@ def fetch_all(
     values: dict[str, Any],
     *,
     autocommit: bool,
+    commits_itself: bool = False,
 ) -> list[Any]:
     """Run ``statement`` on ``connection``'s DBAPI cursor; every row, as tuples.
 
     ``autocommit`` runs it outside a transaction (the connection must have
     none open), as ``isolation_level="AUTOCOMMIT"`` would, and puts the
-    driver's setting back after; otherwise the read's transaction is rolled
-    back after it, as SQLAlchemy ends it.
+    driver's setting back after (psycopg); ``commits_itself`` says the
+    statement ends the transaction it began (a stored procedure that
+    commits), so nothing is sent after it; otherwise the read's transaction
+    is rolled back after it, as SQLAlchemy ends it.
 
     Raises:
         sqlalchemy.exc.DBAPIError: as SQLAlchemy raises it.
@@ -170,7 +179,7 @@ def fetch_all(
         cursor.close()
         if autocommit:
             driver.autocommit = False
-        else:
+        elif not commits_itself:
             # End the transaction the SELECT may have opened, as SQLAlchemy
             # would: InnoDB opens one without flagging it in the server status
             # the pool's return looks at, and its snapshot must not outlive

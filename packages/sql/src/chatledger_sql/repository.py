@@ -701,17 +701,23 @@ class SqlChatMemoryRepository(ClosingContext):
         )
 
         def call(connection: Connection) -> Any:
-            if not self.dialect.native(connection):
+            if not self.dialect.runs_routines(connection):
                 return None
+            commits_itself = routine.commits_itself
             if runs_raw(self.engine):
                 if self._raw_routine is None:
                     self._raw_routine = CompiledStatement(
                         connection.dialect, [routine.call]
                     )
                 return fetch_all(
-                    connection, self._raw_routine, parameters, autocommit=True
+                    connection,
+                    self._raw_routine,
+                    parameters,
+                    autocommit=not commits_itself,
+                    commits_itself=commits_itself,
                 )[0]
-            connection.execution_options(isolation_level="AUTOCOMMIT")
+            if not commits_itself:
+                connection.execution_options(isolation_level="AUTOCOMMIT")
             return connection.execute(routine.call, parameters).one()
 
         try:

@@ -40,11 +40,12 @@ and the repository keeps to the portable path.
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import TextClause, bindparam, text
+from sqlalchemy import TextClause, bindparam, exc, text
 from sqlalchemy.dialects.postgresql.base import PGDialect
 
 from chatledger.adapters import (
@@ -55,13 +56,22 @@ from chatledger.adapters import (
     stamp_messages,
 )
 from chatledger.evicted_ids import EVICTED_IDS_KEPT, EVICTED_IDS_TRIM_STEP
+from chatledger_sql.dialects.base import SqlDialect
 from chatledger_sql.rows import encode
 from chatledger_sql.schema import derived_name
 
 if TYPE_CHECKING:
-    from chatledger_sql.schema import Tables
+    from sqlalchemy import Connection
 
-__all__ = ["ROUTINE_SUFFIX", "AppendRoutine"]
+    from chatledger_sql.schema import Tables
+    from chatledger_sql.statements import Statements
+
+__all__ = [
+    "ROUTINE_SUFFIX",
+    "AppendRoutine",
+    "PostgresAppendRoutine",
+    "RoutineDialect",
+]
 
 #: The function's name is the messages table's name followed by this.
 ROUTINE_SUFFIX = "_append_v1"
@@ -277,13 +287,32 @@ END
 
 
 class AppendRoutine:
-    """The append function of one repository's tables: its DDL and its call."""
+    """A server-side append of one repository's tables: its DDL and its call.
+
+    The Python side every routine shares: the name, the parameters (the
+    batch packed as one JSON array of rows) and the reading of the answer.
+    Each database's subclass gives the routine's text and how its call is
+    written; :class:`PostgresAppendRoutine` is PostgreSQL's, and
+    :class:`chatledger_sql.dialects.mariadb_routine.MariaDBAppendRoutine`
+    MariaDB's.
+
+    Args:
+        tables: The repository's tables; the routine is named after the
+            messages table, in its schema.
+        timestamp: The timestamp column type, for binding ``now``.
+    """
 
     __slots__ = ("_tables", "call", "name", "qualified")
 
-    def __init__(self, tables: Tables) -> None:
-        """Name the function after ``tables``'s messages table, in its schema."""
-        preparer = _PG.identifier_preparer
+    #: The SQLAlchemy dialect whose identifier rules name the routine.
+    sql_dialect: Any = _PG
+    #: The routine begins and commits its own transaction; otherwise it is
+    #: called in autocommit, a statement's transaction of its own.
+    commits_itself = False
+
+    def __init__(self, tables: Tables, timestamp: Any = None) -> None:
+        """Name the routine and build its call."""
+        preparer = self.sql_dialect.identifier_preparer
         messages = tables.messages
         self.name = derived_name(messages.name, ROUTINE_SUFFIX)
         self.qualified = (
@@ -292,42 +321,50 @@ class AppendRoutine:
             else f"{preparer.quote_schema(messages.schema)}.{preparer.quote(self.name)}"
         )
         self._tables = tables
-        #: ``SELECT outcome, evicted_ids`` from one call; :meth:`parameters`
-        #: gives its bound values.
-        self.call: TextClause = text(
-            f"SELECT outcome, evicted_ids FROM {self.qualified}(:cid, :now, "
-            ":expires_at, :limit, :counter, CAST(:batch AS JSON))"
-        ).bindparams(bindparam("now"), bindparam("expires_at"))
+        #: One call, answering one row ``outcome, evicted_ids``;
+        #: :meth:`parameters` gives its bound values.
+        self.call: TextClause = text(self.call_sql()).bindparams(
+            bindparam("now", type_=timestamp), bindparam("expires_at", type_=timestamp)
+        )
+
+    def call_sql(self) -> str:
+        """The call's text, with ``:cid, :now, :expires_at, :limit, :counter,
+        :batch``."""
+        raise NotImplementedError
 
     def create_sql(self) -> str:
-        """``CREATE FUNCTION``: run when :meth:`exists_sql` finds none."""
-        preparer = _PG.identifier_preparer
-        tables = self._tables
-        body = _BODY.format(
-            m=preparer.format_table(tables.messages),
-            c=preparer.format_table(tables.conversations),
-            e=preparer.format_table(tables.evicted),
-            kept=EVICTED_IDS_KEPT,
-            step=EVICTED_IDS_TRIM_STEP,
-        )
-        return (
-            f"CREATE FUNCTION {self.qualified}({_ARGUMENTS}, "
-            "OUT outcome TEXT, OUT evicted_ids TEXT[]) "
-            f"LANGUAGE plpgsql AS $chatledger${body}$chatledger$"
-        )
+        """The routine's DDL: run when :meth:`exists_sql` finds none."""
+        raise NotImplementedError
 
     def exists_sql(self) -> str:
-        """A query returning one row, non-null when the function exists."""
-        signature = f"{self.qualified}({_ARGUMENT_TYPES})"
-        return f"SELECT to_regprocedure('{signature}')"
+        """A query returning one row, non-null when the routine exists."""
+        raise NotImplementedError
 
     def drop_sql(self) -> str:
-        """``DROP FUNCTION IF EXISTS``."""
-        return f"DROP FUNCTION IF EXISTS {self.qualified}({_ARGUMENT_TYPES})"
+        """Drop the routine if it exists."""
+        raise NotImplementedError
+
+    def created_text(self, moment: datetime) -> str:
+        """A message's ``created_at`` as the routine reads it from the batch."""
+        return moment.isoformat()
+
+    def evicted_list(self, value: Any) -> list[str]:
+        """The evicted ids the routine answered, as a list."""
+        return list(value)
+
+    def table_names(self) -> dict[str, str]:
+        """``m``, ``c``, ``e``: the three tables, quoted for the routine's text."""
+        preparer = self.sql_dialect.identifier_preparer
+        tables = self._tables
+        return {
+            "m": preparer.format_table(tables.messages),
+            "c": preparer.format_table(tables.conversations),
+            "e": preparer.format_table(tables.evicted),
+        }
 
     @staticmethod
     def takes(batch: Sequence[Message]) -> bool:
-        """Whether the function may write ``batch`` (it holds no system message)."""
+        """Whether the routine may write ``batch`` (it holds no system message)."""
         return not needs_stored_system(batch)
 
     def parameters(
@@ -351,7 +388,7 @@ class AppendRoutine:
                     "content": row["content"],
                     "payload": row["payload"],
                     "size": window.measure(message),
-                    "created": row["created_at"].isoformat(),
+                    "created": self.created_text(row["created_at"]),
                 }
             )
         return {
@@ -363,13 +400,108 @@ class AppendRoutine:
             "batch": json.dumps(rows, ensure_ascii=False, separators=(",", ":")),
         }, stamped
 
-    @staticmethod
-    def result(row: Sequence[Any], stamped: list[Message]) -> AppendResult | None:
+    def result(self, row: Sequence[Any], stamped: list[Message]) -> AppendResult | None:
         """What the append did, from the call's row (``outcome, evicted_ids``);
         ``None``: it wrote nothing and the portable append is to run."""
         outcome, evicted_ids = row
         if outcome == "appended":
-            return AppendResult(stamped, list(evicted_ids))
+            return AppendResult(stamped, self.evicted_list(evicted_ids))
         if outcome == "known":
             return AppendResult()
         return None
+
+
+class PostgresAppendRoutine(AppendRoutine):
+    """PostgreSQL's: a PL/pgSQL function returning ``outcome, evicted_ids``."""
+
+    __slots__ = ()
+
+    def call_sql(self) -> str:
+        """``SELECT outcome, evicted_ids FROM name(...)``."""
+        return (
+            f"SELECT outcome, evicted_ids FROM {self.qualified}(:cid, :now, "
+            ":expires_at, :limit, :counter, CAST(:batch AS JSON))"
+        )
+
+    def create_sql(self) -> str:
+        """``CREATE FUNCTION``."""
+        body = _BODY.format(
+            **self.table_names(), kept=EVICTED_IDS_KEPT, step=EVICTED_IDS_TRIM_STEP
+        )
+        return (
+            f"CREATE FUNCTION {self.qualified}({_ARGUMENTS}, "
+            "OUT outcome TEXT, OUT evicted_ids TEXT[]) "
+            f"LANGUAGE plpgsql AS $chatledger${body}$chatledger$"
+        )
+
+    def exists_sql(self) -> str:
+        """``to_regprocedure`` of the function's signature."""
+        signature = f"{self.qualified}({_ARGUMENT_TYPES})"
+        return f"SELECT to_regprocedure('{signature}')"
+
+    def drop_sql(self) -> str:
+        """``DROP FUNCTION IF EXISTS``."""
+        return f"DROP FUNCTION IF EXISTS {self.qualified}({_ARGUMENT_TYPES})"
+
+
+class RoutineDialect(SqlDialect):
+    """A dialect whose database runs window appends in a routine of its own.
+
+    The routine is created with the tables, dropped with them, and called for
+    the appends it takes (:meth:`AppendRoutine.takes`); every other append,
+    and every append with ``server_append=False``, takes the portable path.
+
+    Args:
+        server_append: Call the routine (one round trip per append); false
+            keeps every append on the portable path.
+    """
+
+    def __init__(self, *, server_append: bool = True) -> None:
+        """Call the routine unless ``server_append`` is false."""
+        self.server_append = bool(server_append)
+
+    def __repr__(self) -> str:
+        options = "" if self.server_append else "server_append=False"
+        return f"{type(self).__name__}({options})"
+
+    def routine(self, statements: Statements) -> AppendRoutine:
+        """The routine of these tables, called or not."""
+        raise NotImplementedError
+
+    def append_routine(self, statements: Statements) -> AppendRoutine | None:
+        """:meth:`routine`, unless ``server_append`` is false."""
+        return self.routine(statements) if self.server_append else None
+
+    def runs_routines(self, connection: Connection) -> bool:
+        """Whether the server can run the routine: the product itself."""
+        return self.native(connection)
+
+    def refuses_routine(self, error: exc.DBAPIError) -> bool:
+        """True when the role may not create the routine (then appends keep
+        to the portable path, with a warning)."""
+        return False
+
+    def create_routines(self, connection: Connection, statements: Statements) -> None:
+        """Create the routine unless it exists (on the product itself)."""
+        routine = statements.append_routine
+        if routine is None or not self.runs_routines(connection):
+            return
+        if connection.execute(text(routine.exists_sql())).scalar() is not None:
+            return
+        try:
+            connection.execute(text(routine.create_sql()))
+        except exc.DBAPIError as error:
+            if not self.refuses_routine(error):
+                raise
+            connection.rollback()
+            warnings.warn(
+                f"cannot create the routine {routine.name!r} ({error.orig}); "
+                "window appends take the portable path instead of one round trip",
+                stacklevel=2,
+            )
+
+    def drop_routines(self, connection: Connection, statements: Statements) -> None:
+        """Drop the routine (on the product itself), even when this dialect
+        does not call it: another repository may have made it."""
+        if self.native(connection):
+            connection.execute(text(self.routine(statements).drop_sql()))

@@ -312,6 +312,10 @@ class SqlDialect:
         """
         return None
 
+    def runs_routines(self, connection: Connection) -> bool:
+        """Whether the server behind ``connection`` can run the routines."""
+        return False
+
     def create_routines(self, connection: Connection, statements: Statements) -> None:
         """Create the server-side routines if missing (default: there are none)."""
 

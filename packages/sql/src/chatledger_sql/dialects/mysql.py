@@ -35,8 +35,10 @@ from sqlalchemy.dialects.mysql import CHAR, DATETIME, LONGTEXT, VARCHAR
 from sqlalchemy.dialects.mysql import insert as mysql_insert
 from sqlalchemy.types import NullType, TypeEngine
 
+from chatledger_sql.dialects.append_routine import RoutineDialect
 from chatledger_sql.dialects.base import ConversationState, SqlDialect
 from chatledger_sql.dialects.compound import PARAMSTYLES, CompoundStatement
+from chatledger_sql.dialects.mariadb_routine import MariaDBAppendRoutine
 from chatledger_sql.types import UtcDateTime
 
 if TYPE_CHECKING:
@@ -48,8 +50,13 @@ __all__ = ["MariaDBDialect", "MySQLDialect"]
 
 # ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT is not retried (it signals a stuck writer)
 _RETRYABLE = {1213}
-# ER_TABLE_EXISTS_ERROR, ER_DUP_KEYNAME
-_EXISTS = {1050, 1061}
+# ER_TABLE_EXISTS_ERROR, ER_DUP_KEYNAME, ER_SP_ALREADY_EXISTS
+_EXISTS = {1050, 1061, 1304}
+# ER_SP_DOES_NOT_EXIST
+_NO_PROCEDURE = 1305
+# ER_DBACCESS_DENIED_ERROR, ER_TABLEACCESS_DENIED_ERROR,
+# ER_SPECIFIC_ACCESS_DENIED_ERROR
+_DENIED = {1044, 1142, 1227}
 #: The most characters of message text a compound write statement carries:
 #: 1 MB once escaped and in UTF-8, the smallest ``max_allowed_packet``.
 MAX_BLOCK_TEXT = 128 * 1024
@@ -168,19 +175,46 @@ class MySQLDialect(SqlDialect):
         )
 
 
-class MariaDBDialect(MySQLDialect):
+class MariaDBDialect(RoutineDialect, MySQLDialect):
     """MariaDB 10.5 and later (detected even behind a ``mysql://`` URL).
 
-    With a ``pyformat`` or ``format`` driver (PyMySQL, the default; asyncmy
-    and aiomysql) a window append sends its statements as two compound
-    statements (``BEGIN NOT ATOMIC ... END``): the upsert with the probing
-    read, then the deletes, the insert and the conversation update. The locks
-    taken, and their order, are those of the statements sent one by one.
+    On MariaDB 10.6 and later a window append is one ``CALL`` of a stored
+    procedure made with the tables
+    (:mod:`chatledger_sql.dialects.mariadb_routine`), for the appends it
+    takes. Otherwise, with a ``pyformat`` or ``format`` driver (PyMySQL, the
+    default; asyncmy and aiomysql) a window append sends its statements as
+    two compound statements (``BEGIN NOT ATOMIC ... END``): the upsert with
+    the probing read, then the deletes, the insert and the conversation
+    update. The locks taken, and their order, are those of the statements
+    sent one by one.
+
+    Args:
+        server_append: Call the procedure; false keeps every append on the
+            compound statements.
     """
 
     name = "mariadb"
     #: MariaDB's binary, no-pad collation.
     id_collation = "utf8mb4_nopad_bin"
+
+    def routine(self, statements: Statements) -> MariaDBAppendRoutine:
+        """The stored procedure of :mod:`chatledger_sql.dialects.mariadb_routine`."""
+        return MariaDBAppendRoutine(
+            statements.tables, self.timestamp_type(), self.id_collation
+        )
+
+    def runs_routines(self, connection: Connection) -> bool:
+        """MariaDB 10.6 or later (JSON_TABLE reads the batch)."""
+        version = connection.dialect.server_version_info or ()
+        return self.native(connection) and tuple(version[:2]) >= (10, 6)
+
+    def refuses_routine(self, error: exc.DBAPIError) -> bool:
+        """No ``CREATE ROUTINE`` privilege (access denied to the database)."""
+        return _errno(error) in _DENIED
+
+    def is_missing_routine(self, error: exc.DBAPIError) -> bool:
+        """``ER_SP_DOES_NOT_EXIST``: a store made before the procedure existed."""
+        return _errno(error) == _NO_PROCEDURE
 
     def native(self, connection: Connection) -> bool:
         """MariaDB through a driver whose parameter style compound statements take."""

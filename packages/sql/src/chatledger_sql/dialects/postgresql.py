@@ -18,7 +18,6 @@ dialect, so it sticks to SQL that PostgreSQL-compatible databases share.
 from __future__ import annotations
 
 import contextlib
-import warnings
 from collections.abc import Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -29,8 +28,8 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.postgresql.base import PGDialect
 from sqlalchemy.types import TypeEngine
 
-from chatledger_sql.dialects.append_routine import AppendRoutine
-from chatledger_sql.dialects.base import ConversationState, SqlDialect
+from chatledger_sql.dialects.append_routine import PostgresAppendRoutine, RoutineDialect
+from chatledger_sql.dialects.base import ConversationState
 from chatledger_sql.dialects.pipeline import PipelinedWrite
 from chatledger_sql.types import UtcDateTime
 
@@ -62,7 +61,7 @@ def _sqlstate(error: exc.DBAPIError) -> str | None:
     return getattr(orig, "sqlstate", None) or getattr(orig, "pgcode", None)
 
 
-class PostgresDialect(SqlDialect):
+class PostgresDialect(RoutineDialect):
     """PostgreSQL (also the fallback for products no dialect is registered for).
 
     Args:
@@ -74,15 +73,6 @@ class PostgresDialect(SqlDialect):
 
     name = "postgresql"
     lock_returns_state = True
-
-    def __init__(self, *, server_append: bool = True) -> None:
-        """Append through the server-side function unless ``server_append``
-        is false (then every append is the two-round-trip portable one)."""
-        self.server_append = bool(server_append)
-
-    def __repr__(self) -> str:
-        options = "" if self.server_append else "server_append=False"
-        return f"{type(self).__name__}({options})"
 
     def timestamp_type(self) -> TypeEngine[Any]:
         """``TIMESTAMP(6) WITH TIME ZONE``."""
@@ -115,39 +105,13 @@ class PostgresDialect(SqlDialect):
         """PostgreSQL itself; a product falling back to this dialect is not."""
         return connection.dialect.name == "postgresql"
 
-    def append_routine(self, statements: Statements) -> AppendRoutine | None:
+    def routine(self, statements: Statements) -> PostgresAppendRoutine:
         """The PL/pgSQL append of :mod:`chatledger_sql.dialects.append_routine`."""
-        return AppendRoutine(statements.tables) if self.server_append else None
+        return PostgresAppendRoutine(statements.tables, self.timestamp_type())
 
-    def create_routines(self, connection: Connection, statements: Statements) -> None:
-        """Create the append function unless it exists (on PostgreSQL itself).
-
-        A role that may not create functions (a store made by an earlier
-        version, opened by a role without ``CREATE`` on its schema) keeps to
-        the portable append, with a warning saying so.
-        """
-        routine = statements.append_routine
-        if routine is None or not self.native(connection):
-            return
-        if connection.execute(text(routine.exists_sql())).scalar() is not None:
-            return
-        try:
-            connection.execute(text(routine.create_sql()))
-        except exc.DBAPIError as error:
-            if _sqlstate(error) != _INSUFFICIENT_PRIVILEGE:
-                raise
-            connection.rollback()
-            warnings.warn(
-                f"cannot create the function {routine.name!r} ({error.orig}); "
-                "window appends run as two round trips instead of one",
-                stacklevel=2,
-            )
-
-    def drop_routines(self, connection: Connection, statements: Statements) -> None:
-        """Drop the append function (on PostgreSQL itself), even when this
-        dialect does not call it: another repository may have made it."""
-        if self.native(connection):
-            connection.execute(text(AppendRoutine(statements.tables).drop_sql()))
+    def refuses_routine(self, error: exc.DBAPIError) -> bool:
+        """``insufficient_privilege``: no ``CREATE`` on the schema."""
+        return _sqlstate(error) == _INSUFFICIENT_PRIVILEGE
 
     def is_missing_routine(self, error: exc.DBAPIError) -> bool:
         """``undefined_function``: a store made before the routine existed."""
