@@ -168,34 +168,6 @@ def test_mariadb_an_append_is_one_call_whatever_the_window(window: int) -> None:
         repository.close()
 
 
-def test_the_async_repository_calls_it_too() -> None:
-    """psycopg's async connection: the same one round trip; asyncpg calls it too."""
-    engine = create_async_engine(with_driver(backend_url("postgresql"), "psycopg"))
-    wire = PgWire(engine.sync_engine)
-    repository = AsyncSqlChatMemoryRepository(engine, table_name=unique_table())
-
-    async def scenario() -> None:
-        memory = AsyncMessageWindowChatMemory(repository, max_messages=4)
-        try:
-            for turn in range(3):
-                await memory.add(
-                    "c", [Message.user(f"u{turn}"), Message.assistant(f"a{turn}")]
-                )
-            wire.reset()
-            await memory.add("c", [Message.user("next")])
-            assert wire.round_trips() == [["SELECT"]]
-            contents = [m.content for m in await memory.get("c")]
-            assert contents == ["u2", "a2", "next"]
-        finally:
-            await repository.drop_schema()
-            await engine.dispose()
-
-    try:
-        asyncio.run(scenario())
-    finally:
-        wire.close()
-
-
 def test_asyncpg_calls_it() -> None:
     """asyncpg binds the arrays and timestamps the call takes."""
     engine = create_async_engine(with_driver(backend_url("postgresql"), "asyncpg"))

@@ -145,12 +145,21 @@ def test_postgres_pipelined_begin_keeps_the_isolation_level() -> None:
         wire.close()
 
 
-def test_postgres_async_append_is_pipelined_like_the_sync_one() -> None:
-    """psycopg's async connection: the same two round trips per append."""
+@pytest.mark.parametrize(
+    ("server_append", "trips"),
+    [(False, [["BEGIN", "INSERT"], ["WITH", "COMMIT"]]), (True, [["SELECT"]])],
+)
+def test_postgres_async_append_is_pipelined_like_the_sync_one(
+    server_append: bool, trips: list[list[str]]
+) -> None:
+    """psycopg's async connection: the same round trips per append as sync,
+    two on the portable path, one through the server-side function."""
     engine = create_async_engine(with_driver(backend_url("postgresql"), "psycopg"))
     wire = PgWire(engine.sync_engine)
     repository = AsyncSqlChatMemoryRepository(
-        engine, table_name=unique_table(), dialect=PORTABLE
+        engine,
+        table_name=unique_table(),
+        dialect=PostgresDialect(server_append=server_append),
     )
 
     async def scenario() -> None:
@@ -162,7 +171,7 @@ def test_postgres_async_append_is_pipelined_like_the_sync_one() -> None:
                 )
             wire.reset()
             await memory.add("c", [Message.user("next")])
-            assert wire.round_trips() == [["BEGIN", "INSERT"], ["WITH", "COMMIT"]]
+            assert wire.round_trips() == trips
             contents = [m.content for m in await memory.get("c")]
             assert contents == ["u2", "a2", "next"]
         finally:
