@@ -60,7 +60,7 @@ BEGIN
   DECLARE v_size BIGINT;
   DECLARE v_evict, v_drop_new INT DEFAULT 0;
   DECLARE v_upto, v_first, v_last, v_bound BIGINT DEFAULT -1;
-  DECLARE v_evicted_size, v_kept_size BIGINT DEFAULT 0;
+  DECLARE v_evicted_size, v_kept_size, v_new_size BIGINT DEFAULT 0;
   DECLARE v_outcome VARCHAR(16) DEFAULT 'declined';
   DECLARE v_evicted LONGTEXT DEFAULT '[]';
   DECLARE v_dropped_ids LONGTEXT;
@@ -79,7 +79,8 @@ BEGIN
   END;
 
   work: BEGIN
-    SELECT count(*), coalesce(sum(k.role = 'system'), 0) INTO v_n, v_systems
+    SELECT count(*), coalesce(sum(k.role = 'system'), 0), coalesce(sum(k.size), 0)
+      INTO v_n, v_systems, v_new_size
       FROM JSON_TABLE(p_batch, '$[*]' COLUMNS ({batch_roles})) AS k;
     IF v_n = 0 OR v_systems > 0 THEN
       LEAVE work;
@@ -111,12 +112,13 @@ BEGIN
     END IF;
     -- Stored or evicted ids: all of them make the append a no-op (a retry),
     -- some of them leave it to the portable path.
+    -- Joins from the batch: one unique-key lookup per id in each table (as
+    -- an EXISTS, the record's part is materialized whole).
     SELECT count(*) INTO v_known
       FROM JSON_TABLE(p_batch, '$[*]' COLUMNS (id {id} PATH '$.id')) AS k
-      WHERE EXISTS (SELECT 1 FROM {m}
-                    WHERE conversation_id = p_cid AND message_id = k.id)
-         OR EXISTS (SELECT 1 FROM {e}
-                    WHERE conversation_id = p_cid AND message_id = k.id);
+      LEFT JOIN {m} AS sm ON sm.conversation_id = p_cid AND sm.message_id = k.id
+      LEFT JOIN {e} AS se ON se.conversation_id = p_cid AND se.message_id = k.id
+      WHERE sm.seq IS NOT NULL OR se.seq IS NOT NULL;
     IF v_known > 0 THEN
       ROLLBACK;
       IF v_known = v_n THEN
@@ -133,9 +135,7 @@ BEGIN
       SET v_system_size = coalesce(v_system_weight, 0),
           v_total = coalesce(v_other_weight, 0);
     END IF;
-    SET v_stored = v_total;
-    SELECT v_total + sum(k.size) INTO v_total
-      FROM JSON_TABLE(p_batch, '$[*]' COLUMNS ({batch_roles})) AS k;
+    SET v_stored = v_total, v_total = v_total + v_new_size;
     SET v_excess = v_system_size + v_total - p_limit;
     -- append_plan._first_read: the first chunk of the oldest rows.
     SET v_chunk = IF(v_excess <= 0, 1,
@@ -231,14 +231,19 @@ BEGIN
       THEN
         DELETE FROM {e} WHERE conversation_id = p_cid AND seq <= v_bound;
       END IF;
-      INSERT INTO {e} (conversation_id, message_id, seq)
-        SELECT p_cid, message_id, seq FROM {m}
-          WHERE conversation_id = p_cid AND role <> 'system' AND seq <= v_upto
-            AND seq > v_bound;
-      INSERT INTO {e} (conversation_id, message_id, seq)
-        SELECT p_cid, k.id, v_next + v_n - v_drop_new + k.n - 1
-          FROM JSON_TABLE(p_batch, '$[*]' COLUMNS ({batch_ids})) AS k
-          WHERE k.n <= v_drop_new AND v_next + v_n - v_drop_new + k.n - 1 > v_bound;
+      IF v_evict > 0 THEN
+        INSERT INTO {e} (conversation_id, message_id, seq)
+          SELECT p_cid, message_id, seq FROM {m}
+            WHERE conversation_id = p_cid AND role <> 'system' AND seq <= v_upto
+              AND seq > v_bound;
+      END IF;
+      IF v_drop_new > 0 THEN
+        INSERT INTO {e} (conversation_id, message_id, seq)
+          SELECT p_cid, k.id, v_next + v_n - v_drop_new + k.n - 1
+            FROM JSON_TABLE(p_batch, '$[*]' COLUMNS ({batch_ids})) AS k
+            WHERE k.n <= v_drop_new
+              AND v_next + v_n - v_drop_new + k.n - 1 > v_bound;
+      END IF;
     END IF;
     IF v_evict > 0 THEN
       DELETE FROM {m} WHERE conversation_id = p_cid AND role <> 'system'
