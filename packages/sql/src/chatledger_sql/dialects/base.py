@@ -307,8 +307,9 @@ class SqlDialect:
         """The server-side append routine of these tables, or ``None``.
 
         A dialect that has one creates it with the tables
-        (:meth:`create_routines`); the repository calls it in autocommit for
-        the appends it takes, and runs its portable append for the others.
+        (:meth:`create_routines`); the repository calls it, in one statement
+        that commits, for the appends it takes, and runs its portable append
+        for the others.
         """
         return None
 
