@@ -18,9 +18,11 @@ import pytest
 from redis import Redis
 
 from chatledger import Message
+from chatledger.evicted_ids import EVICTED_IDS_KEPT, EVICTED_IDS_TRIM_STEP
 from chatledger.tokens import estimate_tokens
 from chatledger.window import MessageWindow, TokenWindow, Window
 from chatledger_redis import RedisChatMemoryRepository
+from chatledger_redis.keys import ConversationKeys
 
 #: How long to wait for the MONITOR thread: a bound for a stuck server, not a
 #: timing the test relies on.
@@ -204,24 +206,38 @@ def test_the_steady_state_command_lists(
 ) -> None:
     """A full window and a full evicted-id record, one message per append.
 
-    Every other append evicts a turn: 12 commands, else 6.
+    Every other append evicts a turn: 10 commands, 12 in the one that trims
+    the record (once per EVICTED_IDS_TRIM_STEP evicted ids), else 6.
     """
     window = MessageWindow(4)
     repository.save_all("st", [Message.user("u0"), Message.assistant("a0")])
-    for turn in range(1, 520):  # 1036 evicted ids: past the record's bound
+    bound = EVICTED_IDS_KEPT + EVICTED_IDS_TRIM_STEP
+    for turn in range(1, bound // 2 + 1):  # two evicted ids a turn from turn 2
         repository.append_to_window("st", [Message.user(f"u{turn}")], window)
         repository.append_to_window("st", [Message.assistant(f"a{turn}")], window)
-    with monitored(redis_url, client, prefix) as lines:
-        evicting = repository.append_to_window("st", [Message.user("u")], window)
-    assert len(evicting.evicted_ids) == 2
-    assert [c.split()[0] for c in _scripted(lines)] == [
+    evicting_commands = [
         *("HMGET", "HMGET", "HSET", "RPUSH"),  # ids, meta, message, marker
         *("LRANGE", "HDEL", "LTRIM"),  # the oldest markers, the turn out
-        *("HSET", "RPUSH", "LPOP", "HDEL"),  # ids marks, the record and its bound
+        *("HSET", "RPUSH"),  # ids marks, the record
         "HSET",  # meta
     ]
     with monitored(redis_url, client, prefix) as lines:
+        evicting = repository.append_to_window("st", [Message.user("u")], window)
+    assert len(evicting.evicted_ids) == 2
+    assert client.llen(ConversationKeys.of(prefix, "st").evicted) == bound
+    assert [c.split()[0] for c in _scripted(lines)] == evicting_commands
+    with monitored(redis_url, client, prefix) as lines:
         repository.append_to_window("st", [Message.assistant("a")], window)
+    assert [c.split()[0] for c in _scripted(lines)] == [
+        *("HMGET", "HMGET", "HSET", "RPUSH", "HSET", "HSET")
+    ]
+    with monitored(redis_url, client, prefix) as lines:
+        repository.append_to_window("st", [Message.user("u'")], window)
+    trimming = [*evicting_commands[:-1], "LPOP", "HDEL", "HSET"]  # the record's bound
+    assert [c.split()[0] for c in _scripted(lines)] == trimming
+    assert client.llen(ConversationKeys.of(prefix, "st").evicted) == EVICTED_IDS_KEPT
+    with monitored(redis_url, client, prefix) as lines:
+        repository.append_to_window("st", [Message.assistant("a'")], window)
     assert [c.split()[0] for c in _scripted(lines)] == [
         *("HMGET", "HMGET", "HSET", "RPUSH", "HSET", "HSET")
     ]

@@ -20,7 +20,7 @@ from chatledger import (
     TokenWindowChatMemory,
     ToolResponse,
 )
-from chatledger.evicted_ids import EVICTED_IDS_KEPT
+from chatledger.evicted_ids import EVICTED_IDS_KEPT, EVICTED_IDS_TRIM_STEP
 from chatledger.testing import random_turns
 from chatledger.tokens import estimate_tokens
 from chatledger.window import MessageWindow, TokenWindow, apply_window
@@ -188,8 +188,11 @@ def test_an_evicted_conversation_leaves_only_its_record(
 def test_the_record_keeps_the_newest_ids_only(
     client: Redis, repository: RedisChatMemoryRepository
 ) -> None:
-    """The record holds EVICTED_IDS_KEPT ids, list and hash marks alike."""
-    extra = 50
+    """The record holds the newest EVICTED_IDS_KEPT ids, list and hash marks alike.
+
+    It is trimmed to that once it outgrows EVICTED_IDS_KEPT + EVICTED_IDS_TRIM_STEP.
+    """
+    extra = EVICTED_IDS_TRIM_STEP + 50
     batch = [Message.user(f"u{i}") for i in range(EVICTED_IDS_KEPT + extra + 1)]
     result = repository.append_to_window("b", batch, MessageWindow(1))
     assert len(result.evicted_ids) == EVICTED_IDS_KEPT + extra
@@ -206,6 +209,17 @@ def test_the_record_keeps_the_newest_ids_only(
     again = repository.append_to_window("b", [batch[extra - 1]], window)
     assert [m.id for m in again.appended] == [batch[extra - 1].id]
     assert client.llen(keys.evicted) == EVICTED_IDS_KEPT
+    # Below the trim line the record only grows: nothing evicted is forgotten.
+    more = [Message.user(f"more{i}") for i in range(EVICTED_IDS_TRIM_STEP)]
+    for message in more[:-1]:
+        repository.append_to_window("b", [message], MessageWindow(1))
+    assert client.llen(keys.evicted) == EVICTED_IDS_KEPT + EVICTED_IDS_TRIM_STEP
+    repository.append_to_window("b", more[-1:], MessageWindow(1))
+    recorded = [_text(i) for i in client.lrange(keys.evicted, 0, -1)]
+    assert len(recorded) == EVICTED_IDS_KEPT
+    assert recorded[-(EVICTED_IDS_TRIM_STEP - 1) :] == [m.id for m in more[:-1]]
+    marks = {_text(k): _text(v) for k, v in client.hgetall(keys.ids).items()}
+    assert {k for k, v in marks.items() if v == ""} == set(recorded)
 
 
 def test_save_all_and_delete_remove_the_record_keys(

@@ -9,6 +9,7 @@ from chatledger.evicted_ids import (
     EVICTED_IDS_KEPT,
     EvictedIds,
     kept_newest,
+    list_trim_count,
     trim_below,
     trim_due,
 )
@@ -28,6 +29,27 @@ def test_record_moves_a_repeated_id_to_the_newest_end() -> None:
     record.add(["a", "b"])
     record.add(["a", "c"])
     assert list(record) == ["a", "c"]
+
+
+def test_a_pushed_list_trimmed_by_list_trim_count_keeps_the_newest() -> None:
+    """Batches of any size: at most keep + step ids, never a newest one lost."""
+    keep, step = 10, 4
+    every: list[str] = []
+    pushed: list[str] = []
+    trims = 0
+    for size in [1, 3, 1, 7, 2, 1, 1, 15, 1, 2, 2, 1, 1, 1, 30, 1] * 3:
+        batch = [f"m{len(every) + i}" for i in range(size)]
+        every += batch
+        pushed += batch
+        dropped = list_trim_count(len(pushed), keep, step)
+        trims += dropped > 0
+        del pushed[:dropped]
+        assert len(pushed) <= keep + step
+        assert pushed == every[-len(pushed) :]
+        assert len(pushed) >= keep or pushed == every
+    assert list_trim_count(keep + step, keep, step) == 0
+    assert list_trim_count(keep + step + 1, keep, step) == step + 1
+    assert 0 < trims < 48
 
 
 def test_kept_newest_matches_the_record() -> None:

@@ -27,7 +27,8 @@ meaning within a minor version. It holds
   in Python calls instead of reworking the window arithmetic;
 - the record of evicted ids that keeps a late retry a no-op
   (:data:`EVICTED_IDS_KEPT`, :class:`EvictedIds`, :func:`kept_newest`,
-  :func:`trim_due`, :func:`trim_below`; see :mod:`chatledger.evicted_ids`);
+  :func:`list_trim_count`, :func:`trim_due`, :func:`trim_below`; see
+  :mod:`chatledger.evicted_ids`);
 - for async adapters: the protocols (:class:`AsyncChatMemoryRepository`
   and the ``AsyncSupports...`` capabilities), :func:`plan_append_async`
   (the planner over awaited reads, with :class:`AsyncStoredWindow`) and
@@ -93,6 +94,7 @@ from chatledger.evicted_ids import (
     EVICTED_IDS_TRIM_STEP,
     EvictedIds,
     kept_newest,
+    list_trim_count,
     trim_below,
     trim_due,
 )
@@ -159,6 +161,7 @@ __all__ = [
     "install_hint",
     "is_async_repository",
     "kept_newest",
+    "list_trim_count",
     "merge_system",
     "needs_stored_system",
     "plan_append",

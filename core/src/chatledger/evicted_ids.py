@@ -31,8 +31,11 @@ How each adapter keeps it:
 - a store of rows numbered by the conversation's sequence (SQL, Cassandra):
   one row per evicted id, numbered by the evicted message's sequence number,
   trimmed to the numbers above :func:`trim_below` whenever :func:`trim_due`;
-- a store that keeps a list on the conversation (Redis, MongoDB, Neo4j): the
-  list as :func:`kept_newest` makes it.
+- a store that keeps a list on the conversation and rewrites it on every
+  append (MongoDB, Neo4j): the list as :func:`kept_newest` makes it;
+- a store that pushes onto a list and pays a command per trim (Redis): the
+  oldest :func:`list_trim_count` ids leave after each push, so it trims
+  about once per :data:`EVICTED_IDS_TRIM_STEP` evictions, like the row stores.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ __all__ = [
     "EVICTED_IDS_TRIM_STEP",
     "EvictedIds",
     "kept_newest",
+    "list_trim_count",
     "trim_below",
     "trim_due",
 ]
@@ -61,6 +65,18 @@ def kept_newest(
     """The record (oldest first) with ``evicted`` added: its newest ``keep`` ids."""
     combined = [*record, *evicted]
     return combined[-keep:] if len(combined) > keep else combined
+
+
+def list_trim_count(
+    length: int, keep: int = EVICTED_IDS_KEPT, step: int = EVICTED_IDS_TRIM_STEP
+) -> int:
+    """How many of its oldest ids a pushed-to list record drops at ``length``.
+
+    None until the list holds more than ``keep + step`` ids, then all but the
+    newest ``keep``: the list holds at most ``keep + step`` ids and always
+    the newest ``keep``.
+    """
+    return length - keep if length > keep + step else 0
 
 
 def trim_due(first: int, last: int, step: int = EVICTED_IDS_TRIM_STEP) -> bool:

@@ -31,6 +31,7 @@ from typing import Any
 
 from chatledger.adapters import (
     EVICTED_IDS_KEPT,
+    EVICTED_IDS_TRIM_STEP,
     AppendResult,
     ConversationPage,
     InvalidOptionError,
@@ -71,6 +72,8 @@ __all__ = [
 #: How often an append re-measures the history before giving up; only writers
 #: with different token counters on one conversation can make it retry.
 RESIZE_ATTEMPTS = 8
+# The evicted-id record's bound and trim step, as the APPEND header sends them.
+_RECORD_BOUNDS = f"{EVICTED_IDS_KEPT}:{EVICTED_IDS_TRIM_STEP}"
 #: A URL scheme ending in this (``redis+cluster://``) asks for a cluster client.
 CLUSTER_SUFFIX = "+cluster"
 
@@ -247,14 +250,15 @@ def save_args(batch: Sequence[Message], ttl_ms: int) -> list[Any]:
 def append_args(stamped: Sequence[Message], window: Window, ttl_ms: int) -> list[str]:
     """The APPEND script's ARGV: one header, then one argument per message.
 
-    The header names the bound of the evicted-id record, core's
-    :data:`~chatledger.evicted_ids.EVICTED_IDS_KEPT`.
+    The header names the bound of the evicted-id record and its trim step,
+    core's :data:`~chatledger.evicted_ids.EVICTED_IDS_KEPT` and
+    :data:`~chatledger.evicted_ids.EVICTED_IDS_TRIM_STEP`.
     """
     counter = window.counter_id
     # One argument per message (see ``scripts``): redis-py packs each
     # argument on its own, so fewer of them is the cheapest saving.
     args: list[str] = [
-        f"{window.limit}:{ttl_ms}:{EVICTED_IDS_KEPT}:{write_token()}:{counter or ''}"
+        f"{window.limit}:{ttl_ms}:{_RECORD_BOUNDS}:{write_token()}:{counter or ''}"
     ]
     for message in stamped:
         role = message.role

@@ -125,8 +125,10 @@ class ConversationKeys:
             and message id -> ``""`` for each id of the evicted-id record, so
             the one probe that finds a stored id finds an evicted one too.
         evicted: List: the evicted-id record (:mod:`chatledger.evicted_ids`),
-            the ids the window took out, oldest first, at most
-            :data:`~chatledger.evicted_ids.EVICTED_IDS_KEPT`. It outlives a
+            the ids the window took out, oldest first, at least the newest
+            :data:`~chatledger.evicted_ids.EVICTED_IDS_KEPT` and at most
+            that plus :data:`~chatledger.evicted_ids.EVICTED_IDS_TRIM_STEP`
+            (:func:`~chatledger.evicted_ids.list_trim_count`). It outlives a
             window that empties the conversation (``meta`` is gone then, so
             the conversation is not listed) and goes with ``save_all``,
             delete and expiry like the other keys.

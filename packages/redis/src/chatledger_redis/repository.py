@@ -22,11 +22,11 @@ compact markers (:mod:`chatledger_redis.markers`) and only as many of the
 oldest as the eviction needs.
 
 The evicted-id record (:mod:`chatledger.evicted_ids`) lives in the
-``<prefix>{<tag>}:evicted`` list (the newest
+``<prefix>{<tag>}:evicted`` list (at least the newest
 :data:`~chatledger.evicted_ids.EVICTED_IDS_KEPT` ids the window took out,
-oldest first), each of its ids marked with an empty value in the ``ids``
-hash: the same script checks and updates it, so a late retry of an evicted
-message is a no-op.
+oldest first, trimmed in steps), each of its ids marked with an empty value
+in the ``ids`` hash: the same script checks and updates it, so a late retry
+of an evicted message is a no-op.
 
 Why listing uses ``SCAN`` rather than an index key: an index of ids is one key
 in one slot, so on Redis Cluster it cannot be updated in the same script as the

@@ -31,8 +31,11 @@ new message dropped at once) stays in the ``ids`` hash with an empty value
 instead of being deleted, and is pushed on the ``evicted`` list. So the one
 ``HMGET`` that tells stored ids from fresh ones also finds an evicted id,
 and a late retry is a no-op; the list keeps the order, and when it holds more
-than the bound the client passes (core's ``EVICTED_IDS_KEPT``), its oldest
-ids leave both the list and the hash.
+than the bound plus the step the client passes (core's ``EVICTED_IDS_KEPT``
+and ``EVICTED_IDS_TRIM_STEP``), all but its newest ``EVICTED_IDS_KEPT`` ids
+leave both the list and the hash: ``forget_oldest`` translates core's
+``list_trim_count``, so a long conversation trims about once per step
+evictions instead of spending two commands on every evicting append.
 """
 
 from __future__ import annotations
@@ -75,8 +78,8 @@ local function rpush_all(key, values)
   return length
 end
 
-local function forget_oldest(ids, record, length, keep)
-  if length > keep then
+local function forget_oldest(ids, record, length, keep, step)
+  if length > keep + step then
     hdel_all(ids, redis.call('LPOP', record, length - keep))
   end
 end
@@ -85,9 +88,11 @@ end
 #: Append a batch and trim the window (``SupportsWindowAppend``).
 #:
 #: KEYS: meta, msgs, turns, system, ids, evicted.
-#: ARGV[1]: ``<limit>:<ttl ms, 0 = none>:<ids kept>:<write token>:<counter id>``
-#: (ids kept: the bound of the evicted-id record; the counter id, ``""`` when
-#: every message weighs 1, comes last so it may hold any character).
+#: ARGV[1]: ``<limit>:<ttl ms, 0 = none>:<ids kept>:<trim step>:<write
+#: token>:<counter id>`` (ids kept and trim step: the bound of the evicted-id
+#: record and how far past it the record grows before a trim; the counter id,
+#: ``""`` when every message weighs 1, comes last so it may hold any
+#: character).
 #: ARGV[2..]: one per message, see the module docstring.
 #: Returns -1 when the stored sizes were measured by another counter (the
 #: caller re-measures and retries), else a flat array: first the integer 1 when
@@ -104,11 +109,13 @@ local c1 = string.find(head, ':', 1, true)
 local c2 = string.find(head, ':', c1 + 1, true)
 local c3 = string.find(head, ':', c2 + 1, true)
 local c4 = string.find(head, ':', c3 + 1, true)
+local c5 = string.find(head, ':', c4 + 1, true)
 local limit = tonumber(string.sub(head, 1, c1 - 1))
 local ttl = tonumber(string.sub(head, c1 + 1, c2 - 1))
 local keep = tonumber(string.sub(head, c2 + 1, c3 - 1))
-local token = string.sub(head, c3 + 1, c4 - 1)
-local counter = string.sub(head, c4 + 1)
+local step = tonumber(string.sub(head, c3 + 1, c4 - 1))
+local token = string.sub(head, c4 + 1, c5 - 1)
+local counter = string.sub(head, c5 + 1)
 local n = #ARGV - 1
 
 -- (a) a message whose id is stored already, or was evicted (then ids holds
@@ -294,7 +301,7 @@ end
 hset_pairs(ids, id_marks)
 local expiring = state[5] ~= '0'
 if #evicted > 0 then
-  forget_oldest(ids, record, rpush_all(record, evicted), keep)
+  forget_oldest(ids, record, rpush_all(record, evicted), keep, step)
   -- a turn marker left means its message is left: msgs is only counted
   -- when the turns list was emptied
   if emptied and redis.call('HLEN', msgs) == 0 then
