@@ -80,10 +80,19 @@ def loads(text: str | bytes) -> Any:
     Raises:
         ValueError: if ``text`` is not JSON (``json.loads``'s error).
     """
+    return _parse(text)[0]
+
+
+def _parse(text: str | bytes) -> tuple[Any, bool]:
+    """The JSON values of ``text``, and whether every string in them encodes.
+
+    msgspec first; it refuses invalid UTF-8 and lone surrogates, so what it
+    returns is clean. What it refuses goes to ``json.loads``.
+    """
     try:
-        return _DECODE(text)
+        return _DECODE(text), True
     except _REFUSED:
-        return json.loads(text)
+        return json.loads(text), False
 
 
 def thaw(value: JsonValue) -> Any:
@@ -318,18 +327,10 @@ def to_json(message: Message) -> str:
 def from_json(text: str | bytes) -> Message:
     """Decode JSON text made by :func:`to_json`."""
     try:
-        data: Any = _DECODE(text)
-        # msgspec refuses invalid UTF-8 and lone surrogates: every string in
-        # its result encodes, and is not checked again one by one.
-        clean = True
-    except _REFUSED:
-        try:
-            data = json.loads(text)
-        except ValueError as exc:
-            raise InvalidMessageError(
-                f"encoded message is not valid JSON: {exc}"
-            ) from exc
-        clean = False
+        # Clean strings are not checked again one by one.
+        data, clean = _parse(text)
+    except ValueError as exc:
+        raise InvalidMessageError(f"encoded message is not valid JSON: {exc}") from exc
     if type(data) is dict:
         try:
             return _decode_plain(data, clean)
