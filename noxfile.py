@@ -151,9 +151,11 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def typecheck(session: nox.Session) -> None:
-    """Type-check every package with mypy --strict."""
+    """Type-check every package, the tests and the benchmarks with mypy --strict."""
     _install_everything(session, "typecheck", "containers")
-    session.run("mypy", "core/src", *[str(p / "src") for p in PACKAGES])
+    session.run(
+        "mypy", "core/src", *[str(p / "src") for p in PACKAGES], "tests", "bench"
+    )
 
 
 @nox.session

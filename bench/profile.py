@@ -67,7 +67,7 @@ def main(argv: list[str] | None = None) -> int:
                 work = [functools.partial(memory.add, "p", m) for m in messages]
         profiler = None
         if args.pyinstrument:
-            from pyinstrument import Profiler
+            from pyinstrument import Profiler  # type: ignore[import-not-found]
 
             profiler = Profiler(interval=0.0002)
             profiler.start()

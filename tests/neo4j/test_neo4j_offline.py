@@ -414,7 +414,7 @@ def test_neo4j_plan_matches_the_pure_policy(seed: int) -> None:
                 system_size=sum(window.measure(m) for m in system),
                 count=len(others),
                 total=sum(window.measure(m) for m in others),
-                read_oldest=lambda expected, entries=entries: entries(),
+                read_oldest=lambda _expected: entries(),
                 system=system,
             )
             plan = plan_append(state, fresh, window)

@@ -114,6 +114,7 @@ def test_client_options_still_reach_the_client() -> None:
     repository = RedisChatMemoryRepository.from_url(
         "redis://127.0.0.1:1/0", socket_timeout=2, socket_connect_timeout=1
     )
+    assert isinstance(repository.client, Redis)
     try:
         kwargs = repository.client.connection_pool.connection_kwargs
         assert kwargs["socket_timeout"] == 2

@@ -31,7 +31,9 @@ def mariadb() -> Iterator[SqlChatMemoryRepository]:
 
 def _limit(repository: SqlChatMemoryRepository) -> int:
     with repository.engine.connect() as connection:
-        return int(connection.exec_driver_sql("SELECT @@max_allowed_packet").scalar())
+        limit = connection.exec_driver_sql("SELECT @@max_allowed_packet").scalar()
+    assert limit is not None
+    return int(limit)
 
 
 @pytest.mark.parametrize("how", ["append", "save_all"])

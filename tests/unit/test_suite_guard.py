@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from chatledger.testing import (
@@ -21,7 +23,7 @@ def test_a_plain_override_is_refused() -> None:
     with pytest.raises(TypeError, match="test_save_all_replaces_previous_messages"):
 
         class Overriding(ChatMemoryRepositoryTests):
-            def test_save_all_replaces_previous_messages(self) -> None:
+            def test_save_all_replaces_previous_messages(self, repository: Any) -> None:
                 pass
 
 
@@ -35,7 +37,7 @@ def test_the_check_itself_cannot_be_dropped() -> None:
 def test_an_override_marked_xfail_with_a_reason_is_allowed() -> None:
     class Limited(ChatMemoryRepositoryTests):
         @pytest.mark.xfail(reason="the backend cannot do this")
-        def test_save_all_replaces_previous_messages(self) -> None:
+        def test_save_all_replaces_previous_messages(self, repository: Any) -> None:
             pass
 
     assert Limited.test_save_all_replaces_previous_messages is not None
