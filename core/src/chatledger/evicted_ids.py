@@ -75,6 +75,10 @@ def list_trim_count(
     None until the list holds more than ``keep + step`` ids, then all but the
     newest ``keep``: the list holds at most ``keep + step`` ids and always
     the newest ``keep``.
+
+    Translated into Redis's APPEND script (``forget_oldest`` in
+    ``chatledger_redis.scripts``); ``tests/redis/test_storage.py`` checks the
+    stored list against this rule across a trim.
     """
     return length - keep if length > keep + step else 0
 
