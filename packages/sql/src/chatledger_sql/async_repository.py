@@ -585,7 +585,8 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         The retries are :meth:`chatledger_sql.SqlChatMemoryRepository._write`'s
         (:func:`chatledger_sql.write_steps.check_retry`): at most
         ``MAX_ATTEMPTS``, then :class:`chatledger.ContentionError`. With
-        ``commits_itself``, ``work`` runs one statement in autocommit.
+        ``commits_itself``, ``work`` runs one statement that commits on its
+        own (in autocommit, or a procedure that commits).
         """
         attempt = 0
         reconnected = False

@@ -645,9 +645,10 @@ class SqlChatMemoryRepository(ClosingContext):
         """Run a write transaction, again after a deadlock, race or lost connection.
 
         Gives up with :class:`chatledger.ContentionError` after ``MAX_ATTEMPTS``.
-        With ``commits_itself``, ``work`` runs one statement in autocommit (a
-        transaction of its own, with no ``BEGIN`` or ``COMMIT`` round trip)
-        on the connection it is given, which has no transaction open.
+        With ``commits_itself``, ``work`` runs one statement that commits on
+        its own (in autocommit, or a stored procedure that begins and commits
+        its transaction) on the connection it is given, which has no
+        transaction open: no ``BEGIN`` or ``COMMIT`` round trip goes with it.
 
         A write whose connection was lost (the server restarted, a pooled
         connection timed out) runs once more on a fresh connection. That is
