@@ -20,9 +20,12 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from chatledger import AsyncMessageWindowChatMemory, Message, connect_async
 from chatledger.adapters import FAULT_POINTS
+from chatledger_sql.dialects import MariaDBDialect
 from tests.backends import backend_url
 from tests.conformance.test_async_sql import with_driver
 
@@ -164,9 +167,12 @@ def test_a_cancelled_write_leaves_old_or_new_and_a_clean_pool(
     repository = open_repository(backend, driver)
     memory = AsyncMessageWindowChatMemory(repository, max_messages=1000)
 
-    async def check(before: list[str], after: list[str]) -> list[str]:
+    async def check(what: str, before: list[str], after: list[str]) -> list[str]:
         found = ids(await repository.find_by_conversation_id("c"))
-        assert found in (before, after), "a part of a write is visible"
+        assert found in (before, after), (
+            f"{what}: a part of a write is visible, or a write landed late: "
+            f"found {found}, before {before}, after {after}"
+        )
         await assert_pool_clean(repository)
         return found
 
@@ -184,7 +190,7 @@ def test_a_cancelled_write_leaves_old_or_new_and_a_clean_pool(
                 repository=repository,
                 **case,
             )
-            found = await check(before, before + ids(batch))
+            found = await check(f"append, {case}", before, before + ids(batch))
             outcomes["new" if found != before else "old"] += 1
             # ...and a replacement of the whole conversation.
             before = found
@@ -198,7 +204,7 @@ def test_a_cancelled_write_leaves_old_or_new_and_a_clean_pool(
                 repository=repository,
                 **case,
             )
-            found = await check(before, ids(replacement))
+            found = await check(f"replacement, {case}", before, ids(replacement))
             outcomes["new" if found != before else "old"] += 1
             # The conversation is not left locked: the next write goes through.
             await memory.add("c", Message.user("next"))
@@ -214,6 +220,104 @@ def test_a_cancelled_write_leaves_old_or_new_and_a_clean_pool(
                 await repository.drop_schema()
             finally:
                 await repository.aclose()
+
+    asyncio.run(main())
+
+
+#: How long a write may take to reach its commit, or the commit to go through.
+COMMIT_WAIT_SECONDS = 10.0
+
+
+async def commits_held(connection: AsyncConnection) -> int:
+    """How many MariaDB sessions wait for a commit that a backup stage holds."""
+    found = await connection.execute(
+        text(
+            "SELECT COUNT(*) FROM information_schema.PROCESSLIST"
+            " WHERE STATE = 'Waiting for backup lock'"
+        )
+    )
+    return int(found.scalar_one())
+
+
+@pytest.mark.parametrize("driver", ["asyncmy", "aiomysql"])
+@pytest.mark.parametrize("write", ["routine", "statements", "replacement"])
+def test_a_write_cancelled_during_its_commit_has_settled_when_the_cancel_returns(
+    driver: str, write: str
+) -> None:
+    """What a reader sees when the cancellation returns is what stays.
+
+    MariaDB's ``BACKUP STAGE BLOCK_COMMIT`` holds every commit on the server
+    while the statements before it run, so the write can be cancelled
+    exactly while its commit is on its way. A commit that was sent goes
+    through when the stage ends, whatever the client did meanwhile: the
+    cancelled write must not return before that, or a reader would see the
+    old conversation and then, later, the new one.
+    """
+    url = with_driver(backend_url("mariadb"), driver)
+    repository: Any = connect_async(
+        url,
+        table_name=f"cl_{uuid.uuid4().hex[:12]}",
+        dialect=MariaDBDialect(server_append=write == "routine"),
+    )
+    memory = AsyncMessageWindowChatMemory(repository, max_messages=1000)
+    admin = create_async_engine(url, isolation_level="AUTOCOMMIT")
+
+    async def until(condition: Callable[[], Awaitable[bool]]) -> None:
+        deadline = asyncio.get_running_loop().time() + COMMIT_WAIT_SECONDS
+        while not await condition():
+            assert asyncio.get_running_loop().time() < deadline
+            await asyncio.sleep(0.01)
+
+    async def scenario() -> None:
+        await repository.save_all("c", [Message.user("u0"), Message.assistant("a0")])
+        before = ids(await repository.find_by_conversation_id("c"))
+        call: Callable[[], Awaitable[object]]
+        if write == "replacement":
+            sent = [Message.system("s"), Message.user("r")]
+            call = functools.partial(repository.save_all, "c", sent)
+            after = ids(sent)
+        else:
+            sent = [Message.user("u"), Message.assistant("a")]
+            call = functools.partial(memory.add, "c", sent)
+            after = before + ids(sent)
+        seen: list[str] | None = None
+        async with admin.connect() as backup:
+            for stage in ("START", "FLUSH", "BLOCK_DDL", "BLOCK_COMMIT"):
+                await backup.execute(text(f"BACKUP STAGE {stage}"))
+            try:
+                task = asyncio.create_task(call())
+                await until(lambda: held(backup, task))
+                task.cancel()
+                await asyncio.wait({task}, timeout=0.5)
+                if task.done():
+                    seen = ids(await repository.find_by_conversation_id("c"))
+            finally:
+                await backup.execute(text("BACKUP STAGE END"))
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            if seen is None:
+                seen = ids(await repository.find_by_conversation_id("c"))
+            await until(lambda: settled(backup))
+        assert seen == after, "the cancellation returned before the commit landed"
+        assert ids(await repository.find_by_conversation_id("c")) == after
+        await assert_pool_clean(repository)
+
+    async def held(backup: AsyncConnection, task: asyncio.Task[object]) -> bool:
+        assert not task.done(), "the write ended while every commit was held"
+        return await commits_held(backup) > 0
+
+    async def settled(backup: AsyncConnection) -> bool:
+        return await commits_held(backup) == 0
+
+    async def main() -> None:
+        try:
+            await scenario()
+        finally:
+            try:
+                await repository.drop_schema()
+            finally:
+                await repository.aclose()
+                await admin.dispose()
 
     asyncio.run(main())
 

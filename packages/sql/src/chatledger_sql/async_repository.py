@@ -123,11 +123,12 @@ def _detectable_now(engine: AsyncEngine) -> bool:
 async def _settled(call: Awaitable[T]) -> T:
     """Await ``call``; when cancelled, first let it finish, then re-raise.
 
-    A routine's call, once sent, runs to its end on the server whatever the
-    client does, commit included: closing the connection would not stop it,
-    only leave its outcome to land after the cancellation returned. Waiting
-    for its answer (one statement) settles the outcome first, and returns
-    the connection to the pool clean. A second cancellation stops waiting.
+    For a statement that commits (a ``COMMIT``, a routine that commits):
+    once sent, it runs to its end on the server whatever the client does.
+    Closing the connection would not stop it, only let its outcome land
+    after the cancellation returned, when the caller may already have read
+    the old state. Waiting for its answer (one statement) settles the
+    outcome first. A second cancellation stops waiting.
     """
     task = asyncio.ensure_future(call)
     try:
@@ -645,7 +646,9 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         """Run ``work`` in the dialect's write transaction and commit it.
 
         Leaving by an error (a cancellation included) rolls back: the
-        connection's close does, as it goes back to the pool.
+        connection's close does, as it goes back to the pool. A cancellation
+        that comes once the commit is under way waits for its answer
+        (:func:`_settled`): the write has then landed or not, for good.
         """
         dialect = self._dialect()
         writing = dialect.writing(_sync(connection))
@@ -653,7 +656,7 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         try:
             result = await work(connection)
             self.fault_points.reach("before_commit")
-            await connection.run_sync(dialect.commit_write)
+            await _settled(connection.run_sync(dialect.commit_write))
         except BaseException as error:
             await connection.run_sync(_leave, writing, error)
             raise
