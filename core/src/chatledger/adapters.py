@@ -32,7 +32,9 @@ meaning within a minor version. It holds
 - for async adapters: the protocols (:class:`AsyncChatMemoryRepository`
   and the ``AsyncSupports...`` capabilities), :func:`plan_append_async`
   (the planner over awaited reads, with :class:`AsyncStoredWindow`) and
-  :class:`AsyncClosingContext` (``async with`` awaits ``aclose()``);
+  :class:`AsyncClosingContext` (``async with`` awaits ``aclose()``) and
+  :func:`settled` (a cancelled write waits for the answer to a request that
+  commits, so it has landed or not when the cancellation returns);
 - the shared behaviours: :class:`ClosingContext` (``with`` closes),
   :class:`FaultPoints` (test hooks at the named steps of a write),
   :func:`to_ttl` (one meaning of ``ttl``);
@@ -101,6 +103,7 @@ from chatledger.evicted_ids import (
 from chatledger.faults import FAULT_POINTS, FaultPoints
 from chatledger.messages import Message, Role
 from chatledger.repository import AppendResult, ConversationPage
+from chatledger.settling import settled
 from chatledger.ttl import to_ttl
 from chatledger.validation import (
     MAX_CONVERSATION_ID_BYTES,
@@ -168,6 +171,7 @@ __all__ = [
     "plan_append_async",
     "redact_url",
     "rows_to_peek",
+    "settled",
     "stamp_messages",
     "system_key",
     "to_ttl",

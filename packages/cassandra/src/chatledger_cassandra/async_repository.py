@@ -26,10 +26,11 @@ the event loop never blocks on one.
 
 Every write is one conditional single-partition batch, applied by the server
 whole or not at all. A call cancelled before its batch is sent sends nothing;
-one cancelled after leaves the batch to the server, which applies it whole or
-not at all: the conversation holds the old state or the new, never a part. A
-repository that cannot tell which (a cancelled commit) forgets what it
-remembered of the conversation and reads it again on the next write.
+one cancelled after waits for the server's answer before the cancellation
+returns (:func:`chatledger.adapters.settled`), so the batch cannot land
+later: the conversation holds the old state or the new, never a part, for
+good. The repository still forgets what it remembered of the conversation
+after a cancelled commit and reads it again on the next write.
 
 Nothing is opened when the repository is made: :meth:`from_url` only checks
 the URL and the options. The first call connects (when :meth:`from_url` made
@@ -57,6 +58,7 @@ from chatledger.adapters import (
     FaultPoints,
     Message,
     Window,
+    settled,
 )
 from chatledger_cassandra.bridge import all_rows, off_loop
 from chatledger_cassandra.connecting import url_settings
@@ -337,7 +339,10 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
         statement = commit_statement(
             request.plan, self._prepared.__getitem__, self._consistency, self._serial
         )
-        return await all_rows(self._session.execute_async(statement))
+        # Once sent, the batch is carried out whatever the client does: a
+        # cancellation waits for its answer, so the write does not land
+        # after the cancellation returned.
+        return await settled(all_rows(self._session.execute_async(statement)))
 
     async def _made_ready(self) -> None:
         """Connect, make the schema and prepare the statements, once."""

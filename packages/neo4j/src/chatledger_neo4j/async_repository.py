@@ -21,10 +21,12 @@ driver's ``AsyncDriver`` (``AsyncGraphDatabase.driver``): the same graph
 model, the same Cypher (:class:`chatledger_neo4j.cypher.Statements`), the same
 steps between statements (:mod:`chatledger_neo4j.steps`) and the same
 transactions, so both read and write the same conversations. Every write is
-one managed transaction; a cancelled call makes the driver drop the
-connection it used, and the server rolls back what that transaction had not
-committed: the conversation is left as it was or as the write left it, never
-a part.
+one managed transaction. A write cancelled before its commit makes the
+driver drop the connection it used, and the server rolls back what the
+transaction had not committed; one cancelled during its commit waits for
+the answer (:func:`chatledger.adapters.settled`), since a commit once sent is
+carried out whatever the client does. When the cancellation returns, the
+conversation is as it was or as the write left it, never a part, for good.
 
 Nothing here does I/O before the first call: the constraints and indexes are
 created then, once, behind a lock (or by ``await repository.create_schema()``).
@@ -56,6 +58,7 @@ from chatledger.adapters import (
     StoredEntry,
     Window,
     plan_append_async,
+    settled,
     stamp_messages,
     validate_conversation_id,
     validate_messages,
@@ -254,8 +257,19 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
 
     async def _write(self, work: _Work[_T]) -> _T:
         await self._prepared()
+        committing = False
+
+        async def attempt(tx: AsyncManagedTransaction) -> _T:
+            nonlocal committing
+            committing = False
+            done = await work(tx)
+            committing = True  # the driver commits as soon as this returns
+            return done
+
         async with self._session() as session:
-            result = await session.execute_write(work)
+            result = await settled(
+                session.execute_write(attempt), committing=lambda: committing
+            )
             bookmarks = (await session.last_bookmarks()).raw_values
         confirm_commit(bookmarks)
         self.fault_points.reach("after_commit")

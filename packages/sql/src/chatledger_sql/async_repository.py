@@ -60,6 +60,7 @@ from chatledger.adapters import (
     needs_stored_system,
     plan_append_async,
     rows_to_peek,
+    settled,
     stamp_messages,
     to_ttl,
     utc_now,
@@ -118,25 +119,6 @@ def _detectable_now(engine: AsyncEngine) -> bool:
     """The product is known without connecting (see ``dialects.product_name``)."""
     dialect = engine.dialect
     return dialect.name != "mysql" or dialect.server_version_info is not None
-
-
-async def _settled(call: Awaitable[T]) -> T:
-    """Await ``call``; when cancelled, first let it finish, then re-raise.
-
-    For a statement that commits (a ``COMMIT``, a routine that commits):
-    once sent, it runs to its end on the server whatever the client does.
-    Closing the connection would not stop it, only let its outcome land
-    after the cancellation returned, when the caller may already have read
-    the old state. Waiting for its answer (one statement) settles the
-    outcome first. A second cancellation stops waiting.
-    """
-    task = asyncio.ensure_future(call)
-    try:
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        with contextlib.suppress(Exception):
-            await task
-        raise
 
 
 def _sync(connection: AsyncConnection) -> Connection:
@@ -632,7 +614,7 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
 
         try:
             writing = self._write(conversation_id, call, commits_itself=True)
-            row = await _settled(writing)
+            row = await settled(writing)
         except exc.DBAPIError as error:
             if not self._dialect().is_missing_routine(error):
                 raise
@@ -648,7 +630,8 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         Leaving by an error (a cancellation included) rolls back: the
         connection's close does, as it goes back to the pool. A cancellation
         that comes once the commit is under way waits for its answer
-        (:func:`_settled`): the write has then landed or not, for good.
+        (:func:`chatledger.adapters.settled`): the write has then landed or
+        not, for good.
         """
         dialect = self._dialect()
         writing = dialect.writing(_sync(connection))
@@ -656,7 +639,7 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         try:
             result = await work(connection)
             self.fault_points.reach("before_commit")
-            await _settled(connection.run_sync(dialect.commit_write))
+            await settled(connection.run_sync(dialect.commit_write))
         except BaseException as error:
             await connection.run_sync(_leave, writing, error)
             raise

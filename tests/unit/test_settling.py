@@ -1,0 +1,136 @@
+"""``settled``: a cancelled caller waits for a sent write before it returns."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from chatledger.adapters import settled
+
+
+def test_a_cancellation_waits_for_the_call_then_is_raised() -> None:
+    async def main() -> None:
+        sent = asyncio.Event()
+        answer = asyncio.Event()
+        landed: list[str] = []
+
+        async def write() -> str:
+            sent.set()
+            await answer.wait()
+            landed.append("written")
+            return "done"
+
+        caller = asyncio.create_task(settled(write()))
+        await sent.wait()
+        caller.cancel()
+        await asyncio.sleep(0.01)
+        assert not caller.done(), "the cancellation returned before the answer"
+        answer.set()
+        with pytest.raises(asyncio.CancelledError):
+            await caller
+        assert landed == ["written"]
+
+    asyncio.run(main())
+
+
+def test_without_a_cancellation_the_answer_and_errors_pass_through() -> None:
+    async def fails() -> None:
+        raise ValueError("refused")
+
+    async def answers() -> int:
+        return 7
+
+    async def main() -> None:
+        assert await settled(answers()) == 7
+        with pytest.raises(ValueError, match="refused"):
+            await settled(fails())
+
+    asyncio.run(main())
+
+
+def test_after_a_cancellation_the_calls_error_gives_way_to_it() -> None:
+    async def main() -> None:
+        answer = asyncio.Event()
+
+        async def write() -> None:
+            await answer.wait()
+            raise ValueError("the write failed")
+
+        caller = asyncio.create_task(settled(write()))
+        await asyncio.sleep(0)
+        caller.cancel()
+        await asyncio.sleep(0)
+        answer.set()
+        with pytest.raises(asyncio.CancelledError):
+            await caller
+
+    asyncio.run(main())
+
+
+def test_a_second_cancellation_stops_waiting_and_cancels_the_call() -> None:
+    async def main() -> None:
+        answer = asyncio.Event()
+        write = asyncio.ensure_future(answer.wait())
+        caller = asyncio.create_task(settled(write))
+        await asyncio.sleep(0)
+        caller.cancel()
+        await asyncio.sleep(0)
+        assert not caller.done()
+        caller.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await caller
+        assert write.cancelled()
+
+    asyncio.run(main())
+
+
+def test_before_its_commit_a_transaction_is_cancelled_at_once() -> None:
+    async def main() -> None:
+        committing = False
+        commit = asyncio.Event()
+        steps: list[str] = []
+
+        async def transaction() -> None:
+            nonlocal committing
+            steps.append("statements")
+            await commit.wait()
+            committing = True
+            await asyncio.sleep(0.01)
+            steps.append("committed")
+
+        caller = asyncio.create_task(
+            settled(transaction(), committing=lambda: committing)
+        )
+        await asyncio.sleep(0)
+        caller.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await caller
+        commit.set()
+        await asyncio.sleep(0.02)
+        assert steps == ["statements"]
+
+    asyncio.run(main())
+
+
+def test_during_its_commit_a_transaction_is_waited_for() -> None:
+    async def main() -> None:
+        committing = False
+        steps: list[str] = []
+
+        async def transaction() -> None:
+            nonlocal committing
+            committing = True
+            await asyncio.sleep(0.01)
+            steps.append("committed")
+
+        caller = asyncio.create_task(
+            settled(transaction(), committing=lambda: committing)
+        )
+        await asyncio.sleep(0)
+        caller.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await caller
+        assert steps == ["committed"]
+
+    asyncio.run(main())
