@@ -21,7 +21,9 @@ document per conversation, the same update pipeline and every decision taken
 by the same functions (:mod:`chatledger_mongodb.operations`), so both read and
 write the same conversations; only the I/O is awaited. Every write is one
 single-document command, atomic on the server: a cancelled call either
-reached the server whole or not at all.
+reached the server whole or not at all, and one that was sent waits for its
+answer (:func:`chatledger.adapters.settled`), so it cannot land after the
+cancellation returned.
 
 Nothing here does I/O before the first call. The TTL index is created once,
 before the first write, behind an ``asyncio.Lock`` (or by ``await
@@ -45,6 +47,7 @@ from chatledger.adapters import (
     FaultPoints,
     Message,
     Window,
+    settled,
     to_ttl,
     utc_now,
     validate_conversation_id,
@@ -254,15 +257,17 @@ class AsyncMongoDBChatMemoryRepository(AsyncClosingContext):
         await self._prepared()
         self.fault_points.reach("before_commit")
         with size_refusal(conversation_id):
-            await self._collection.update_one(
-                {"_id": conversation_id}, update, upsert=True
+            await settled(
+                self._collection.update_one(
+                    {"_id": conversation_id}, update, upsert=True
+                )
             )
         self.fault_points.reach("after_commit")
 
     async def delete_by_conversation_id(self, conversation_id: str) -> None:
         """Remove one conversation with its record of evicted ids, if it exists."""
         validate_conversation_id(conversation_id)
-        await self._collection.delete_one({"_id": conversation_id})
+        await settled(self._collection.delete_one({"_id": conversation_id}))
 
     async def append_to_window(
         self, conversation_id: str, messages: Sequence[Message], window: Window
@@ -286,12 +291,14 @@ class AsyncMongoDBChatMemoryRepository(AsyncClosingContext):
             update = append_update(prepared, window, self.ttl)
             self.fault_points.reach("before_commit")
             with size_refusal(conversation_id):
-                document = await self._collection.find_one_and_update(
-                    {"_id": conversation_id},
-                    update,
-                    projection=APPEND_PROJECTION,
-                    upsert=True,
-                    return_document=ReturnDocument.AFTER,
+                document = await settled(
+                    self._collection.find_one_and_update(
+                        {"_id": conversation_id},
+                        update,
+                        projection=APPEND_PROJECTION,
+                        upsert=True,
+                        return_document=ReturnDocument.AFTER,
+                    )
                 )
             self.fault_points.reach("after_commit")
             result = append_outcome(document, prepared)
