@@ -156,6 +156,21 @@ async def cancelled(
     return finished
 
 
+def run_on(repository: Any, scenario: Callable[[], Awaitable[None]]) -> None:
+    """Run ``scenario`` in a new event loop, then drop and close ``repository``."""
+
+    async def main() -> None:
+        try:
+            await scenario()
+        finally:
+            try:
+                await repository.drop_schema()
+            finally:
+                await repository.aclose()
+
+    asyncio.run(main())
+
+
 def ids(messages: list[Message]) -> list[str]:
     return [m.id for m in messages]
 
@@ -212,16 +227,7 @@ def test_a_cancelled_write_leaves_old_or_new_and_a_clean_pool(
         assert outcomes["old"] > 0
         assert outcomes["new"] > 0
 
-    async def main() -> None:
-        try:
-            await scenario()
-        finally:
-            try:
-                await repository.drop_schema()
-            finally:
-                await repository.aclose()
-
-    asyncio.run(main())
+    run_on(repository, scenario)
 
 
 #: How long a write may take to reach its commit, or the commit to go through.
@@ -309,17 +315,13 @@ def test_a_write_cancelled_during_its_commit_has_settled_when_the_cancel_returns
     async def settled(backup: AsyncConnection) -> bool:
         return await commits_held(backup) == 0
 
-    async def main() -> None:
+    async def scenario_then_dispose() -> None:
         try:
             await scenario()
         finally:
-            try:
-                await repository.drop_schema()
-            finally:
-                await repository.aclose()
-                await admin.dispose()
+            await admin.dispose()
 
-    asyncio.run(main())
+    run_on(repository, scenario_then_dispose)
 
 
 @pytest.mark.parametrize(
@@ -337,20 +339,14 @@ def test_two_hundred_concurrent_adds_lose_and_duplicate_nothing(
     memory = AsyncMessageWindowChatMemory(repository, max_messages=1000)
     sent = [Message.user(f"m{n}") for n in range(200)]
 
-    async def main() -> None:
-        try:
-            await asyncio.gather(*(memory.add("race", m) for m in sent))
-            stored = await memory.get("race")
-            assert len(stored) == 200
-            assert sorted(ids(stored)) == sorted(ids(sent))
-            assert stored == sorted(stored, key=lambda m: ids(stored).index(m.id))
-        finally:
-            try:
-                await repository.drop_schema()
-            finally:
-                await repository.aclose()
+    async def scenario() -> None:
+        await asyncio.gather(*(memory.add("race", m) for m in sent))
+        stored = await memory.get("race")
+        assert len(stored) == 200
+        assert sorted(ids(stored)) == sorted(ids(sent))
+        assert stored == sorted(stored, key=lambda m: ids(stored).index(m.id))
 
-    asyncio.run(main())
+    run_on(repository, scenario)
 
 
 @pytest.mark.parametrize(("backend", "driver"), BACKENDS)
@@ -375,13 +371,4 @@ def test_a_cancelled_read_leaves_nothing_for_the_next_one(
             assert ids(await repository.find_by_conversation_id("other")) != ids(stored)
             assert ids(await repository.find_by_conversation_id("c")) == ids(stored)
 
-    async def main() -> None:
-        try:
-            await scenario()
-        finally:
-            try:
-                await repository.drop_schema()
-            finally:
-                await repository.aclose()
-
-    asyncio.run(main())
+    run_on(repository, scenario)

@@ -11,7 +11,6 @@ transaction, and the next turn on the conversation goes through.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +31,7 @@ from tests.reliability.test_async_cancellation import (
     cancelled,
     ids,
     open_repository,
+    run_on,
 )
 
 ASYNC_BACKENDS = [pytest.param("sqlite", None, id="sqlite-aiosqlite"), *BACKENDS]
@@ -63,21 +63,6 @@ def check_outcomes(
         assert outcomes == {stored}
     elif (backend, driver) != ("postgresql", "psycopg"):
         assert outcomes == {stored, "nothing"}
-
-
-def run_on(repository: Any, scenario: Callable[[], Awaitable[None]]) -> None:
-    """Run ``scenario`` in a new event loop, then drop and close ``repository``."""
-
-    async def main() -> None:
-        try:
-            await scenario()
-        finally:
-            try:
-                await repository.drop_schema()
-            finally:
-                await repository.aclose()
-
-    asyncio.run(main())
 
 
 def tool_round(call_id: str) -> tuple[Message, Message]:

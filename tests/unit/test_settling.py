@@ -85,52 +85,38 @@ def test_a_second_cancellation_stops_waiting_and_cancels_the_call() -> None:
     asyncio.run(main())
 
 
-def test_before_its_commit_a_transaction_is_cancelled_at_once() -> None:
+@pytest.mark.parametrize(
+    ("cancelled_in", "steps"),
+    [("statements", ["statements"]), ("commit", ["statements", "committed"])],
+)
+def test_a_transaction_is_waited_for_only_once_its_commit_is_under_way(
+    cancelled_in: str, steps: list[str]
+) -> None:
     async def main() -> None:
         committing = False
         commit = asyncio.Event()
-        steps: list[str] = []
+        done: list[str] = []
 
         async def transaction() -> None:
             nonlocal committing
-            steps.append("statements")
+            done.append("statements")
             await commit.wait()
             committing = True
             await asyncio.sleep(0.01)
-            steps.append("committed")
+            done.append("committed")
 
         caller = asyncio.create_task(
             settled(transaction(), committing=lambda: committing)
         )
         await asyncio.sleep(0)
+        if cancelled_in == "commit":
+            commit.set()
+            await asyncio.sleep(0)
         caller.cancel()
         with pytest.raises(asyncio.CancelledError):
             await caller
         commit.set()
         await asyncio.sleep(0.02)
-        assert steps == ["statements"]
-
-    asyncio.run(main())
-
-
-def test_during_its_commit_a_transaction_is_waited_for() -> None:
-    async def main() -> None:
-        committing = False
-        steps: list[str] = []
-
-        async def transaction() -> None:
-            nonlocal committing
-            committing = True
-            await asyncio.sleep(0.01)
-            steps.append("committed")
-
-        caller = asyncio.create_task(
-            settled(transaction(), committing=lambda: committing)
-        )
-        await asyncio.sleep(0)
-        caller.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await caller
-        assert steps == ["committed"]
+        assert done == steps
 
     asyncio.run(main())
