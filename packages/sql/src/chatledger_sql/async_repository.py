@@ -639,7 +639,11 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         try:
             result = await work(connection)
             self.fault_points.reach("before_commit")
-            await settled(connection.run_sync(dialect.commit_write))
+            commit = connection.run_sync(dialect.commit_write)
+            if dialect.settles_commit(_sync(connection)):
+                await settled(commit)
+            else:
+                await commit
         except BaseException as error:
             await connection.run_sync(_leave, writing, error)
             raise

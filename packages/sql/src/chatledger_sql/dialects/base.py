@@ -261,6 +261,13 @@ class SqlDialect:
         """Commit the write transaction :meth:`writing` holds."""
         connection.commit()
 
+    def settles_commit(self, connection: Connection) -> bool:
+        """Whether an async write cancelled during its commit waits for it.
+
+        True by default (:func:`chatledger.adapters.settled`).
+        """
+        return True
+
     def read_options(self, connection: Connection) -> dict[str, Any]:
         """Execution options for a one-statement read (none by default)."""
         return {}

@@ -156,6 +156,17 @@ class PostgresDialect(RoutineDialect):
         else:
             connection.commit()
 
+    def settles_commit(self, connection: Connection) -> bool:
+        """Not for a pipelined write: its commit is cancelled as before.
+
+        Finishing psycopg's pipelined ``COMMIT`` in a task of its own left,
+        in about one run in 25 of the cancellation test on a loaded machine,
+        a pooled connection that answered a later ``SELECT`` without rows;
+        the cause is not found yet, so that commit keeps its old behaviour.
+        """
+        write = _WRITES.get(id(connection))
+        return write is None or not write.began
+
     def lock_conversation(
         self,
         connection: Connection,
