@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import NoScriptError
 
@@ -45,6 +45,7 @@ from chatledger.adapters import (
     validate_conversation_id,
     validate_messages,
 )
+from chatledger_redis.clients import async_redis_client
 from chatledger_redis.commands import (
     RESIZE_ATTEMPTS,
     append_args,
@@ -70,8 +71,6 @@ from chatledger_redis.scripts import APPEND, RESIZE, SAVE
 __all__ = ["AsyncRedisChatMemoryRepository"]
 
 AsyncClient = Redis | RedisCluster
-#: Connections a client made by ``from_url`` opens at most (redis-py's default).
-_DEFAULT_MAX_CONNECTIONS = 100
 
 
 class AsyncRedisChatMemoryRepository(AsyncClosingContext):
@@ -129,16 +128,13 @@ class AsyncRedisChatMemoryRepository(AsyncClosingContext):
         calls are in flight, the next one waits for a connection (up to the
         pool's ``timeout``) instead of failing with "Too many connections",
         as an SQL engine's pool does. Pass ``connection_pool`` to choose.
+
+        It sends a command again, on a new connection, when its connection
+        broke, with the sync repository's policy (:mod:`chatledger_redis.clients`);
+        pass ``retry`` to choose.
         """
         url, cluster, repository_options = client_url(url, options)
-        client: AsyncClient
-        if cluster:
-            client = RedisCluster.from_url(url, **options)
-        elif "connection_pool" in options or options.get("single_connection_client"):
-            client = Redis.from_url(url, **options)
-        else:
-            options.setdefault("max_connections", _DEFAULT_MAX_CONNECTIONS)
-            client = Redis.from_pool(BlockingConnectionPool.from_url(url, **options))
+        client = async_redis_client(url, cluster=cluster, options=options)
         repository = cls(client, **repository_options)
         repository._owns_client = True
         return repository

@@ -68,6 +68,7 @@ from chatledger.adapters import (
     validate_conversation_id,
     validate_messages,
 )
+from chatledger_redis.clients import redis_client
 from chatledger_redis.commands import (
     RESIZE_ATTEMPTS,
     append_args,
@@ -139,6 +140,10 @@ class RedisChatMemoryRepository(ClosingContext):
         make a ``RedisCluster``. ``key_prefix`` and ``ttl`` go to the
         repository, every other option to the client's ``from_url``.
 
+        A ``Redis`` client made here sends a command again, on a new
+        connection, when its connection broke (:mod:`chatledger_redis.clients`,
+        the same policy as the async repository's); pass ``retry`` to choose.
+
         Raises:
             InvalidOptionError: an option neither the repository nor the
                 ``redis.Redis`` client takes (checked before any connection;
@@ -146,11 +151,7 @@ class RedisChatMemoryRepository(ClosingContext):
         """
         # Our own options are validated before a client (and its pool) exists.
         url, cluster, repository_options = client_url(url, options)
-        client: Redis | RedisCluster = (
-            RedisCluster.from_url(url, **options)
-            if cluster
-            else Redis.from_url(url, **options)
-        )
+        client = redis_client(url, cluster=cluster, options=options)
         repository = cls(client, **repository_options)
         repository._owns_client = True
         return repository
