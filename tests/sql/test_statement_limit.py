@@ -1,22 +1,28 @@
 """MariaDB drops the connection on a statement over ``max_allowed_packet``.
 
-The repository reads the limit once and refuses such a message with
-``MessageTooLargeError`` before it writes anything, instead of surfacing a
-"server has gone away" from the middle of a transaction.
+The repository reads the limit once and refuses a message whose row cannot
+fit a statement with ``MessageTooLargeError`` before it writes anything,
+instead of surfacing a "server has gone away" from the middle of a
+transaction. A batch whose rows each fit but whose stored-procedure call
+(the whole batch in one value) would not is sent a row per statement
+instead, by every driver.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
 
 import pytest
 from sqlalchemy import create_engine
 
-from chatledger import Message, MessageTooLargeError
+from chatledger import Message, MessageTooLargeError, MessageWindowChatMemory
 from chatledger.window import MessageWindow
 from chatledger_sql import SqlChatMemoryRepository
+from chatledger_sql.async_repository import AsyncSqlChatMemoryRepository
 from chatledger_sql.rows import STATEMENT_OVERHEAD_BYTES
 from tests.backends import backend_url
+from tests.conformance.test_async_sql import with_driver
 from tests.sql.conftest import unique_table
 
 
@@ -52,8 +58,9 @@ def test_mariadb_refuses_a_message_over_the_packet_limit_before_writing(
         else:
             mariadb.save_all("c", [*before, huge])
 
-    with pytest.raises(MessageTooLargeError, match="max_allowed_packet"):
+    with pytest.raises(MessageTooLargeError, match="max_allowed_packet") as caught:
         write()
+    assert f"at most {_limit(mariadb)} " in str(caught.value)
     assert [m.id for m in mariadb.find_by_conversation_id("c")] == [before[0].id]
 
 
@@ -64,3 +71,56 @@ def test_mariadb_stores_a_message_just_under_the_packet_limit(
     text = "x" * size
     mariadb.append_to_window("c", [Message.user(text)], MessageWindow(10))
     assert mariadb.find_by_conversation_id("c")[0].content == text
+
+
+def _batch_over(limit: int) -> list[Message]:
+    """Three messages, each well under ``limit``, together over it."""
+    return [Message.user(letter * (limit * 2 // 5)) for letter in "abc"]
+
+
+def test_mariadb_appends_a_batch_over_the_packet_limit_a_row_at_a_time(
+    mariadb: SqlChatMemoryRepository,
+) -> None:
+    before = [Message.user("kept")]
+    mariadb.save_all("c", before)
+    batch = _batch_over(_limit(mariadb))
+    MessageWindowChatMemory(repository=mariadb, max_messages=20).add("c", batch)
+    stored = mariadb.find_by_conversation_id("c")
+    assert stored == [*before, *batch]
+    assert [m.id for m in stored] == [m.id for m in [*before, *batch]]
+
+
+def test_mariadb_saves_a_conversation_over_the_packet_limit(
+    mariadb: SqlChatMemoryRepository,
+) -> None:
+    batch = [Message.user("kept"), *_batch_over(_limit(mariadb))]
+    mariadb.save_all("c", batch)
+    assert mariadb.find_by_conversation_id("c") == batch
+
+
+@pytest.mark.parametrize("driver", ["asyncmy", "aiomysql"])
+def test_mariadb_async_appends_a_batch_over_the_packet_limit(driver: str) -> None:
+    async def scenario() -> None:
+        repository = AsyncSqlChatMemoryRepository.from_url(
+            with_driver(backend_url("mariadb"), driver), table_name=unique_table()
+        )
+        try:
+            before = [Message.user("kept")]
+            await repository.save_all("c", before)
+            async with repository.engine.connect() as connection:
+                found = await connection.exec_driver_sql("SELECT @@max_allowed_packet")
+                limit = int(found.scalar_one())
+            batch = _batch_over(limit)
+            await repository.append_to_window("c", batch, MessageWindow(20))
+            assert await repository.find_by_conversation_id("c") == [*before, *batch]
+            huge = Message.user("x" * limit)
+            with pytest.raises(MessageTooLargeError, match=f"at most {limit} "):
+                await repository.append_to_window("c", [huge], MessageWindow(20))
+            assert await repository.find_by_conversation_id("c") == [*before, *batch]
+        finally:
+            try:
+                await repository.drop_schema()
+            finally:
+                await repository.aclose()
+
+    asyncio.run(scenario())

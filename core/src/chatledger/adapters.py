@@ -38,6 +38,9 @@ meaning within a minor version. It holds
 - the shared behaviours: :class:`ClosingContext` (``with`` closes),
   :class:`FaultPoints` (test hooks at the named steps of a write),
   :func:`to_ttl` (one meaning of ``ttl``);
+- the size check before a write: :class:`RequestLimit` (does a request of
+  this many bytes fit under a server's cap, else
+  :class:`MessageTooLargeError` naming both) and :func:`encoded_size`;
 - the benchmark hook: a repository that can make its driver's floor (one
   bare INSERT, one ordered SELECT, on its own table or keys) offers
   ``benchmark_floor()`` returning a :class:`BenchmarkFloor`; it is what
@@ -103,6 +106,7 @@ from chatledger.evicted_ids import (
 from chatledger.faults import FAULT_POINTS, FaultPoints
 from chatledger.messages import Message, Role
 from chatledger.repository import AppendResult, ConversationPage
+from chatledger.request_size import RequestLimit, encoded_size
 from chatledger.settling import settled
 from chatledger.ttl import to_ttl
 from chatledger.validation import (
@@ -152,6 +156,7 @@ __all__ = [
     "Message",
     "MessageTooLargeError",
     "MissingDriverError",
+    "RequestLimit",
     "Role",
     "StoreNotFoundError",
     "StoredEntry",
@@ -161,6 +166,7 @@ __all__ = [
     "apply_window",
     "codec",
     "count_evictions",
+    "encoded_size",
     "install_hint",
     "is_async_repository",
     "kept_newest",

@@ -604,6 +604,8 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         parameters, stamped = routine.parameters(
             conversation_id, batch, window, utc_now(), self.ttl
         )
+        if not routine.fits(parameters, self._statement_limit):
+            return None
 
         async def call(connection: AsyncConnection) -> Any:
             if not self._dialect().runs_routines(_sync(connection)):

@@ -695,11 +695,15 @@ class SqlChatMemoryRepository(ClosingContext):
 
         ``None`` when the routine left the append to the portable path, or
         the database has none (a product the dialect serves as a fallback, a
-        store made before it existed): then none is called again.
+        store made before it existed): then none is called again. A batch
+        whose call would not fit a statement (:meth:`AppendRoutine.fits`)
+        goes to the portable path unsent.
         """
         parameters, stamped = routine.parameters(
             conversation_id, batch, window, utc_now(), self.ttl
         )
+        if not routine.fits(parameters, self._statement_limit):
+            return None
 
         def call(connection: Connection) -> Any:
             if not self.dialect.runs_routines(connection):

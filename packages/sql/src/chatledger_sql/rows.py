@@ -26,7 +26,7 @@ from typing import Any
 from chatledger.adapters import (
     InvalidMessageError,
     Message,
-    MessageTooLargeError,
+    RequestLimit,
     codec,
 )
 
@@ -38,7 +38,9 @@ __all__ = [
     "decode",
     "decode_raw",
     "encode",
+    "literal_bytes",
     "moment",
+    "statement_limit",
 ]
 
 #: The longest message id, in UTF-8 bytes, that fits the id column.
@@ -120,27 +122,34 @@ _NAIVE_EPOCH = datetime(1970, 1, 1)
 _UTC_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def _literal_bytes(text: str | None) -> int:
+def literal_bytes(text: str | None) -> int:
     """The size of ``text`` inlined as an escaped string literal, in bytes."""
     if not text:
         return 0
     return len(text.encode("utf-8")) + len(text) - len(text.translate(_ESCAPED))
 
 
+def statement_limit(limit: int) -> RequestLimit:
+    """The server's cap on one statement (``max_allowed_packet``), leaving room
+    for the SQL text and a row's other columns."""
+    return RequestLimit(
+        limit, STATEMENT_OVERHEAD_BYTES, "MySQL/MariaDB max_allowed_packet"
+    )
+
+
 def check_sizes(batch: list[Message], limit: int) -> None:
-    """Refuse a message whose row needs a statement past ``limit`` bytes."""
+    """Refuse a message whose row needs a statement past ``limit`` bytes.
+
+    Each row fits a statement of its own, which is what the statements that
+    write rows need at least: a driver's ``executemany`` joins rows into one
+    statement only up to its own bound (about 1 MB), and sends a larger row
+    alone.
+    """
+    packet = statement_limit(limit)
     for index, message in enumerate(batch):
         row = encode("", 0, message, None)
-        size = (
-            _literal_bytes(row["payload"])
-            + _literal_bytes(row["content"])
-            + STATEMENT_OVERHEAD_BYTES
-        )
-        if size > limit:
-            raise MessageTooLargeError(
-                f"messages[{index}] needs a statement of about {size} bytes; the "
-                f"server takes at most {limit} (MySQL/MariaDB max_allowed_packet)"
-            )
+        size = literal_bytes(row["payload"]) + literal_bytes(row["content"])
+        packet.check(size, f"messages[{index}]")
 
 
 def check_ids(batch: list[Message]) -> None:

@@ -57,7 +57,7 @@ from chatledger.adapters import (
 )
 from chatledger.evicted_ids import EVICTED_IDS_KEPT, EVICTED_IDS_TRIM_STEP
 from chatledger_sql.dialects.base import SqlDialect
-from chatledger_sql.rows import encode
+from chatledger_sql.rows import encode, literal_bytes, statement_limit
 from chatledger_sql.schema import derived_name
 
 if TYPE_CHECKING:
@@ -399,6 +399,23 @@ class AppendRoutine:
             "counter": window.counter_id,
             "batch": json.dumps(rows, ensure_ascii=False, separators=(",", ":")),
         }, stamped
+
+    @staticmethod
+    def fits(parameters: dict[str, Any], limit: int | None) -> bool:
+        """Whether the call with :meth:`parameters` fits a statement of ``limit`` bytes.
+
+        The whole batch is one value of the call: a server that caps a
+        statement (MariaDB's ``max_allowed_packet``; ``None``: no cap) would
+        drop the connection on a call whose batch does not fit even though
+        each of its rows does. The repository then leaves such a batch to the
+        portable append, which sends the rows in statements of their own.
+        """
+        if limit is None:
+            return True
+        size = sum(
+            literal_bytes(parameters[name]) for name in ("cid", "counter", "batch")
+        )
+        return statement_limit(limit).fits(size)
 
     def result(self, row: Sequence[Any], stamped: list[Message]) -> AppendResult | None:
         """What the append did, from the call's row (``outcome, evicted_ids``);
