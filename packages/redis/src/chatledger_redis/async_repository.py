@@ -31,7 +31,7 @@ from typing import Any
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 
 from chatledger.adapters import (
     AppendResult,
@@ -44,6 +44,12 @@ from chatledger.adapters import (
     stamp_messages,
     validate_conversation_id,
     validate_messages,
+)
+from chatledger_redis.bulk_limit import (
+    PROTO_MAX_BULK_LEN,
+    check_arguments,
+    limit_from_reply,
+    may_pass_smallest_limit,
 )
 from chatledger_redis.clients import async_redis_client
 from chatledger_redis.commands import (
@@ -111,6 +117,8 @@ class AsyncRedisChatMemoryRepository(AsyncClosingContext):
         self._append = client.register_script(APPEND)
         self._save = client.register_script(SAVE)
         self._resize = client.register_script(RESIZE)
+        #: The server's proto-max-bulk-len, once a large argument needed it.
+        self._max_bulk_bytes: int | None = None
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> AsyncRedisChatMemoryRepository:
@@ -208,6 +216,7 @@ class AsyncRedisChatMemoryRepository(AsyncClosingContext):
         validate_conversation_id(conversation_id)
         batch = stamp_messages(validate_messages(messages))
         args = save_args(batch, self._ttl_ms)
+        await self._check_arguments(args, first=3, per_message=4)
         # The script is the atomic unit: a fault before it leaves the old
         # conversation whole, a fault after it leaves the new one whole.
         for point in ("after_lock", "after_delete", "after_insert", "before_commit"):
@@ -239,6 +248,7 @@ class AsyncRedisChatMemoryRepository(AsyncClosingContext):
         counter = window.counter_id
         key_names = conversation_keys(self.key_prefix, conversation_id)[1]
         args = append_args(stamped, window, self._ttl_ms)
+        await self._check_arguments(args, first=1, per_message=1)
         for point in ("after_lock", "after_insert", "after_evict", "before_commit"):
             self.fault_points.reach(point)
         for _ in range(RESIZE_ATTEMPTS):
@@ -255,6 +265,27 @@ class AsyncRedisChatMemoryRepository(AsyncClosingContext):
             )
         self.fault_points.reach("after_commit")
         return append_result(outcome, stamped)
+
+    async def _check_arguments(
+        self, args: list[Any], *, first: int, per_message: int
+    ) -> None:
+        """Refuse, before sending, a script argument the server would not read.
+
+        The server's ``proto-max-bulk-len`` is asked once, and only when an
+        argument may pass the smallest value a server allows
+        (:mod:`chatledger_redis.bulk_limit`).
+        """
+        if not may_pass_smallest_limit(args):
+            return
+        if self._max_bulk_bytes is None:
+            try:
+                reply = await self.client.config_get(PROTO_MAX_BULK_LEN)
+            except ResponseError:  # CONFIG refused (an ACL, a managed server)
+                reply = None
+            self._max_bulk_bytes = limit_from_reply(reply)
+        check_arguments(
+            args, self._max_bulk_bytes, first=first, per_message=per_message
+        )
 
     async def _run_append(self, keys: tuple[str, ...], args: list[str]) -> Any:
         # EVALSHA sent directly, as the sync repository does; the script
