@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from chatledger_cassandra.sizes import (
     check_write,
     write_bytes,
 )
+from tests.backends import backend_url
 from tests.cassandra.test_offline import Untouchable
 
 
@@ -54,3 +56,56 @@ def test_cassandra_sixteen_megabytes_do_not_fit_the_default_limit() -> None:
 def test_cassandra_max_write_bytes_is_a_positive_int(bad: Any) -> None:
     with pytest.raises((TypeError, ValueError)):
         CassandraChatMemoryRepository(Untouchable(), max_write_bytes=bad)
+
+
+@pytest.fixture
+def server_repository(required: set[str]) -> Iterator[CassandraChatMemoryRepository]:
+    """A repository on a real server, on a table of its own, dropped afterwards."""
+    url = backend_url("cassandra", required)
+    repository = CassandraChatMemoryRepository.from_url(
+        url, table=f"size_{uuid.uuid4().hex[:12]}", create_keyspace=True
+    )
+    try:
+        yield repository
+    finally:
+        repository.drop_schema()
+        repository.close()
+
+
+def _three(total: int) -> list[Message]:
+    """Three messages of about ``total`` bytes together."""
+    return [Message.user(letter * (total // 3)) for letter in "abc"]
+
+
+@pytest.mark.parametrize("how", ["append", "save_all"])
+def test_cassandra_server_batch_over_the_limit_is_refused_and_changes_nothing(
+    server_repository: CassandraChatMemoryRepository, how: str
+) -> None:
+    before = [Message.user("kept")]
+    server_repository.save_all("c", before)
+    # Each message fits one write; the batch, one mutation, does not.
+    batch = _three(DEFAULT_MAX_WRITE_BYTES + 1024 * 1024)
+    write: Callable[[], object] = {
+        "append": lambda: server_repository.append_to_window(
+            "c", batch, MessageWindow(10)
+        ),
+        "save_all": lambda: server_repository.save_all("c", [*before, *batch]),
+    }[how]
+    with pytest.raises(
+        MessageTooLargeError, match=f"at most {DEFAULT_MAX_WRITE_BYTES} "
+    ):
+        write()
+    stored = server_repository.find_by_conversation_id("c")
+    assert stored == before
+    assert [m.id for m in stored] == [before[0].id]
+
+
+def test_cassandra_server_takes_a_batch_at_the_edge_of_the_check(
+    server_repository: CassandraChatMemoryRepository,
+) -> None:
+    # The estimate errs on the large side: what it lets through (here within
+    # about 8 KiB of the most it lets through), the server's 16 MiB request
+    # and mutation limits take.
+    batch = _three(DEFAULT_MAX_WRITE_BYTES - 72 * 1024)
+    server_repository.append_to_window("c", batch, MessageWindow(10))
+    assert server_repository.find_by_conversation_id("c") == batch

@@ -24,9 +24,7 @@ the request and the mutation add around the values.
 
 from __future__ import annotations
 
-from chatledger.adapters import (
-    MessageTooLargeError,
-)
+from chatledger.adapters import RequestLimit, encoded_size
 from chatledger_cassandra.plan import Plan
 
 __all__ = ["DEFAULT_MAX_WRITE_BYTES", "check_write", "write_bytes"]
@@ -42,22 +40,17 @@ _STATEMENT_BYTES = 128
 _BATCH_BYTES = 64 * 1024
 
 
-def _value_bytes(value: object) -> int:
-    if value is None:
-        return 0
-    if isinstance(value, str):
-        return len(value.encode("utf-8"))
-    return 8  # the numbers: tinyint, int and bigint are at most eight bytes
+def _statements_bytes(plan: Plan) -> int:
+    statements = [] if plan.condition is None else [plan.condition]
+    statements += plan.writes
+    return sum(
+        _STATEMENT_BYTES + encoded_size(statement.params) for statement in statements
+    )
 
 
 def write_bytes(plan: Plan) -> int:
     """Return an upper estimate of the request and mutation size of ``plan``."""
-    statements = [] if plan.condition is None else [plan.condition]
-    statements += plan.writes
-    return _BATCH_BYTES + sum(
-        _STATEMENT_BYTES + sum(_value_bytes(value) for value in statement.params)
-        for statement in statements
-    )
+    return _BATCH_BYTES + _statements_bytes(plan)
 
 
 def check_write(plan: Plan, limit: int, conversation_id: str) -> None:
@@ -66,12 +59,12 @@ def check_write(plan: Plan, limit: int, conversation_id: str) -> None:
     Raises:
         MessageTooLargeError: if :func:`write_bytes` exceeds ``limit``.
     """
-    size = write_bytes(plan)
-    if size > limit:
-        raise MessageTooLargeError(
-            f"the write of conversation {conversation_id!r} would take about "
-            f"{size} bytes; one Cassandra write (a request and a mutation) holds "
-            f"at most {limit} (max_write_bytes; the server's "
-            "native_transport_max_message_size and max_mutation_size are 16 MiB "
-            "by default)"
-        )
+    RequestLimit(
+        limit,
+        _BATCH_BYTES,
+        "max_write_bytes; the server's native_transport_max_message_size and "
+        "max_mutation_size are 16 MiB by default",
+    ).check(
+        _statements_bytes(plan),
+        f"the write of conversation {conversation_id!r} (one batch, one mutation)",
+    )
