@@ -312,14 +312,18 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         return self.dialect
 
     async def create_schema(self) -> None:
-        """Create the tables if missing; idempotent, safe against a racing creator."""
+        """Create the tables if missing; idempotent, safe against a racing creator.
+
+        Each step runs once more on a fresh connection when its pooled one
+        was dropped by the server, as writes do (:meth:`_schema_step`).
+        """
         await self._detected()
         await self._create_tables()
 
     async def _create_tables(self) -> None:
         dialect = self.dialect
         assert dialect is not None
-        await self._racing_ddl(lambda c: c.run_sync(dialect.prepare_database))
+        await self._schema_step(lambda c: c.run_sync(dialect.prepare_database))
         for statement in dialect.create_statements(self.tables.all):
             # The write path's begin: on SQLite a deferred DDL transaction
             # cannot upgrade its lock past a racing creator.
@@ -327,38 +331,56 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
                 await connection.run_sync(dialect.begin_write)
                 await connection.execute(ddl)
 
-            await self._racing_ddl(create)
+            await self._schema_step(create)
 
         async def create_routines(connection: AsyncConnection) -> None:
             await connection.run_sync(dialect.create_routines, self._sql)
 
-        await self._racing_ddl(create_routines)
+        await self._schema_step(create_routines)
 
-    async def _racing_ddl(self, step: Work[Any]) -> None:
-        """Run and commit one schema step, again while another creator races it."""
+    async def _schema_step(self, step: Work[Any]) -> None:
+        """Run and commit one schema step, again while another creator races it.
+
+        A step whose connection was lost runs once more on a fresh one, as
+        :meth:`_write` does; every step is guarded, so running it again after
+        it had committed changes nothing.
+        """
         dialect = self.dialect
         assert dialect is not None
-        for attempt in range(1, MAX_ATTEMPTS + 1):
+        reconnected = False
+        attempt = 0
+        while True:
+            attempt += 1
             try:
                 async with self._serialized(), self._connect() as connection:
                     await step(connection)
                     await connection.commit()
                 return
             except exc.DBAPIError as error:
+                if error.connection_invalidated and not reconnected:
+                    reconnected = True
+                    continue
                 racing = dialect.is_already_exists(error) or dialect.is_retryable(error)
-                if attempt == MAX_ATTEMPTS or not racing:
+                if attempt >= MAX_ATTEMPTS or not racing:
                     raise
             await asyncio.sleep(0.05 * attempt)
 
     async def drop_schema(self) -> None:
-        """Drop the tables and every conversation in them."""
-        await self._detected()
-        dialect = self.dialect
-        assert dialect is not None
-        async with self._connect() as connection:
+        """Drop the tables and every conversation in them.
+
+        Each step runs once more on a fresh connection when its pooled one
+        was dropped by the server, so the routine and the tables go together.
+        """
+        dialect = await self._detected()
+
+        async def drop_routines(connection: AsyncConnection) -> None:
             await connection.run_sync(dialect.drop_routines, self._sql)
+
+        async def drop_tables(connection: AsyncConnection) -> None:
             await connection.run_sync(self.tables.metadata.drop_all, checkfirst=True)
-            await connection.commit()
+
+        await self._schema_step(drop_routines)
+        await self._schema_step(drop_tables)
 
     # -- reads -----------------------------------------------------------------
 

@@ -303,8 +303,12 @@ class SqlChatMemoryRepository(ClosingContext):
     # -- schema ----------------------------------------------------------------
 
     def create_schema(self) -> None:
-        """Create the tables if missing; idempotent, safe against a racing creator."""
-        self._racing_ddl(self.dialect.prepare_database)
+        """Create the tables if missing; idempotent, safe against a racing creator.
+
+        Each step runs once more on a fresh connection when its pooled one
+        was dropped by the server, as writes do (:meth:`_schema_step`).
+        """
+        self._schema_step(self.dialect.prepare_database)
         for statement in self.dialect.create_statements(self.tables.all):
             # The write path's begin: on SQLite a deferred DDL transaction
             # cannot upgrade its lock past a racing creator.
@@ -312,18 +316,30 @@ class SqlChatMemoryRepository(ClosingContext):
                 self.dialect.begin_write(connection)
                 connection.execute(statement)
 
-            self._racing_ddl(create)
-        self._racing_ddl(lambda c: self.dialect.create_routines(c, self._sql))
+            self._schema_step(create)
+        self._schema_step(lambda c: self.dialect.create_routines(c, self._sql))
 
-    def _racing_ddl(self, step: Callable[[Connection], None]) -> None:
-        """Run and commit one schema step, again while another creator races it."""
-        for attempt in range(1, MAX_ATTEMPTS + 1):
+    def _schema_step(self, step: Callable[[Connection], None]) -> None:
+        """Run and commit one schema step, again while another creator races it.
+
+        A step whose connection was lost (a pooled connection the server
+        dropped) runs once more on a fresh one, as :meth:`_write` does. Every
+        step is guarded (``IF NOT EXISTS``, ``checkfirst``), so running one
+        again after it had committed changes nothing.
+        """
+        reconnected = False
+        attempt = 0
+        while True:
+            attempt += 1
             try:
                 with self._serialized(), self.engine.connect() as connection:
                     step(connection)
                     connection.commit()
                 return
             except exc.DBAPIError as error:
+                if error.connection_invalidated and not reconnected:
+                    reconnected = True
+                    continue
                 # Another creator won between the guard and the CREATE (or, on
                 # DuckDB, at commit): the guarded statement is now a no-op. On
                 # SQLite the switch to WAL fails at once, without waiting,
@@ -331,15 +347,18 @@ class SqlChatMemoryRepository(ClosingContext):
                 racing = self.dialect.is_already_exists(
                     error
                 ) or self.dialect.is_retryable(error)
-                if attempt == MAX_ATTEMPTS or not racing:
+                if attempt >= MAX_ATTEMPTS or not racing:
                     raise
                 time.sleep(0.05 * attempt)
 
     def drop_schema(self) -> None:
-        """Drop the tables and every conversation in them."""
-        with self.engine.begin() as connection:
-            self.dialect.drop_routines(connection, self._sql)
-        self.tables.metadata.drop_all(self.engine, checkfirst=True)
+        """Drop the tables and every conversation in them.
+
+        Each step runs once more on a fresh connection when its pooled one
+        was dropped by the server, so the routine and the tables go together.
+        """
+        self._schema_step(lambda c: self.dialect.drop_routines(c, self._sql))
+        self._schema_step(lambda c: self.tables.metadata.drop_all(c, checkfirst=True))
 
     def benchmark_floor(self) -> SqlBenchmarkFloor:
         """The driver's bare INSERT and SELECT, for ``chatledger bench``."""
