@@ -366,6 +366,23 @@ def test_mongodb_stand_in_too_large_is_refused_before_any_write() -> None:
     assert [m.content for m in repository.find_by_conversation_id("c")] == ["small"]
 
 
+def test_mongodb_stand_in_batch_over_a_document_is_refused_before_any_write() -> None:
+    # Each message fits a document; the three together, one conversation, do not.
+    repository = _repository()
+    before = [Message.user("small")]
+    repository.save_all("c", before)
+    reached: list[str] = []
+    repository.fault_points.on("before_commit", reached.append)
+    batch = [Message.user(letter * (6 * 1024 * 1024)) for letter in "abc"]
+    limit = f"at most {MAX_DOCUMENT_BYTES} "
+    with pytest.raises(MessageTooLargeError, match=limit):
+        MessageWindowChatMemory(repository, max_messages=20).add("c", batch)
+    with pytest.raises(MessageTooLargeError, match=limit):
+        repository.save_all("c", [*before, *batch])
+    assert reached == []
+    assert repository.find_by_conversation_id("c") == before
+
+
 def test_mongodb_stand_in_retry_after_a_lost_ack_is_a_noop() -> None:
     repository = _repository()
     batch = [Message.user("U1"), Message.assistant("A1")]

@@ -62,9 +62,8 @@ class RequestLimit:
         """
         if not self.fits(size):
             raise MessageTooLargeError(
-                f"{what} would take about {size + self.overhead} bytes in one "
-                f"request; the server takes at most {self.limit} "
-                f"({self.setting}); nothing was sent"
+                f"{what} would take about {size + self.overhead} bytes; at most "
+                f"{self.limit} fit ({self.setting}); nothing was sent"
             )
 
 

@@ -48,6 +48,7 @@ from chatledger.adapters import (
     InvalidNameError,
     Message,
     MessageTooLargeError,
+    RequestLimit,
     Window,
     codec,
     stamp_messages,
@@ -95,6 +96,12 @@ MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
 
 #: Room kept for the document's own fields beside the messages array.
 _DOCUMENT_OVERHEAD = 1024
+
+_SETTING = "MongoDB's limit of one document, which holds one conversation"
+#: A whole conversation's document (``save_all``).
+_DOCUMENT = RequestLimit(MAX_DOCUMENT_BYTES, 0, _SETTING)
+#: An appended batch's elements, with room for the document's own fields.
+_BATCH = RequestLimit(MAX_DOCUMENT_BYTES, _DOCUMENT_OVERHEAD, _SETTING)
 
 #: How often an append re-runs after measuring messages its token counter had
 #: never sized; only a concurrent rewrite of those messages makes it loop.
@@ -252,11 +259,7 @@ def save_update(
         "expires_at": _expires_at(ttl, now),
     }
     size = len(bson.encode({"_id": conversation_id, **fields}))
-    if size > MAX_DOCUMENT_BYTES:
-        raise MessageTooLargeError(
-            f"conversation {conversation_id!r} would take {size} bytes; one "
-            f"MongoDB document holds at most {MAX_DOCUMENT_BYTES}"
-        )
+    _DOCUMENT.check(size, f"conversation {conversation_id!r}")
     return {"$set": fields, "$unset": {RESULT_FIELD: "", EVICTED_IDS_FIELD: ""}}
 
 
@@ -290,12 +293,8 @@ def prepare_append(
     now = utc_now()
     stamped = stamp_messages(batch, now)
     elements = [encode_element(m, window) for m in stamped]
-    size = sum(len(bson.encode({"e": e})) for e in elements) + _DOCUMENT_OVERHEAD
-    if size > MAX_DOCUMENT_BYTES:
-        raise MessageTooLargeError(
-            f"the batch takes {size} bytes; one MongoDB document (one "
-            f"conversation) holds at most {MAX_DOCUMENT_BYTES}"
-        )
+    size = sum(len(bson.encode({"e": e})) for e in elements)
+    _BATCH.check(size, f"the batch appended to conversation {conversation_id!r}")
     return PreparedAppend(stamped, elements, now)
 
 
