@@ -20,6 +20,7 @@ from chatledger import Message, MessageTooLargeError, MessageWindowChatMemory
 from chatledger.window import MessageWindow
 from chatledger_sql import SqlChatMemoryRepository
 from chatledger_sql.async_repository import AsyncSqlChatMemoryRepository
+from chatledger_sql.dialects.append_routine import AppendRoutine
 from chatledger_sql.rows import STATEMENT_OVERHEAD_BYTES
 from tests.backends import backend_url
 from tests.conformance.test_async_sql import with_driver
@@ -124,3 +125,12 @@ def test_mariadb_async_appends_a_batch_over_the_packet_limit(driver: str) -> Non
                 await repository.aclose()
 
     asyncio.run(scenario())
+
+
+def test_routine_call_size_counts_escapes_and_every_text_value() -> None:
+    # Quotes are escaped to two bytes; "é" takes two in UTF-8.
+    parameters = {"cid": "é", "counter": None, "batch": "'" * 1000}
+    size = 2 + 2 * 1000
+    assert AppendRoutine.fits(parameters, size + STATEMENT_OVERHEAD_BYTES)
+    assert not AppendRoutine.fits(parameters, size + STATEMENT_OVERHEAD_BYTES - 1)
+    assert AppendRoutine.fits(parameters, None)
