@@ -13,7 +13,8 @@ from sqlalchemy import create_engine, inspect
 from chatledger import connect
 from tests.backends import backend_url
 from tests.cli.conftest import HAVE_SQL, NO_SQL, QUICK_SUITE, Cli, file_url
-from tests.cli.test_cli import _jsonl, _sample
+from tests.cli.test_cli import _jsonl, _one_line_error, _sample
+from tests.cli.test_import import DEEP_LINE
 
 HAVE_REDIS = importlib.util.find_spec("chatledger_redis") is not None
 
@@ -90,6 +91,26 @@ class TestPostgresqlCli:
             done = cli(*command, "-o", f"table_name={table}")
             assert done.code == 1, done.err
             assert f"table '{table}' does not exist" in done.err
+        engine = create_engine(url)
+        try:
+            assert not inspect(engine).has_table(table)
+        finally:
+            engine.dispose()
+
+    def test_a_deeply_nested_line_is_named_and_nothing_is_written(
+        self, cli: Cli, tmp_path: Path
+    ) -> None:
+        url = backend_url("postgresql")
+        table = f"cli_{uuid.uuid4().hex[:12]}"
+        good = _jsonl(_sample())
+        (tmp_path / "in.jsonl").write_text(good + DEEP_LINE, encoding="utf-8")
+        done = cli("import", url, "in.jsonl", "-o", f"table_name={table}")
+        assert done.code == 1, done.err
+        number = len(good.splitlines()) + 1
+        line = _one_line_error(done.err)
+        assert f"in.jsonl:{number}: JSON text nests deeper than 65 levels" in line
+        assert "Recursion" not in line
+        assert "postgresql" not in line  # the database is not blamed
         engine = create_engine(url)
         try:
             assert not inspect(engine).has_table(table)

@@ -143,3 +143,28 @@ def test_writing_where_nothing_outlives_the_process_is_refused(
         line = _one_line_error(done.err)
         assert f"{url} keeps data in this process only" in line
         assert done.out == ""
+
+
+#: A line whose metadata nests far beyond any recursion limit.
+DEEP_LINE = (
+    '{"conversation_id":"c9","v":1,"id":"m9","role":"user","content":"x",'
+    '"metadata":{"k":' + "[" * 500_000 + "]" * 500_000 + "}}\n"
+)
+
+
+@pytest.mark.parametrize("good_before", [False, True], ids=["first", "after good"])
+def test_a_line_nested_beyond_any_recursion_limit_is_named(
+    cli: Cli, store_kind: str, tmp_path: Path, good_before: bool
+) -> None:
+    url = file_url(store_kind, tmp_path / "store")
+    good = _jsonl(_sample()) if good_before else ""
+    (tmp_path / "in.jsonl").write_text(good + DEEP_LINE, encoding="utf-8")
+    done = cli("import", url, "in.jsonl")
+    assert done.code == 1
+    number = len(good.splitlines()) + 1
+    line = _one_line_error(done.err)
+    assert f"in.jsonl:{number}: JSON text nests deeper than 65 levels" in line
+    assert "Recursion" not in done.err
+    assert str(tmp_path / "store") not in line  # the store is not blamed
+    assert not (tmp_path / "store.json").exists()
+    assert not (tmp_path / "store.db").exists()

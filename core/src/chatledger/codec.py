@@ -14,6 +14,12 @@ from the dict before storing the rest, and puts them back before ``from_dict``
 Round trips are exact: bytes media (base64), integers beyond 2**53, floats,
 ``None`` versus ``""`` content, and any unicode including NUL (JSON escapes it,
 so the stored text never holds a raw NUL).
+
+Depth: JSON text is measured before it is parsed, without recursing, and text
+that nests deeper than a message can (its metadata at most
+:data:`~chatledger.messages.MAX_METADATA_DEPTH` levels, one level below the
+message's object) is refused with :class:`~chatledger.InvalidMessageError`,
+so no parser meets a recursion limit, whatever a stored row holds.
 """
 
 from __future__ import annotations
@@ -30,23 +36,28 @@ import msgspec
 from chatledger.errors import InvalidMessageError
 from chatledger.messages import (
     _EMPTY_METADATA,
+    MAX_METADATA_DEPTH,
     JsonValue,
     Media,
     Message,
     Role,
     ToolCall,
     ToolResponse,
+    _freeze_json,
     _freeze_plain,
     _Rejected,
+    _shown,
     _text_ok,
 )
 
 __all__ = [
     "CODEC_VERSION",
     "dumps",
+    "dumps_value",
     "from_dict",
     "from_json",
     "loads",
+    "loads_value",
     "thaw",
     "to_dict",
     "to_json",
@@ -78,21 +89,138 @@ def loads(text: str | bytes) -> Any:
     """The JSON values of ``text``, read the way :func:`from_json` reads.
 
     Raises:
+        InvalidMessageError: if ``text`` nests deeper than a stored message
+            can (a ``ValueError`` too).
         ValueError: if ``text`` is not JSON (``json.loads``'s error).
     """
     return _parse(text)[0]
 
 
+#: The levels of a stored message's JSON: its object, then its metadata.
+_STORED_LEVELS = MAX_METADATA_DEPTH + 1
+
+_OPENING = frozenset("[{")
+_CLOSING = frozenset("]}")
+_SPACING = frozenset(" \t\n\r,:")
+_BLANK = " \t\n\r,:"
+
+
+def _nests_deeper(text: str | bytes, levels: int) -> bool:
+    """Whether the JSON value of ``text`` has a value below level ``levels``.
+
+    Counted as :func:`~chatledger.messages._freeze_json` counts (the value
+    itself is level 1), in one pass and without recursing, so that no parser
+    sees text that would exhaust its recursion. Text with fewer brackets than
+    ``levels`` cannot be that deep and is not scanned; in text that is, strings
+    are skipped with ``str.find``, so a long string costs next to nothing.
+    """
+    if isinstance(text, bytes):
+        if text.count(b"[") + text.count(b"{") < levels:
+            return False
+        # One char per byte: the ASCII that structures JSON stays where it
+        # is, and no byte of a multi-byte UTF-8 sequence is ASCII.
+        text = text.decode("latin-1")
+    elif text.count("[") + text.count("{") < levels:
+        return False
+    depth = 0
+    start = 0
+    while True:
+        quote = text.find('"', start)
+        between = text[start:] if quote < 0 else text[start:quote]
+        if _OPENING.isdisjoint(between) and _CLOSING.isdisjoint(between):
+            if depth + 1 > levels and between.strip(_BLANK):
+                return True  # a number or literal below the limit
+        else:
+            for char in between:
+                if char in _OPENING:
+                    depth += 1
+                    if depth > levels:
+                        return True
+                elif char in _CLOSING:
+                    depth -= 1
+                elif depth + 1 > levels and char not in _SPACING:
+                    return True
+        if quote < 0:
+            return False
+        if depth + 1 > levels:
+            return True  # a string (or key) below the limit
+        start = _string_end(text, quote)
+        if start < 0:
+            return False  # unterminated: the parser says what is wrong
+
+
+def _string_end(text: str, quote: int) -> int:
+    """The index after the string that opens at ``quote``; -1 if it never closes."""
+    end = quote
+    while True:
+        end = text.find('"', end + 1)
+        if end < 0:
+            return -1
+        backslashes = end - 1
+        while text[backslashes] == "\\":
+            backslashes -= 1
+        if (end - 1 - backslashes) % 2 == 0:  # not escaped
+            return end + 1
+
+
 def _parse(text: str | bytes) -> tuple[Any, bool]:
     """The JSON values of ``text``, and whether every string in them encodes.
 
-    msgspec first; it refuses invalid UTF-8 and lone surrogates, so what it
-    returns is clean. What it refuses goes to ``json.loads``.
+    The depth is checked first. msgspec then; it refuses invalid UTF-8 and
+    lone surrogates, so what it returns is clean. What it refuses goes to
+    ``json.loads``.
     """
+    if _nests_deeper(text, _STORED_LEVELS):
+        raise InvalidMessageError(
+            f"JSON text nests deeper than {_STORED_LEVELS} levels, deeper than a "
+            f"message can (metadata holds at most {MAX_METADATA_DEPTH})"
+        )
     try:
         return _DECODE(text), True
     except _REFUSED:
         return json.loads(text), False
+
+
+def loads_value(text: str | bytes) -> Any:
+    """The JSON value of ``text``, held to the rules chatledger keeps JSON by.
+
+    For JSON that a converter reads, such as a tool call's argument text: at
+    most :data:`~chatledger.messages.MAX_METADATA_DEPTH` levels (checked
+    before parsing), no ``NaN`` or ``Infinity``, valid UTF-8 and no lone
+    surrogates. The value is plain ``dict``, ``list``, ``str``, ``int``,
+    ``float``, ``bool`` and ``None``, and :func:`dumps_value` takes it.
+
+    Raises:
+        InvalidMessageError: if ``text`` is not such JSON (a ``ValueError``).
+    """
+    if _nests_deeper(text, MAX_METADATA_DEPTH):
+        raise InvalidMessageError(
+            f"JSON text nests deeper than {MAX_METADATA_DEPTH} levels"
+        )
+    try:
+        return _DECODE(text)
+    except _REFUSED as exc:
+        raise InvalidMessageError(f"not JSON: {exc}") from None
+
+
+def dumps_value(value: object, where: str = "value") -> str:
+    """Compact JSON text of ``value``, checked as metadata is checked.
+
+    For values a converter turns into JSON text, such as a tool call's input:
+    ``str`` keys, finite floats, no lone surrogates, ``list``/``tuple`` and
+    mappings, at most :data:`~chatledger.messages.MAX_METADATA_DEPTH` levels
+    (checked before recursing). Non-ASCII text is written as is; the text is
+    what ``json.dumps(value, ensure_ascii=False, separators=(",", ":"))``
+    writes for plain values.
+
+    Raises:
+        InvalidMessageError: naming the place in ``value`` (after ``where``)
+            that is not JSON: a set, bytes, a non-str key, ``NaN``, any other
+            object, or nesting too deep. It is a ``ValueError`` and a
+            ``TypeError``.
+    """
+    frozen = _freeze_json(value, where, 1, "JSON")
+    return json.dumps(thaw(frozen), ensure_ascii=False, separators=(",", ":"))
 
 
 def thaw(value: JsonValue) -> Any:
@@ -281,14 +409,14 @@ def _decode_checked(data: Mapping[str, Any]) -> Message:
     version = data.get("v")
     if version != CODEC_VERSION:
         raise InvalidMessageError(
-            f"encoded message has codec version {version!r}; this chatledger reads "
-            f"version {CODEC_VERSION}"
+            f"encoded message has codec version {_shown(version)}; this chatledger "
+            f"reads version {CODEC_VERSION}"
         )
     try:
         created = data.get("created_at")
         # Most messages have no calls, responses or media: skip building lists.
         return Message(
-            role=Role(data["role"]),
+            role=data["role"],
             content=data["content"],
             tool_calls=[
                 ToolCall(
@@ -329,6 +457,8 @@ def from_json(text: str | bytes) -> Message:
     try:
         # Clean strings are not checked again one by one.
         data, clean = _parse(text)
+    except InvalidMessageError:
+        raise
     except ValueError as exc:
         raise InvalidMessageError(f"encoded message is not valid JSON: {exc}") from exc
     if type(data) is dict:

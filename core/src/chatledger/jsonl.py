@@ -16,7 +16,10 @@ One line per message: a JSON object in chatledger's codec
 whole file and applies every check a repository applies before I/O (ids,
 messages, a message id repeated within a conversation), so an import can
 refuse a bad file before its first write. Every error names the file, the
-line and, once known, the conversation.
+line and, once known, the conversation. A line is measured before it is
+parsed: one nesting deeper than a message can (see
+:data:`~chatledger.messages.MAX_METADATA_DEPTH`) is refused as any other
+malformed line.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import IO, Any
 
 from chatledger import codec
-from chatledger.errors import ChatLedgerError
+from chatledger.errors import ChatLedgerError, InvalidMessageError
 from chatledger.messages import Message
 from chatledger.validation import validate_conversation_id, validate_messages
 
@@ -80,7 +83,11 @@ def _decode(raw: bytes, where: str, name: str) -> str:
 
 def _object(text: str, where: str) -> dict[str, Any]:
     try:
-        data = json.loads(text)
+        # The codec's reader measures the depth before parsing: a line nested
+        # a million levels is refused here, not by a recursion limit.
+        data = codec.loads(text)
+    except InvalidMessageError as exc:
+        raise ExportFileError(f"{where}: {exc}") from exc
     except ValueError as exc:
         raise ExportFileError(f"{where}: not JSON ({exc})") from exc
     if not isinstance(data, dict) or not isinstance(data.get("conversation_id"), str):

@@ -17,6 +17,7 @@ take no part in equality.
 from __future__ import annotations
 
 import math
+import reprlib
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,8 +39,14 @@ __all__ = [
     "ToolResponse",
 ]
 
-#: Metadata nested deeper than this is rejected, so that no encoder or decoder
-#: on any backend can hit a recursion limit halfway through a write.
+#: How deep any JSON value chatledger keeps may nest, counted in levels: the
+#: value itself is level 1 and the items of a list or dict one level below it,
+#: so no value (a scalar included) may sit below level 64. One limit for every
+#: path: ``metadata`` when a message is made or decoded, stored JSON text (whose
+#: message object holds the metadata one level down), a converter's tool-call
+#: arguments and tool input. Deeper input is refused with a chatledger error
+#: before anything recurses through it, so no encoder, decoder or driver on any
+#: backend meets a recursion limit halfway through a read or a write.
 MAX_METADATA_DEPTH = 64
 
 JsonValue = Union[  # noqa: UP007 - a recursive alias needs the Union spelling
@@ -87,42 +94,78 @@ class JsonArray(tuple):  # type: ignore[type-arg]
     __hash__ = tuple.__hash__
 
 
-def _freeze_json(value: object, path: str, depth: int) -> JsonValue:
-    """Check that ``value`` is plain JSON and return a deep, read-only copy."""
+class _Shown(reprlib.Repr):
+    """``repr`` cut to a few levels and characters, for error messages.
+
+    Builtin containers are shown a few levels deep, never walked whole; any
+    other object is named by its type, so no ``__repr__`` of the caller's runs.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxlevel = 3
+        self.maxstring = 60
+        self.maxother = 60
+
+    def repr_instance(self, x: object, level: int) -> str:
+        if type(x) in (float, bool, type(None)):
+            return repr(x)
+        return f"<{type(x).__name__}>"
+
+    def repr_int(self, x: int, level: int) -> str:
+        # repr() refuses an int of more than 4300 digits.
+        return super().repr_int(x, level) if x.bit_length() < 128 else "<int>"
+
+
+_SHOWN = _Shown()
+
+
+def _shown(value: object) -> str:
+    """A short ``repr`` of any value, however large or deep, for an error message."""
+    return _SHOWN.repr(value)
+
+
+def _freeze_json(
+    value: object, path: str, depth: int, what: str = "metadata"
+) -> JsonValue:
+    """Check that ``value`` is plain JSON and return a deep, read-only copy.
+
+    ``depth`` is the level of ``value`` (the root is 1); the depth is checked
+    before recursing, so a value nested a million levels fails at level 65.
+    ``what`` names the value in errors, ``path`` the place within it.
+    """
     if depth > MAX_METADATA_DEPTH:
         raise InvalidMessageError(
-            f"metadata nests deeper than {MAX_METADATA_DEPTH} levels at {path}"
+            f"{what} nests deeper than {MAX_METADATA_DEPTH} levels at {path}"
         )
     if value is None or isinstance(value, bool):
         return value
     if isinstance(value, str):
-        return _check_text(value, f"metadata value at {path}")
+        return _check_text(value, f"{what} value at {path}")
     if isinstance(value, int):
         return int(value)
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise InvalidMessageError(
-                f"metadata value at {path} is {value!r}, not JSON"
-            )
+            raise InvalidMessageError(f"{what} value at {path} is {value!r}, not JSON")
         return float(value)
     if isinstance(value, Mapping):
         frozen: dict[str, JsonValue] = {}
         for key, item in value.items():
             if not isinstance(key, str):
                 raise InvalidMessageError(
-                    f"metadata key {key!r} at {path} must be a str, "
+                    f"{what} key {_shown(key)} at {path} must be a str, "
                     f"not {type(key).__name__}"
                 )
-            _check_text(key, f"metadata key at {path}")
-            frozen[key] = _freeze_json(item, f"{path}[{key!r}]", depth + 1)
+            _check_text(key, f"{what} key at {path}")
+            frozen[key] = _freeze_json(item, f"{path}[{key!r}]", depth + 1, what)
         return MappingProxyType(frozen)
     if isinstance(value, list | tuple):
         return JsonArray(
-            _freeze_json(item, f"{path}[{index}]", depth + 1)
+            _freeze_json(item, f"{path}[{index}]", depth + 1, what)
             for index, item in enumerate(value)
         )
     raise InvalidMessageError(
-        f"metadata value at {path} is a {type(value).__name__}, which is not JSON "
+        f"{what} value at {path} is a {type(value).__name__}, which is not JSON "
         "(allowed: str, int, finite float, bool, None, list, dict)"
     )
 
@@ -287,7 +330,8 @@ class Message:
         tool_calls: Calls requested by an assistant message.
         tool_responses: Results carried by a tool message.
         media: Attachments of a user or assistant message.
-        metadata: JSON values only, frozen on the way in.
+        metadata: JSON values only, frozen on the way in, nested at most
+            :data:`MAX_METADATA_DEPTH` levels (the mapping is the first).
         id: Unique id, made here unless given. A retry that carries the same id
             is recognised by the store and not stored twice.
         created_at: Timezone-aware UTC time, set by the store on first write.
@@ -306,11 +350,17 @@ class Message:
 
     def __post_init__(self) -> None:
         try:
-            role = self.role if type(self.role) is Role else Role(self.role)
+            if type(self.role) is Role:
+                role = self.role
+            elif isinstance(self.role, str):
+                role = Role(self.role)
+            else:
+                # Enum's own error would repr the value whole, however deep.
+                raise ValueError
         except ValueError:
             raise InvalidMessageError(
                 f"role must be one of {', '.join(r.value for r in Role)}, "
-                f"not {self.role!r}"
+                f"not {_shown(self.role)}"
             ) from None
         object.__setattr__(self, "role", role)
         if self.content is None:
@@ -342,7 +392,7 @@ class Message:
             )
         if not isinstance(self.id, str) or not self.id or not self.id.isprintable():
             raise InvalidMessageError(
-                f"message id must be a non-empty printable str, not {self.id!r}"
+                f"message id must be a non-empty printable str, not {_shown(self.id)}"
             )
         _check_text(self.id, "message id")
         if self.created_at is not None:
