@@ -22,9 +22,11 @@ from langchain_core.messages import (
 
 from chatledger import Media, Message, Role, ToolCall, ToolResponse
 from chatledger.convert import UnsupportedContentError
+from chatledger.messages import MAX_METADATA_DEPTH
 from chatledger.testing import every_kind
 from chatledger_langchain import from_langchain, to_langchain
 from tests.unit.test_codec_properties import messages as any_message
+from tests.unit.test_json_depth import HOSTILE, nested
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -214,3 +216,75 @@ def test_refusals_name_the_message(messages: list[Any], where: str) -> None:
 def test_a_tool_message_without_response_is_refused() -> None:
     with pytest.raises(UnsupportedContentError, match=r"messages\[1\]"):
         to_langchain([Message.user("a"), Message.tool([])])
+
+
+# --- Hostile input: chatledger's error, never a builtin one from deep inside ----
+
+
+class _Opaque:
+    def __repr__(self) -> str:
+        raise AssertionError("an error message must not run a caller's __repr__")
+
+
+def _calling(args: object) -> AIMessage:
+    """An AIMessage whose call holds ``args`` as a tool may leave them (unvalidated)."""
+    message = AIMessage("", tool_calls=[{"name": "f", "args": {}, "id": "t1"}])
+    message.tool_calls[0]["args"] = args  # type: ignore[typeddict-item]
+    return message
+
+
+@pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        (_calling({"a": nested(HOSTILE)}), "nests deeper"),
+        (_calling({"a": {1, 2}}), "is a set"),
+        (_calling({1: "a"}), "key 1"),
+        (_calling({"a": float("nan")}), "nan"),
+        (_calling({"a": b"x"}), "bytes"),
+        (_calling({"a": _Opaque()}), "_Opaque"),
+        (HumanMessage("hi", additional_kwargs={"k": nested(HOSTILE)}), "deeper"),
+        (ToolMessage("r", tool_call_id="t1", artifact=nested(HOSTILE)), "deeper"),
+        (
+            HumanMessage("hi", response_metadata={"chatledger": {"metadata": [[1]]}}),
+            "dict",
+        ),
+    ],
+    ids=[
+        "deep",
+        "set",
+        "int key",
+        "NaN",
+        "bytes",
+        "object",
+        "kwargs",
+        "artifact",
+        "side",
+    ],
+)
+def test_hostile_input_gets_a_chatledger_error(
+    message: BaseMessage, expected: str
+) -> None:
+    with pytest.raises(UnsupportedContentError, match=expected) as caught:
+        from_langchain([message])
+    assert "messages[0]" in str(caught.value)
+    assert isinstance(caught.value, TypeError)
+
+
+def test_argument_text_too_deep_to_parse_goes_as_an_invalid_call() -> None:
+    deep = "[" * HOSTILE
+    message = Message.assistant(tool_calls=[ToolCall("t1", "f", deep)])
+    [converted] = to_langchain([message])
+    assert isinstance(converted, AIMessage)
+    assert converted.tool_calls == []
+    assert converted.invalid_tool_calls[0]["args"] == deep
+    assert from_langchain([converted]) == [message]
+
+
+def test_arguments_at_the_depth_limit_round_trip() -> None:
+    deepest = {"a": nested(MAX_METADATA_DEPTH - 1)}
+    [message] = from_langchain([_calling(deepest)])
+    [converted] = to_langchain([message])
+    assert isinstance(converted, AIMessage)
+    assert converted.tool_calls[0]["args"] == deepest
+    with pytest.raises(UnsupportedContentError, match="nests deeper"):
+        from_langchain([_calling({"a": nested(MAX_METADATA_DEPTH)})])

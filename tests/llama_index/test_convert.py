@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from chatledger.testing import every_kind
 from chatledger_llama_index import from_llama_index, to_llama_index
 from tests.unit.test_codec_properties import metadata as any_metadata
 from tests.unit.test_codec_properties import text
+from tests.unit.test_json_depth import HOSTILE, nested
 
 PNG = b"\x89PNG\r\n\x1a\n\x00\xff"
 URLS = st.sampled_from(
@@ -412,3 +414,78 @@ def test_the_result_feeds_llama_index_as_its_own_messages() -> None:
         "You are terse.",
         "What is the weather in Paris and Rome?",
     ]
+
+
+# --- Hostile input: chatledger's error, never a builtin one from deep inside ----
+
+
+class _Opaque:
+    def __repr__(self) -> str:
+        raise AssertionError("an error message must not run a caller's __repr__")
+
+
+def _block_call(kwargs: object) -> ChatMessage:
+    block = ToolCallBlock(tool_call_id="t1", tool_name="f", tool_kwargs={})
+    block.tool_kwargs = kwargs  # type: ignore[assignment]
+    return ChatMessage(role="assistant", blocks=[block])
+
+
+def _kwargs_call(arguments: object, call_id: object = "t1") -> ChatMessage:
+    call = {"id": call_id, "type": "function", "function": {"name": "f"}}
+    call["function"]["arguments"] = arguments  # type: ignore[index]
+    return ChatMessage(role="assistant", additional_kwargs={"tool_calls": [call]})
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (
+            lambda: _block_call({"a": nested(HOSTILE)}),
+            r"deeper than 64 levels at .*tool_kwargs\['a'\]",
+        ),
+        (lambda: _block_call({"a": {1, 2}}), "is a set"),
+        (lambda: _block_call({1: "a"}), "key 1"),
+        (lambda: _block_call({"a": float("nan")}), "nan"),
+        (lambda: _block_call({"a": _Opaque()}), "_Opaque"),
+        (
+            lambda: _kwargs_call({"a": nested(HOSTILE)}),
+            r"deeper than 64 levels at .*arguments\['a'\]",
+        ),
+        (lambda: _kwargs_call({"a": b"x"}), "bytes"),
+        (lambda: _kwargs_call("{}", call_id=nested(HOSTILE)), r"\.id is a list"),
+        (
+            lambda: ChatMessage(role="user", additional_kwargs={"k": nested(HOSTILE)}),
+            "deeper",
+        ),
+    ],
+    ids=[
+        "block deep",
+        "block set",
+        "block int key",
+        "block NaN",
+        "block object",
+        "kwargs deep",
+        "kwargs bytes",
+        "kwargs deep id",
+        "additional_kwargs deep",
+    ],
+)
+def test_hostile_input_gets_a_chatledger_error(
+    make: Callable[[], ChatMessage], expected: str
+) -> None:
+    with pytest.raises(UnsupportedContentError, match=expected) as caught:
+        from_llama_index([make()])
+    assert "chat_messages[0]" in str(caught.value)
+    assert isinstance(caught.value, TypeError)
+
+
+def test_argument_text_too_deep_to_parse_is_no_tool_call_block() -> None:
+    deep = "[" * HOSTILE
+    message = Message.assistant(
+        tool_calls=[ToolCall("t1", "f", deep)],
+        metadata={"llama_index": {"blocks": ["tool_call"], "tool_calls_in": "blocks"}},
+    )
+    with pytest.raises(UnsupportedContentError, match="not an object"):
+        to_llama_index([message])
+    plain = Message.assistant(tool_calls=[ToolCall("t1", "f", deep)])
+    assert from_llama_index(to_llama_index([plain])) == [plain]

@@ -27,6 +27,7 @@ from chatledger_openai_agents import (
     ForeignMessageError,
 )
 from tests.openai_agents.conftest import Run
+from tests.unit.test_json_depth import HOSTILE, nested
 
 #: One of every kind of item a session meets, with JSON values of every type.
 ITEMS: list[dict[str, Any]] = [
@@ -367,6 +368,36 @@ def test_bad_input_is_refused_before_any_io(run: Run[Any]) -> None:
             ChatLedgerSession(" ", repository)
         with pytest.raises(TypeError, match="session_settings"):
             new_session("s1", repository, session_settings=3)
+
+    run(scenario)
+
+
+def test_hostile_items_get_chatledgers_error_before_any_io(run: Run[Any]) -> None:
+    deep = nested(HOSTILE)
+    hostile = [
+        {"role": "user", "content": "hi", "name": deep},
+        {"role": deep, "content": "hi"},
+        {"type": deep},
+        {"role": "user", "content": deep},
+        {
+            "type": "function_call",
+            "call_id": "c",
+            "name": "f",
+            "arguments": "{}",
+            "extra": {1, 2},
+        },
+        {"role": "user", "content": "hi", "raw": b"x"},
+    ]
+
+    async def scenario(repository: Any) -> None:
+        session = new_session("s1", repository)
+        await session.add_items(ITEMS[:1])
+        for bad in [*hostile, "hello"]:
+            with pytest.raises(InvalidMessageError, match=r"items\[1\]"):
+                await session.add_items([ITEMS[1], bad])  # type: ignore[list-item]
+        with pytest.raises(InvalidMessageError, match="items must be a list"):
+            await session.add_items(5)  # type: ignore[arg-type]
+        assert same(await session.get_items(), ITEMS[:1])
 
     run(scenario)
 

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from chatledger import Media, Message, Role, ToolCall, ToolResponse
+from chatledger import ChatLedgerError, Media, Message, Role, ToolCall, ToolResponse
 from chatledger.convert import (
     UnsupportedContentError,
     from_anthropic,
@@ -18,6 +19,8 @@ from chatledger.convert import (
     to_anthropic,
     to_openai,
 )
+from chatledger.messages import MAX_METADATA_DEPTH
+from tests.unit.test_json_depth import HOSTILE, nested
 
 PNG = b"\x89PNG\r\n\x1a\n\x00\xff"
 PNG_B64 = base64.b64encode(PNG).decode()
@@ -35,7 +38,11 @@ image_urls = st.builds(
 json_objects = st.dictionaries(
     names,
     st.recursive(
-        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | text,
+        st.none()
+        | st.booleans()
+        | st.integers()
+        | st.floats(allow_nan=False, allow_infinity=False)
+        | text,
         lambda inner: (
             st.lists(inner, max_size=3) | st.dictionaries(names, inner, max_size=3)
         ),
@@ -456,3 +463,83 @@ def test_anthropic_refuses_what_it_cannot_carry_naming_the_field(
 ) -> None:
     with pytest.raises(UnsupportedContentError, match=where):
         from_anthropic(request_)
+
+
+# --- Hostile input: chatledger's error, never a builtin one from deep inside ----
+
+_DEEP = nested(HOSTILE)
+
+
+class _Opaque:
+    def __repr__(self) -> str:
+        raise AssertionError("an error message must not run a caller's __repr__")
+
+
+def _tool_use(value: object) -> list[dict[str, Any]]:
+    block = {"type": "tool_use", "id": "t1", "name": "f", "input": value}
+    return [{"role": "assistant", "content": [block]}]
+
+
+@pytest.mark.parametrize(
+    ("read", "expected"),
+    [
+        (
+            lambda: from_openai([{"role": "user", "content": "hi", "name": _DEEP}]),
+            "name",
+        ),
+        (lambda: from_openai([{"role": _DEEP, "content": "hi"}]), "role"),
+        (lambda: from_openai([{"type": _DEEP}]), "type"),
+        (lambda: from_openai([{"role": "user", "content": _DEEP}]), "content"),
+        (lambda: from_openai([{"role": "user", "content": "a", "id": _DEEP}]), "id"),
+        (lambda: from_openai([{"role": "user", "content": "a", ("k",): 1}]), "k"),
+        (lambda: from_openai([{"role": "user", "content": "a", "x": _Opaque()}]), "x"),
+        (lambda: from_anthropic(_tool_use({"a": {1, 2}})), "is a set"),
+        (lambda: from_anthropic(_tool_use({"a": _DEEP})), "nests deeper"),
+        (lambda: from_anthropic(_tool_use({"a": float("nan")})), "nan"),
+        (lambda: from_anthropic(_tool_use({1: "a"})), "key 1"),
+        (lambda: from_anthropic(_tool_use({"a": b"x"})), "bytes"),
+        (lambda: from_anthropic(_tool_use({"a": _Opaque()})), "_Opaque"),
+        (lambda: from_anthropic({"system": _DEEP, "messages": []}), "system"),
+        (lambda: from_anthropic([{"role": _DEEP, "content": "a"}]), "role"),
+        (
+            lambda: to_anthropic(
+                [Message.assistant(tool_calls=[ToolCall("t", "f", "[" * HOSTILE)])]
+            ),
+            "nests deeper",
+        ),
+    ],
+    ids=[
+        "openai name",
+        "openai role",
+        "openai type",
+        "openai content",
+        "openai id",
+        "openai tuple key",
+        "openai object",
+        "anthropic set",
+        "anthropic deep input",
+        "anthropic NaN",
+        "anthropic int key",
+        "anthropic bytes",
+        "anthropic object",
+        "anthropic system",
+        "anthropic role",
+        "to_anthropic deep arguments",
+    ],
+)
+def test_hostile_input_gets_a_chatledger_error(
+    read: Callable[[], object], expected: str
+) -> None:
+    with pytest.raises(ChatLedgerError, match=expected) as caught:
+        read()
+    assert isinstance(caught.value, ValueError)
+    assert isinstance(caught.value, TypeError)
+
+
+def test_tool_input_at_the_depth_limit_is_kept() -> None:
+    deepest = {"a": nested(MAX_METADATA_DEPTH - 1)}
+    [message] = from_anthropic(_tool_use(deepest))
+    assert json.loads(message.tool_calls[0].arguments) == deepest
+    assert to_anthropic([message])["messages"][0]["content"][0]["input"] == deepest
+    with pytest.raises(UnsupportedContentError, match="nests deeper"):
+        from_anthropic(_tool_use({"a": nested(MAX_METADATA_DEPTH)}))

@@ -18,6 +18,15 @@ carry raises :class:`UnsupportedContentError` instead of being dropped; on the
 way in (:func:`from_openai`, :func:`from_anthropic`) the error names the item
 by its index and field, such as ``messages[3].content[1].image_url.detail``.
 
+Hostile input gets the same error, never a builtin one from deep inside: a
+wrong type, a value that is not JSON where JSON is kept (a set, bytes, a
+non-str key, ``NaN``, any other object in a ``tool_use`` input), and JSON
+nested deeper than :data:`~chatledger.messages.MAX_METADATA_DEPTH` levels,
+measured before anything recurses through it (tool-call arguments too, when
+:func:`to_anthropic` parses them). A message the converters build is a
+:class:`~chatledger.Message` and refuses what it always refuses with
+:class:`~chatledger.InvalidMessageError`.
+
 Round trips: ``from_openai(to_openai(messages)) == messages`` and
 ``from_anthropic(to_anthropic(messages)) == messages`` (``Message`` equality)
 hold for every history the shape can carry; the docstrings of the ``from_``
@@ -28,15 +37,15 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import mimetypes
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from chatledger.codec import dumps_value, loads_value
 from chatledger.errors import ChatLedgerError
-from chatledger.messages import Media, Message, Role, ToolCall, ToolResponse
+from chatledger.messages import Media, Message, Role, ToolCall, ToolResponse, _shown
 
 __all__ = [
     "UnsupportedContentError",
@@ -55,8 +64,14 @@ _OPENAI_AUDIO = {
 }
 
 
-class UnsupportedContentError(ChatLedgerError, ValueError):
-    """A message holds something the target API has no place for."""
+class UnsupportedContentError(ChatLedgerError, ValueError, TypeError):
+    """A message holds something the target API has no place for.
+
+    On the way in, also input that is malformed: a wrong type, a value that
+    is not JSON, nesting deeper than
+    :data:`~chatledger.messages.MAX_METADATA_DEPTH`. It is both a
+    ``ValueError`` and a ``TypeError``, so callers may catch either builtin.
+    """
 
 
 def _data_url(media: Media) -> str:
@@ -188,7 +203,7 @@ def _anthropic_media(media: Media) -> dict[str, Any]:
 
 def _tool_input(arguments: str, call_id: str) -> Any:
     try:
-        value = json.loads(arguments) if arguments.strip() else {}
+        value = loads_value(arguments) if arguments.strip() else {}
     except ValueError as exc:
         raise UnsupportedContentError(
             f"tool call {call_id} has arguments that are not JSON, and Anthropic "
@@ -240,8 +255,9 @@ def to_anthropic(messages: Sequence[Message]) -> dict[str, Any]:
 
     Raises:
         UnsupportedContentError: for media the API cannot take, tool-call
-            arguments that are not a JSON object, and a tool message without
-            tool responses.
+            arguments that are not a JSON object (or nest deeper than
+            :data:`~chatledger.messages.MAX_METADATA_DEPTH` levels, measured
+            before parsing), and a tool message without tool responses.
     """
     system: list[str] = []
     turns: list[dict[str, Any]] = []
@@ -300,6 +316,19 @@ def _item(value: object, where: str) -> Mapping[str, Any]:
     raise _malformed(where, "a dict", value)
 
 
+def _key(key: object) -> str:
+    """A field as a path shows it (``.name``), whatever the key is."""
+    return f".{key}" if isinstance(key, str) else f"[{_shown(key)}]"
+
+
+def _json_text(value: object, where: str) -> str:
+    """Compact JSON text of ``value``, refused unless it is JSON chatledger keeps."""
+    try:
+        return dumps_value(value, where)
+    except ChatLedgerError as exc:
+        raise UnsupportedContentError(str(exc)) from exc
+
+
 def _text(item: Mapping[str, Any], key: str, where: str) -> str:
     value = item.get(key)
     if not isinstance(value, str):
@@ -314,7 +343,7 @@ def _only(item: Mapping[str, Any], where: str, known: set[str]) -> None:
             continue
         if value is None or (isinstance(value, list | dict | str) and not value):
             continue
-        raise _no_place(f"{where}.{key}", f"holds {str(value)[:60]!r}")
+        raise _no_place(f"{where}{_key(key)}", f"holds {_shown(value)}")
 
 
 def _guess_mime(url: str, fallback: str) -> str:
@@ -406,13 +435,13 @@ def _openai_media(part: Mapping[str, Any], kind: str, where: str) -> Media:
             return Media(_guess_mime(url, "application/octet-stream"), url)
         media = _url_media(_text(part, "file_data", where), where, "")
         return Media(media.mime_type, media.data, name=part.get("filename"))
-    raise _no_place(f"{where}.type", f"a {kind!r} part")
+    raise _no_place(f"{where}.type", f"a {_shown(kind)} part")
 
 
 def _no_detail(image: Mapping[str, Any], where: str) -> None:
     detail = image.get("detail")
     if detail not in (None, "auto"):
-        raise _no_place(f"{where}.detail", f"the image detail {detail!r}")
+        raise _no_place(f"{where}.detail", f"the image detail {_shown(detail)}")
 
 
 def _openai_content(value: object, where: str) -> tuple[str | None, list[Media]]:
@@ -535,7 +564,7 @@ def _openai_message(item: Mapping[str, Any], where: str, reader: _Reader) -> Non
         data = _openai_output(item.get("content"), f"{where}.content")
         reader.response(_text(item, "tool_call_id", where), data)
     else:
-        raise _no_place(f"{where}.role", f"the role {role!r}")
+        raise _no_place(f"{where}.role", f"the role {_shown(role)}")
 
 
 def from_openai(messages: Sequence[Any]) -> list[Message]:
@@ -565,7 +594,11 @@ def from_openai(messages: Sequence[Any]) -> list[Message]:
             ``messages[2].content[0].image_url.detail``) that is malformed or
             that a message has no place for: reasoning and other item types,
             refusals, a participant ``name``, a file by ``file_id``, other
-            audio formats, media in a tool output.
+            audio formats, media in a tool output; and any value of the wrong
+            type, however large or deeply nested.
+        InvalidMessageError: a message made of the items breaks a rule of
+            :class:`~chatledger.Message` (an ``id`` that is not a printable
+            str, say).
     """
     if isinstance(messages, str | bytes | Mapping) or not isinstance(
         messages, Sequence
@@ -592,7 +625,7 @@ def from_openai(messages: Sequence[Any]) -> list[Message]:
             data = _openai_output(item.get("output"), f"{where}.output")
             reader.response(_text(item, "call_id", where), data)
         else:
-            raise _no_place(f"{where}.type", f"a {kind!r} item")
+            raise _no_place(f"{where}.type", f"a {_shown(kind)} item")
     return reader.messages()
 
 
@@ -611,7 +644,7 @@ def _anthropic_media_of(block: Mapping[str, Any], where: str, fallback: str) -> 
     if kind == "text" and block.get("type") == "document":
         _only(source, where, {"type", "media_type", "data"})
         return Media("text/plain", _text(source, "data", where).encode("utf-8"))
-    raise _no_place(f"{where}.type", f"a {kind!r} source")
+    raise _no_place(f"{where}.type", f"a {_shown(kind)} source")
 
 
 def _anthropic_result(block: Mapping[str, Any], where: str) -> str:
@@ -628,7 +661,9 @@ def _anthropic_result(block: Mapping[str, Any], where: str) -> str:
         inner_where = f"{where}.content[{index}]"
         inner = _item(raw, inner_where)
         if inner.get("type") != "text":
-            raise _no_place(f"{inner_where}.type", f"a {inner.get('type')!r} block")
+            raise _no_place(
+                f"{inner_where}.type", f"a {_shown(inner.get('type'))} block"
+            )
         _only(inner, inner_where, {"type", "text"})
         texts.append(_text(inner, "text", inner_where))
     return "\n\n".join(texts)
@@ -638,7 +673,7 @@ def _anthropic_turn(item: Mapping[str, Any], where: str, reader: _Reader) -> Non
     _only(item, where, {"role", "content"})
     role_name = item.get("role")
     if role_name not in ("user", "assistant"):
-        raise _no_place(f"{where}.role", f"the role {role_name!r}")
+        raise _no_place(f"{where}.role", f"the role {_shown(role_name)}")
     role = Role.USER if role_name == "user" else Role.ASSISTANT
     content = item.get("content")
     if isinstance(content, str):
@@ -665,9 +700,7 @@ def _anthropic_turn(item: Mapping[str, Any], where: str, reader: _Reader) -> Non
             current.media.append(media)
         elif kind == "tool_use" and role is Role.ASSISTANT:
             _only(block, block_where, {"type", "id", "name", "input"})
-            arguments = json.dumps(
-                block.get("input", {}), ensure_ascii=False, separators=(",", ":")
-            )
+            arguments = _json_text(block.get("input", {}), f"{block_where}.input")
             call = ToolCall(
                 _text(block, "id", block_where),
                 _text(block, "name", block_where),
@@ -682,7 +715,9 @@ def _anthropic_turn(item: Mapping[str, Any], where: str, reader: _Reader) -> Non
             reader.response(_text(block, "tool_use_id", block_where), data)
             current = None
         else:
-            raise _no_place(f"{block_where}.type", f"a {kind!r} block in a {role} turn")
+            raise _no_place(
+                f"{block_where}.type", f"a {_shown(kind)} block in a {role} turn"
+            )
 
 
 def from_anthropic(request: Mapping[str, Any] | Sequence[Any]) -> list[Message]:
@@ -714,7 +749,10 @@ def from_anthropic(request: Mapping[str, Any] | Sequence[Any]) -> list[Message]:
         UnsupportedContentError: naming the item and field that is malformed
             or that a message has no place for: thinking and server tool
             blocks, a tool result marked ``is_error`` or holding an image, a
-            file source.
+            file source; a ``tool_use`` input that is not JSON (a set, bytes,
+            a non-str key, ``NaN``, an object) or nests deeper than
+            :data:`~chatledger.messages.MAX_METADATA_DEPTH` levels; and any
+            value of the wrong type, however large or deeply nested.
     """
     system: object = None
     messages: object = request
@@ -733,7 +771,7 @@ def from_anthropic(request: Mapping[str, Any] | Sequence[Any]) -> list[Message]:
             where = f"system[{index}]"
             block = _item(raw, where)
             if block.get("type") != "text":
-                raise _no_place(f"{where}.type", f"a {block.get('type')!r} block")
+                raise _no_place(f"{where}.type", f"a {_shown(block.get('type'))} block")
             _only(block, where, {"type", "text"})
             reader.add(_Draft(Role.SYSTEM, _text(block, "text", where)))
     elif system is not None:

@@ -38,7 +38,12 @@ round trips are exact: ``from_langchain(to_langchain(m)) == m`` and
 
 LangChain message types other than system, human, AI (and their chunks) and
 tool, and values that are not JSON, raise ``UnsupportedContentError`` naming
-the message by its index and the field.
+the message by its index and the field. So does hostile input: a set, bytes,
+a non-str key, ``NaN`` or any other object in tool-call ``args``, a field of
+the wrong type, and JSON nested deeper than
+:data:`chatledger.messages.MAX_METADATA_DEPTH` levels, measured before
+anything recurses through it. Stored argument text nested that deep is not
+parsed: it goes to LangChain as an invalid tool call, kept exactly.
 """
 
 from __future__ import annotations
@@ -59,8 +64,16 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from chatledger import InvalidMessageError, Media, Message, Role, ToolCall, ToolResponse
-from chatledger.codec import thaw
+from chatledger import (
+    ChatLedgerError,
+    InvalidMessageError,
+    Media,
+    Message,
+    Role,
+    ToolCall,
+    ToolResponse,
+)
+from chatledger.codec import dumps_value, loads_value, thaw
 from chatledger.convert import UnsupportedContentError
 
 __all__ = ["from_langchain", "to_langchain"]
@@ -83,12 +96,17 @@ def _compact(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+def _parsed(arguments: str) -> Any:
+    """The JSON value of argument text; ``None`` when chatledger would not keep it."""
+    try:
+        return loads_value(arguments)
+    except ValueError:  # not JSON, or nested too deep to parse safely
+        return None
+
+
 def _object_arguments(arguments: str) -> dict[str, Any] | None:
     """The arguments as a dict when they are exactly the compact JSON of one."""
-    try:
-        value = json.loads(arguments)
-    except ValueError:
-        return None
+    value = _parsed(arguments)
     if isinstance(value, dict) and _compact(value) == arguments:
         return value
     return None
@@ -170,10 +188,7 @@ def _ai_calls(
         args = _object_arguments(call.arguments)
         if args is None or call.type != "function":
             exact = False
-        try:
-            parsed = json.loads(call.arguments)
-        except ValueError:
-            parsed = None
+        parsed = _parsed(call.arguments)
         if isinstance(parsed, dict):
             calls.append(
                 {"name": call.name, "args": parsed, "id": call.id, "type": "tool_call"}
@@ -263,11 +278,21 @@ def to_langchain(messages: Sequence[Message]) -> list[BaseMessage]:
     """
     converted: list[BaseMessage] = []
     for index, message in enumerate(messages):
+        where = f"messages[{index}]"
         if not isinstance(message, Message):
             raise UnsupportedContentError(
-                f"messages[{index}] must be a Message, not {type(message).__name__}"
+                f"{where} must be a Message, not {type(message).__name__}"
             )
-        converted.extend(_one_to_langchain(message, f"messages[{index}]"))
+        try:
+            converted.extend(_one_to_langchain(message, where))
+        except (AttributeError, LookupError, TypeError, ValueError) as exc:
+            if isinstance(exc, ChatLedgerError):
+                raise
+            # Only a reserved metadata key written by something else gets here.
+            raise UnsupportedContentError(
+                f"{where}.metadata[{EXTRAS_KEY!r}] does not hold the LangChain "
+                f"fields this mapping keeps there: {type(exc).__name__}: {exc}"
+            ) from exc
     return converted
 
 
@@ -346,8 +371,16 @@ def _split_side(message: BaseMessage, extras: dict[str, Any]) -> dict[str, Any]:
     return dict(side) if isinstance(side, Mapping) else {}
 
 
-def _metadata(side: Mapping[str, Any], extras: Mapping[str, Any]) -> dict[str, Any]:
-    metadata = dict(side.get("metadata") or {})
+def _metadata(
+    side: Mapping[str, Any], extras: Mapping[str, Any], where: str
+) -> dict[str, Any]:
+    kept = side.get("metadata") or {}
+    if not isinstance(kept, Mapping):
+        raise UnsupportedContentError(
+            f"{where}.response_metadata[{SIDE_KEY!r}]['metadata'] must be a dict, "
+            f"not {type(kept).__name__}"
+        )
+    metadata = dict(kept)
     if extras:
         metadata[EXTRAS_KEY] = dict(extras)
     return metadata
@@ -378,24 +411,33 @@ def _read_calls(
     kept = side.get("tool_calls")
     if isinstance(kept, list):
         # Made by to_langchain: the exact calls, its invalid ones among them.
+        if not all(isinstance(c, list) and len(c) == 4 for c in kept):
+            raise UnsupportedContentError(
+                f"{where}.response_metadata[{SIDE_KEY!r}]['tool_calls'] must be "
+                "a list of [id, name, arguments, type] lists"
+            )
         return [ToolCall(c[0], c[1], c[2], c[3]) for c in kept]
     if message.invalid_tool_calls:
         extras["invalid_tool_calls"] = [dict(c) for c in message.invalid_tool_calls]
     calls = []
     for index, call in enumerate(message.tool_calls):
+        call_where = f"{where}.tool_calls[{index}]"
         call_id = call.get("id")
         if not isinstance(call_id, str):
             raise UnsupportedContentError(
-                f"{where}.tool_calls[{index}].id is {call_id!r}; a stored tool call "
-                "needs an id its response can name"
+                f"{call_where}.id is a {type(call_id).__name__}; a stored tool "
+                "call needs an id its response can name"
+            )
+        name = call.get("name")
+        if not isinstance(name, str):
+            raise UnsupportedContentError(
+                f"{call_where}.name must be a str, not {type(name).__name__}"
             )
         try:
-            arguments = _compact(call["args"])
-        except (TypeError, ValueError) as exc:
-            raise UnsupportedContentError(
-                f"{where}.tool_calls[{index}].args is not JSON: {exc}"
-            ) from exc
-        calls.append(ToolCall(call_id, call["name"], arguments))
+            arguments = dumps_value(call.get("args"), f"{call_where}.args")
+        except ChatLedgerError as exc:
+            raise UnsupportedContentError(str(exc)) from exc
+        calls.append(ToolCall(call_id, name, arguments))
     return calls
 
 
@@ -422,7 +464,7 @@ def _one_from_langchain(message: BaseMessage, where: str) -> Message:
             content=content,
             tool_calls=tool_calls,
             media=media,
-            metadata=_metadata(side, extras),
+            metadata=_metadata(side, extras, where),
             id=message.id or str(uuid.uuid4()),
         )
     except InvalidMessageError as exc:
@@ -461,7 +503,7 @@ def _tool_from_langchain(group: list[ToolMessage], where: str) -> Message:
             role=Role.TOOL,
             content=side.get("content"),
             tool_responses=responses,
-            metadata=_metadata(side, extras),
+            metadata=_metadata(side, extras, where),
             id=group[0].id or str(uuid.uuid4()),
         )
     except InvalidMessageError as exc:

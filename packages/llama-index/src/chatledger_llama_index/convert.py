@@ -62,16 +62,19 @@ Refusals raise ``UnsupportedContentError`` naming the item and field, such as
 ``chat_messages[2].blocks[1]``: LlamaIndex roles other than the four, blocks
 other than text, image and tool call blocks (audio, video, documents,
 thinking, citations, cache points), an image given by path or stream, a tool
-call without an id, values in ``additional_kwargs`` that are not JSON; and,
-into LlamaIndex (naming ``messages[2].media[0]``), media other than images and
-image URLs that pydantic cannot parse.
+call without an id, values in ``additional_kwargs`` or tool arguments that
+are not JSON (a set, bytes, a non-str key, ``NaN``, any other object) or nest
+deeper than :data:`chatledger.messages.MAX_METADATA_DEPTH` levels, measured
+before anything recurses through them; and, into LlamaIndex (naming
+``messages[2].media[0]``), media other than images and image URLs that
+pydantic cannot parse. Stored argument text nested that deep is not parsed
+into a tool call block.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -85,7 +88,15 @@ from llama_index.core.base.llms.types import (
 )
 from pydantic import ValidationError
 
-from chatledger import InvalidMessageError, Media, Message, Role, ToolCall, ToolResponse
+from chatledger import (
+    ChatLedgerError,
+    InvalidMessageError,
+    Media,
+    Message,
+    Role,
+    ToolCall,
+    ToolResponse,
+)
 from chatledger.adapters import codec
 from chatledger.convert import UnsupportedContentError, to_openai
 
@@ -133,8 +144,12 @@ class Part(NamedTuple):
     message: ChatMessage
 
 
-def _compact(value: Any) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+def _compact(value: object, where: str) -> str:
+    """Compact JSON text of ``value``, refused unless it is JSON chatledger keeps."""
+    try:
+        return codec.dumps_value(value, where)
+    except ChatLedgerError as exc:
+        raise UnsupportedContentError(str(exc)) from exc
 
 
 def _openai_calls(calls: Sequence[ToolCall]) -> list[dict[str, Any]]:
@@ -203,8 +218,8 @@ def _call_block(call: ToolCall, kind: str, where: str) -> ToolCallBlock:
             tool_call_id=call.id, tool_name=call.name, tool_kwargs=call.arguments
         )
     try:
-        arguments = json.loads(call.arguments)
-    except ValueError:
+        arguments = codec.loads_value(call.arguments)
+    except ValueError:  # not JSON, or nested too deep to parse safely
         arguments = None
     if not isinstance(arguments, dict):
         raise _mismatch(where, "a tool call block whose arguments are not an object")
@@ -484,12 +499,9 @@ def _read_call_block(block: ToolCallBlock, where: str) -> tuple[ToolCall, str]:
         return ToolCall(block.tool_call_id, block.tool_name, block.tool_kwargs), (
             _CALL_TEXT
         )
-    try:
-        arguments = _compact(block.tool_kwargs)
-        kept = json.loads(arguments) == block.tool_kwargs
-    except (TypeError, ValueError):
-        kept = False
-    if not kept:
+    # Checked for depth and type before anything recurses through it.
+    arguments = _compact(block.tool_kwargs, f"{where}.tool_kwargs")
+    if codec.loads_value(arguments) != block.tool_kwargs:
         raise UnsupportedContentError(
             f"{where}.tool_kwargs holds values JSON does not keep as they are"
         )
@@ -527,12 +539,7 @@ def _read_openai_calls(
             raise UnsupportedContentError(f"{item_where}.function must be a dict")
         arguments = function.get("arguments")
         if not isinstance(arguments, str):
-            try:
-                arguments = _compact(arguments)
-            except (TypeError, ValueError) as exc:
-                raise UnsupportedContentError(
-                    f"{item_where}.function.arguments is not JSON: {exc}"
-                ) from exc
+            arguments = _compact(arguments, f"{item_where}.function.arguments")
         call_type = call.get("type", "function")
         for field, found in (
             ("id", call.get("id")),
@@ -541,7 +548,8 @@ def _read_openai_calls(
         ):
             if not isinstance(found, str):
                 raise UnsupportedContentError(
-                    f"{item_where}.{field} is {found!r}; a stored tool call needs a str"
+                    f"{item_where}.{field} is a {type(found).__name__}; a stored "
+                    "tool call needs a str"
                 )
         calls.append(ToolCall(call["id"], function["name"], arguments, call_type))
         given.append(call)

@@ -128,20 +128,26 @@ def items_to_messages(items: Sequence[Mapping[str, Any]]) -> list[Message]:
     the module docstring says what the rest of the message holds.
 
     Raises:
-        TypeError: ``items`` is not a list, or an item is not a dict (an SDK
-            object goes in as ``item.model_dump(exclude_unset=True)``).
-        InvalidMessageError: an item holds something that is not JSON (a
-            non-string key, a non-finite float, an object); the error names
-            the item by its index.
+        InvalidMessageError: ``items`` is not a list, or an item is not a dict
+            (an SDK object goes in as ``item.model_dump(exclude_unset=True)``);
+            or an item holds something that is not JSON (a set, bytes, a
+            non-string key, a non-finite float, an object) or nests too deep
+            to be kept in metadata (:data:`chatledger.messages.MAX_METADATA_DEPTH`
+            levels, the item itself the second), found before anything
+            recurses through it; the error
+            names the item by its index. It is a ``TypeError`` and a
+            ``ValueError``.
     """
     if isinstance(items, str | bytes | Mapping) or not isinstance(items, Sequence):
-        raise TypeError(f"items must be a list of dicts, not {type(items).__name__}")
+        raise InvalidMessageError(
+            f"items must be a list of dicts, not {type(items).__name__}"
+        )
     messages: list[Message] = []
     calls: dict[str, Mapping[str, Any]] = {}
     after_other_role = False
     for index, item in enumerate(items):
         if not isinstance(item, Mapping):
-            raise TypeError(
+            raise InvalidMessageError(
                 f"items[{index}] must be a dict (a Responses input item), not "
                 f"{type(item).__name__}"
             )
