@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import Any
 
 from chatledger.async_repository import AsyncChatMemoryRepository
-from chatledger.connect import _resolve, url_scheme
+from chatledger.connect import _open, _resolve, url_scheme
 
 __all__ = ["ASYNC_ENTRY_POINT_GROUP", "connect_async"]
 
@@ -59,9 +59,10 @@ def connect_async(url: str, **options: Any) -> AsyncChatMemoryRepository:
             asynchronously; the message names the ``pip install`` line.
 
     Errors of the adapter (a bad option, a sync driver, a missing driver)
-    propagate unchanged.
+    propagate with their types unchanged; a secret of ``url`` in their
+    messages is replaced by ``***``.
     """
     scheme = url_scheme(url)
     factory = _resolve(scheme, url, ASYNC_ENTRY_POINT_GROUP)
-    repository: AsyncChatMemoryRepository = factory(url, **options)
+    repository: AsyncChatMemoryRepository = _open(factory, url, options)
     return repository

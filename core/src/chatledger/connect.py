@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import inspect
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
+from urllib.parse import unquote, unquote_plus
 
 from chatledger.errors import UnknownBackendError
 from chatledger.repository import ChatMemoryRepository
@@ -33,11 +34,13 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "adapter_parameters",
     "connect",
+    "hide_secrets",
     "install_hint",
     "installed_schemes",
     "redact_text",
     "redact_url",
     "url_scheme",
+    "url_secrets",
 ]
 
 #: The entry-point group adapters register their URL schemes in.
@@ -72,9 +75,24 @@ _INSTALL: dict[str, str] = {
 
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.\-]*)://")
 _SECRET_KEY = re.compile(r"pass|pwd|secret|token|api_?key|credential", re.IGNORECASE)
-_QUERY_PARAM = re.compile(r"([?&;])([^=&;#]*)=([^&;#]*)")
-_URL_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s'\"<>]+")
+# A value runs to the next parameter: pymongo reads a "#" as part of it.
+_QUERY_PARAM = re.compile(r"([?&;])([^=&;#]*)=([^&;]*)")
+_QUERY_PARAM_IN_TEXT = re.compile(r"([?&;])([^=&;#\s'\"]*)=([^&;\s'\"]*)")
+# What may follow the "@" that ends user information: hosts as drivers list
+# them (names or [IPv6] addresses, each with an optional port, comma
+# separated), then the path, query or fragment, the end of the URL, or the
+# punctuation of the sentence it stands in.
+_HOST = r"(?:\[[^\]/?#@\s]*\]|[^\[\]/?#@:,\s'\"]+)(?::[0-9]*)?"
+_HOST_LIST = re.compile(rf"{_HOST}(?:,{_HOST})*(?=[/?#\s'\"<>),;:.]|$)")
+# Where each driver's reading of the host part stops: urllib.parse (redis-py,
+# the Neo4j and Cassandra adapters) at "/", "?" or "#", pymongo at "/" or "?".
+_HOST_PART_ENDS = ("/?#", "/?")
+# Where a driver that misreads a password may cut it (a port, a host, a path).
+_CUTS = "/?#@:[]"
 _MASK = "***"
+# Shorter pieces of a password are not hidden in free text: they would
+# garble the message and say next to nothing.
+_SHORTEST_HIDDEN = 3
 
 
 def url_scheme(url: str) -> str:
@@ -95,14 +113,71 @@ def url_scheme(url: str) -> str:
     return match.group(1).lower()
 
 
-def _redact_query(text: str) -> str:
+def _password_span(rest: str) -> tuple[int, int] | None:
+    """Where in ``rest`` (a URL after ``scheme://``) any driver may read a password.
+
+    Every driver takes the text after the first ``:`` of the user information
+    as the password; they differ in where it ends, so the span runs to the
+    furthest end any of them (or a reader of the URL) would take:
+
+    - SQLAlchemy's ``make_url``: the first ``@`` after that ``:`` (its user
+      name holds no ``/``; its password holds ``?``, ``#``, ``/``);
+    - ``urllib.parse`` and pymongo: the last ``@`` of the host part;
+    - a password written with a raw ``/`` or ``@`` in it: the last ``@``
+      that a host list follows.
+    """
+    colon = rest.find(":")
+    if colon == -1:
+        return None
+    ends = []
+    if "/" not in rest[:colon]:
+        at = rest.find("@", colon)
+        if at != -1:
+            ends.append(at)
+    for stops in _HOST_PART_ENDS:
+        host_part_end = min(
+            (i for i in map(rest.find, stops) if i != -1), default=len(rest)
+        )
+        at = rest.rfind("@", colon, host_part_end)
+        if at != -1:
+            ends.append(at)
+    at = len(rest)
+    while (at := rest.rfind("@", colon, at)) != -1:
+        if _HOST_LIST.match(rest, at + 1):
+            ends.append(at)
+            break
+    if not ends:
+        return None
+    return colon + 1, max(ends)
+
+
+def _redact_query(text: str, pattern: re.Pattern[str] = _QUERY_PARAM) -> str:
     def mask(match: re.Match[str]) -> str:
         separator, key, value = match.groups()
         if value and _SECRET_KEY.search(key):
             value = _MASK
         return f"{separator}{key}={value}"
 
-    return _QUERY_PARAM.sub(mask, text)
+    return pattern.sub(mask, text)
+
+
+def _redact_rest(rest: str, query: re.Pattern[str]) -> str:
+    # Query secrets first: an "@" inside one must not pass for a host.
+    rest = _redact_query(rest, query)
+    span = _password_span(rest)
+    if span is None:
+        return rest
+    start, end = span
+    return f"{rest[:start]}{_MASK}{rest[end:]}"
+
+
+def _split(url: str) -> tuple[str, str]:
+    """``url`` as ``scheme://`` and the rest; a string without one is all rest."""
+    scheme, separator, rest = url.partition("://")
+    if not separator:
+        # Not a URL, but "user:password@host" must not leak either.
+        return "", url
+    return scheme + separator, rest
 
 
 def redact_url(url: str) -> str:
@@ -110,39 +185,98 @@ def redact_url(url: str) -> str:
 
     ``postgresql://app:s3cret@db/chat`` becomes ``postgresql://app:***@db/chat``;
     ``redis://:s3cret@cache:6379/0?password=x`` becomes
-    ``redis://:***@cache:6379/0?password=***``. A user name and the host stay
+    ``redis://:***@cache:6379/0?password=***``. The password is read as every
+    driver reads it: ``postgresql://app:s3cr3t?PW@db/chat`` (SQLAlchemy's
+    password ``s3cr3t?PW``) becomes ``postgresql://app:***@db/chat``. Where
+    the readings differ, the most is hidden. A user name and the host stay
     visible, so the message still says where the connection went. A string
-    that is not a URL is returned unchanged.
+    that is not a URL is redacted as the rest of one.
     """
     if not isinstance(url, str):
         return repr(type(url))
-    scheme, separator, rest = url.partition("://")
-    if not separator:
-        # Not a URL, but "user:password@host" must not leak either.
-        scheme, rest = "", url
-    cut = len(rest)
-    for stop in "?#":
-        index = rest.find(stop)
-        if index != -1:
-            cut = min(cut, index)
-    head, tail = rest[:cut], rest[cut:]
-    authority_end = head.find("/")
-    authority = head if authority_end == -1 else head[:authority_end]
-    # A password may hold an unencoded "/" or "@": then the last "@" before the
-    # query ends the user information.
-    at = authority.rfind("@")
-    if at == -1:
-        at = head.rfind("@")
-    if at != -1:
-        user, colon, _ = head[:at].partition(":")
-        if colon:
-            head = f"{user}:{_MASK}{head[at:]}"
-    return f"{scheme}{separator}{head}{_redact_query(tail)}"
+    head, rest = _split(url)
+    return head + _redact_rest(rest, _QUERY_PARAM)
 
 
 def redact_text(text: str) -> str:
-    """Redact every URL found in ``text`` (an error message, a log line)."""
-    return _URL_IN_TEXT.sub(lambda match: redact_url(match.group(0)), text)
+    """Redact every URL found in ``text`` (an error message, a log line).
+
+    A URL runs from its ``scheme://`` to the end of its line or the next
+    URL: a password may hold a space or a quote, so nothing shorter is safe.
+    """
+    starts = list(_SCHEME.finditer(text))
+    if not starts:
+        return text
+    parts = [text[: starts[0].start()]]
+    for index, match in enumerate(starts):
+        following = starts[index + 1].start() if index + 1 < len(starts) else len(text)
+        line_end = text.find("\n", match.end(), following)
+        end = following if line_end == -1 else line_end
+        parts.append(match.group(0))
+        parts.append(_redact_rest(text[match.end() : end], _QUERY_PARAM_IN_TEXT))
+        parts.append(text[end:following])
+    return "".join(parts)
+
+
+def url_secrets(url: str) -> frozenset[str]:
+    """Every text in ``url`` a driver may read as a secret, as written and decoded.
+
+    That is the password :func:`redact_url` hides, each piece of it a driver
+    may misread as a port, host or path (``s3cr3t`` of ``app:s3cr3t#PW@db``,
+    which ``urllib.parse`` takes for a port), and the values of secret query
+    parameters. :func:`hide_secrets` hides them in any text.
+    """
+    if not isinstance(url, str):
+        return frozenset()
+    _, rest = _split(url)
+    found: set[str] = set()
+    for match in _QUERY_PARAM.finditer(rest):
+        _, key, value = match.groups()
+        if value and _SECRET_KEY.search(key):
+            found.add(value)
+    for text in (rest, _redact_query(rest)):
+        span = _password_span(text)
+        if span is None:
+            continue
+        password = text[span[0] : span[1]]
+        found.add(password)
+        for index, character in enumerate(password):
+            if character in _CUTS:
+                found.update((password[:index], password[index + 1 :]))
+    decoded = {
+        form for value in found for form in (unquote(value), unquote_plus(value))
+    }
+    return frozenset(value for value in found | decoded if value and value != _MASK)
+
+
+def hide_secrets(text: str, secrets: Iterable[str]) -> str:
+    """Return ``text`` with its URLs redacted and each secret replaced by ``***``.
+
+    ``secrets`` are texts such as :func:`url_secrets` finds; the longest are
+    replaced first, and those shorter than three characters are left alone.
+    """
+    text = redact_text(text)
+    for value in sorted(set(secrets), key=len, reverse=True):
+        if len(value) >= _SHORTEST_HIDDEN:
+            text = text.replace(value, _MASK)
+    return text
+
+
+def _hide_in_error(error: BaseException, secrets: frozenset[str]) -> None:
+    """Hide ``secrets`` in the messages of ``error`` and the errors behind it.
+
+    A driver that misreads a URL may quote a piece of its password (a port
+    it could not parse); the error keeps its type and traceback.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        current.args = tuple(
+            hide_secrets(argument, secrets) if isinstance(argument, str) else argument
+            for argument in current.args
+        )
+        current = current.__cause__ or current.__context__
 
 
 def _entry_points(group: str = ENTRY_POINT_GROUP) -> dict[str, EntryPoint]:
@@ -223,6 +357,15 @@ def _resolve(
     return factory  # type: ignore[no-any-return]
 
 
+def _open(factory: Callable[..., Any], url: str, options: dict[str, Any]) -> Any:
+    """``factory(url, **options)``, its errors showing no secret of ``url``."""
+    try:
+        return factory(url, **options)
+    except Exception as error:
+        _hide_in_error(error, url_secrets(url))
+        raise
+
+
 def adapter_parameters(url: str) -> frozenset[str]:
     """Return the keyword options the installed adapter for ``url`` names.
 
@@ -271,9 +414,10 @@ def connect(url: str, **options: Any) -> ChatMemoryRepository:
             message names the ``pip install`` line that adds it.
 
     Errors of the adapter or its driver (a refused connection, a bad option)
-    propagate unchanged.
+    propagate with their types unchanged; a secret of ``url`` in their
+    messages is replaced by ``***``.
     """
     scheme = url_scheme(url)
     factory = _resolve(scheme, url)
-    repository: ChatMemoryRepository = factory(url, **options)
+    repository: ChatMemoryRepository = _open(factory, url, options)
     return repository

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import parse_qsl, unquote, urlsplit
 
+from chatledger.adapters import redact_url
 from chatledger_cassandra.errors import InvalidURLError
 
 __all__ = ["DEFAULT_PORT", "URL_OPTIONS", "CassandraURL", "parse_url"]
@@ -71,32 +72,47 @@ class CassandraURL:
         )
 
 
-def _parse_port(text: str, url: str) -> int:
+def _quoted(piece: str, shown: str) -> str:
+    """``piece`` quoted, if the redacted URL ``shown`` shows it too.
+
+    A piece the redaction hides is a password's, read as a host or port
+    because the password held an unencoded "/", "?" or "#".
+    """
+    return repr(piece) if piece in shown else "(hidden: part of the password)"
+
+
+def _parse_port(text: str, shown: str) -> int:
     if not text.isdigit() or not 0 < int(text) < 65536:
-        raise InvalidURLError(f"{url!r}: port {text!r} is not a number in 1-65535")
+        port = _quoted(text, shown)
+        raise InvalidURLError(f"{shown!r}: port {port} is not a number in 1-65535")
     return int(text)
 
 
-def _parse_host(item: str, url: str) -> tuple[str, int]:
+def _parse_host(item: str, shown: str) -> tuple[str, int]:
     if not item:
-        raise InvalidURLError(f"{url!r}: empty host in the host list")
+        raise InvalidURLError(f"{shown!r}: empty host in the host list")
     if item.startswith("["):
         end = item.find("]")
         if end < 0:
-            raise InvalidURLError(f"{url!r}: unclosed '[' in host {item!r}")
+            host = _quoted(item, shown)
+            raise InvalidURLError(f"{shown!r}: unclosed '[' in host {host}")
         host, rest = item[1:end], item[end + 1 :]
         if rest and not rest.startswith(":"):
-            raise InvalidURLError(f"{url!r}: unexpected text after ']' in {item!r}")
+            raise InvalidURLError(
+                f"{shown!r}: unexpected text after ']' in {_quoted(item, shown)}"
+            )
         port = rest[1:]
     else:
         host, _, port = item.partition(":")
     if not host:
-        raise InvalidURLError(f"{url!r}: empty host in {item!r}")
-    return host, DEFAULT_PORT if not port else _parse_port(port, url)
+        raise InvalidURLError(f"{shown!r}: empty host in {_quoted(item, shown)}")
+    return host, DEFAULT_PORT if not port else _parse_port(port, shown)
 
 
 def parse_url(url: str) -> CassandraURL:
     """Split a ``cassandra://`` URL into contact points, keyspace and options.
+
+    Errors show the URL with its password hidden (:func:`chatledger.redact_url`).
 
     Raises:
         InvalidURLError: for another scheme, no host, a bad port, a nested path
@@ -104,14 +120,15 @@ def parse_url(url: str) -> CassandraURL:
     """
     if not isinstance(url, str):
         raise InvalidURLError(f"url must be a str, not {type(url).__name__}")
+    shown = redact_url(url)
     try:
         parts = urlsplit(url)
     except ValueError as exc:
-        raise InvalidURLError(f"{url!r}: {exc}") from None
+        raise InvalidURLError(f"{shown!r}: {exc}") from None
     if parts.scheme != "cassandra":
-        raise InvalidURLError(f"{url!r}: the scheme must be 'cassandra'")
+        raise InvalidURLError(f"{shown!r}: the scheme must be 'cassandra'")
     if parts.fragment:
-        raise InvalidURLError(f"{url!r}: a URL fragment is not allowed")
+        raise InvalidURLError(f"{shown!r}: a URL fragment is not allowed")
     userinfo, at, hostlist = parts.netloc.rpartition("@")
     username = password = None
     if at:
@@ -119,17 +136,17 @@ def parse_url(url: str) -> CassandraURL:
         username = unquote(user) or None
         password = unquote(secret) if colon else None
     if not hostlist:
-        raise InvalidURLError(f"{url!r}: no host")
-    contact_points = [_parse_host(item, url) for item in hostlist.split(",")]
+        raise InvalidURLError(f"{shown!r}: no host")
+    contact_points = [_parse_host(item, shown) for item in hostlist.split(",")]
     path = unquote(parts.path.lstrip("/"))
     if "/" in path:
-        raise InvalidURLError(f"{url!r}: the path holds one keyspace name only")
+        raise InvalidURLError(f"{shown!r}: the path holds one keyspace name only")
     options: dict[str, str] = {}
     for key, value in parse_qsl(parts.query, keep_blank_values=True):
         if key not in URL_OPTIONS:
             known = ", ".join(sorted(URL_OPTIONS))
-            raise InvalidURLError(f"{url!r}: unknown option {key!r} (known: {known})")
+            raise InvalidURLError(f"{shown!r}: unknown option {key!r} (known: {known})")
         if key in options:
-            raise InvalidURLError(f"{url!r}: option {key!r} is given twice")
+            raise InvalidURLError(f"{shown!r}: option {key!r} is given twice")
         options[key] = value
     return CassandraURL(contact_points, path or None, username, password, options)

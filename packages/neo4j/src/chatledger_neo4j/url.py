@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit, urlunsplit
 
+from chatledger.adapters import redact_url
 from chatledger.errors import UnknownBackendError
 
 __all__ = ["SCHEMES", "Neo4jSettings", "parse_url"]
@@ -68,7 +69,15 @@ def parse_url(url: str) -> Neo4jSettings:
         raise ValueError("a Neo4j URL needs a host, e.g. neo4j://localhost:7687")
     if ":" in host:
         host = f"[{host}]"
-    port = parts.port
+    try:
+        port = parts.port
+    except ValueError:
+        # urllib's message quotes what it read as the port: with an unencoded
+        # "/", "?" or "#" in the password, that is a piece of the password.
+        raise ValueError(
+            f"{redact_url(url)!r}: the port is not a number in 0-65535 (percent-"
+            "encode any of : / ? # @ in the user name and password)"
+        ) from None
     address = host if port is None else f"{host}:{port}"
     user = None if parts.username is None else unquote(parts.username)
     password = unquote(parts.password) if parts.password is not None else ""

@@ -142,6 +142,21 @@ def _parse(url: str | URL) -> tuple[URL, str, str]:
     except exc.ArgumentError as error:
         shown = redact_url(str(url))
         raise InvalidUrlError(f"{shown!r} is not a database URL: {error}") from None
+    except ValueError:
+        # SQLAlchemy's message quotes the port it read, which may be a piece
+        # of a password holding an unencoded "/", "?", "#" or "@".
+        shown = redact_url(str(url))
+        raise InvalidUrlError(
+            f"{shown!r} is not a database URL: its port is not a number "
+            "(percent-encode any of : / ? # @ in the user name and password)"
+        ) from None
+    if parsed.host and "@" in parsed.host:
+        # No host name holds "@": the password held an unencoded one.
+        shown = redact_url(str(url))
+        raise InvalidUrlError(
+            f"{shown!r} names the host {parsed.host.rpartition('@')[2]!r} after "
+            "an unencoded '@': write '@' in a user name or password as %40"
+        )
     backend, _, driver = parsed.drivername.lower().partition("+")
     return parsed, _ALIASES.get(backend, backend), driver
 
