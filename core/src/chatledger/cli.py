@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO, Any, NoReturn, TypeVar
-from urllib.parse import parse_qs, unquote
+from urllib.parse import parse_qs
 
 from chatledger.async_connect import connect_async
 from chatledger.async_repository import AsyncSupportsWindowAppend
@@ -50,10 +50,11 @@ from chatledger.bulk import BulkSaveError, save_conversations
 from chatledger.connect import (
     adapter_parameters,
     connect,
+    hide_secrets,
     install_hint,
-    redact_text,
     redact_url,
     url_scheme,
+    url_secrets,
 )
 from chatledger.convert import UnsupportedContentError, to_anthropic, to_openai
 from chatledger.demo import describe, play
@@ -97,21 +98,11 @@ class _Secrets:
         self.values: set[str] = set()
 
     def add_url(self, url: str) -> str:
-        _, separator, rest = url.partition("://")
-        if separator:
-            head = rest.split("?", 1)[0].split("#", 1)[0]
-            if "@" in head:
-                _, colon, password = head[: head.rfind("@")].partition(":")
-                if colon and password:
-                    self.values.update({password, unquote(password)})
+        self.values.update(url_secrets(url))
         return url
 
     def scrub(self, text: str) -> str:
-        text = redact_text(text)
-        for value in sorted(self.values, key=len, reverse=True):
-            if len(value) >= 3:
-                text = text.replace(value, "***")
-        return text
+        return hide_secrets(text, self.values)
 
 
 _SECRETS = _Secrets()
