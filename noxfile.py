@@ -8,7 +8,7 @@ Sessions:
                whose URL is set required (the rest is left to ``tests``)
     stress     the long stress runs of the reliability tests (--run-slow)
     backend    the tests of one backend: ``nox -s "backend(name='sqlite')"``
-    lint       ruff check and ruff format --check
+    lint       ruff check, ruff format --check, and no stale generated sync module
     typecheck  mypy --strict over every package and the tests
     bench      the benchmarks under bench/ (prints ratios; not a test)
     demo       the scripted demo on SQLite
@@ -147,6 +147,7 @@ def lint(session: nox.Session) -> None:
     session.install("--group", f"{ROOT / 'pyproject.toml'}:lint")
     session.run("ruff", "check", ".")
     session.run("ruff", "format", "--check", ".")
+    session.run("python", "tools/async_to_sync.py", "--check")
 
 
 @nox.session

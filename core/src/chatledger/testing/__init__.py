@@ -68,6 +68,7 @@ from chatledger.testing.samples import every_kind  # noqa: E402
 from chatledger.testing.save_many_tests import SaveManyTests  # noqa: E402
 from chatledger.testing.ttl_tests import TTLTests  # noqa: E402
 from chatledger.testing.turn_tests import TurnTests  # noqa: E402
+from chatledger.testing.twins import assert_same_operations  # noqa: E402
 from chatledger.testing.window_tests import WindowMemoryTests, random_turns  # noqa: E402
 
 __all__ = [
@@ -79,6 +80,7 @@ __all__ = [
     "TTLTests",
     "TurnTests",
     "WindowMemoryTests",
+    "assert_same_operations",
     "every_kind",
     "random_turns",
 ]
