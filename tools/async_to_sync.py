@@ -27,6 +27,7 @@ Usage::
 
     python tools/async_to_sync.py            # regenerate every sync module
     python tools/async_to_sync.py --check    # fail on a stale one
+    python tools/async_to_sync.py packages/sql   # only the sources under a path
 """
 
 from __future__ import annotations
@@ -261,9 +262,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--check", action="store_true", help="fail when a sync module is stale"
     )
+    parser.add_argument(
+        "paths",
+        nargs="*",
+        type=Path,
+        help="only the async sources under these paths (default: all)",
+    )
     args = parser.parse_args(argv)
+    only = [p.resolve() for p in args.paths]
     stale = []
     for twin in find_twins():
+        if only and not any(twin.source.is_relative_to(p) for p in only):
+            continue
         text = convert(
             twin.source.read_text(encoding="utf-8"),
             twin.renames,
