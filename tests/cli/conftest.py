@@ -126,11 +126,12 @@ def _in_process(
     own and put back afterwards.
     """
     from chatledger import cli as cli_module
+    from chatledger.cli import output
 
     out, err = _text_stream(), _text_stream()
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
-    saved = (sys.stdin, sys.stdout, sys.stderr, list(sys.path), cli_module._SECRETS)
+    saved = (sys.stdin, sys.stdout, sys.stderr, list(sys.path), output.SECRETS)
 
     def show(
         message: Warning | str,
@@ -147,14 +148,14 @@ def _in_process(
         sys.stdin = _text_stream((stdin or "").encode("utf-8"))
         sys.stdout, sys.stderr = out, err
         sys.path.insert(0, str(plugin_folder))
-        cli_module._SECRETS = cli_module._Secrets()
+        output.SECRETS = output.Secrets()
         with contextlib.chdir(cwd), warnings.catch_warnings():
             warnings.resetwarnings()
             warnings.simplefilter("default")
             warnings.showwarning = show
             code = cli_module.main(list(args))
     finally:
-        sys.stdin, sys.stdout, sys.stderr, sys.path[:], cli_module._SECRETS = saved
+        sys.stdin, sys.stdout, sys.stderr, sys.path[:], output.SECRETS = saved
         root.handlers[:] = handlers
         root.setLevel(level)
     return Run(code, _drained(out), _drained(err))

@@ -1,0 +1,115 @@
+"""``chatledger export`` and ``import``: conversations as JSON lines, out and in."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import IO, Any
+
+from chatledger.bulk import BulkSaveError, save_conversations
+from chatledger.cli.output import counted, out, progress
+from chatledger.cli.stores import open_store, read_conversation
+from chatledger.cli.writing import not_written, refuse_in_process, written_before
+from chatledger.connect import redact_url
+from chatledger.convert import UnsupportedContentError, to_anthropic, to_openai
+from chatledger.errors import ChatLedgerError
+from chatledger.jsonl import export_line, read_export
+from chatledger.messages import Message
+from chatledger.validation import validate_conversation_id
+
+__all__ = ["export", "import_"]
+
+
+def _export_lines(
+    fmt: str, conversations: Iterable[tuple[str, list[Message]]]
+) -> Iterator[str]:
+    for cid, messages in conversations:
+        try:
+            if fmt == "jsonl":
+                for message in messages:
+                    yield export_line(cid, message)
+            elif fmt == "openai":
+                yield _json({"conversation_id": cid, "messages": to_openai(messages)})
+            else:
+                yield _json({"conversation_id": cid, **to_anthropic(messages)})
+        except UnsupportedContentError as exc:
+            raise ChatLedgerError(f"conversation {cid!r}: {exc}") from exc
+
+
+def _json(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+@contextmanager
+def _output(path: str | None) -> Iterator[IO[str]]:
+    if path is None or path == "-":
+        yield sys.stdout
+        return
+    with open(path, "w", encoding="utf-8", newline="\n") as handle:
+        yield handle
+
+
+def export(args: argparse.Namespace) -> int:
+    """Write the conversations (all, or those named) in the format asked for."""
+    for cid in args.ids:
+        validate_conversation_id(cid)
+    repository = open_store(args.url, args.options, create=False, closing=args.closing)
+    conversations: Iterable[tuple[str, list[Message]]]
+    if args.ids:
+        # Named conversations are all checked before the first line is written.
+        conversations = [
+            (c, read_conversation(repository, args.url, c)) for c in args.ids
+        ]
+        total = len(args.ids)
+    else:
+        ids = sorted(repository.find_conversation_ids())
+        conversations = ((c, repository.find_by_conversation_id(c)) for c in ids)
+        total = len(ids)
+    shown = progress(args, "exporting", total)
+    try:
+        with _output(args.output) as handle:
+            for line in _export_lines(args.format, counted(conversations, shown)):
+                handle.write(line + "\n")
+    finally:
+        shown.close()
+    return 0
+
+
+def import_(args: argparse.Namespace) -> int:
+    """Read a jsonl export; each conversation in it replaces the stored one."""
+    refuse_in_process(args.url, "import")
+    if args.file == "-":
+        conversations = read_export(sys.stdin.buffer, "<stdin>")
+        name = "<stdin>"
+    else:
+        with open(args.file, "rb") as handle:
+            conversations = read_export(handle, args.file)
+        name = args.file
+    # The whole file is checked: from here on only the store can refuse.
+    repository = open_store(args.url, args.options, closing=args.closing)
+    shown = progress(args, "importing", len(conversations))
+    try:
+        save_conversations(
+            repository,
+            ((c.conversation_id, c.messages) for c in conversations),
+            on_saved=shown.update,
+        )
+    except BulkSaveError as exc:
+        failed = conversations[exc.saved : exc.saved + len(exc.conversation_ids)]
+        first, last = failed[0].lines[0], failed[-1].lines[-1]
+        lines = f"line {first}" if first == last else f"lines {first}-{last}"
+        raise ChatLedgerError(
+            f"{name}:{first}: {not_written(exc, 'imported into', args.url)} "
+            f"({lines}): {exc}; {written_before(exc)}"
+        ) from exc
+    finally:
+        shown.close()
+    total = sum(len(c.messages) for c in conversations)
+    out(
+        f"imported {total} messages in {len(conversations)} conversations "
+        f"into {redact_url(args.url)}"
+    )
+    return 0
