@@ -17,7 +17,7 @@ Example (needs a Redis server):
 
 The async twin of :class:`chatledger_redis.RedisChatMemoryRepository`, on
 ``redis.asyncio`` (``Redis`` or ``RedisCluster``): the same key layout, the
-same Lua scripts with the same arguments (:mod:`chatledger_redis.commands`),
+same Lua scripts with the same arguments (:mod:`chatledger_redis.steps`),
 so both read and write the same conversations. Every write is one script or
 one command, so it is atomic on the server: a cancelled call either reached
 the server whole or not at all.
@@ -52,7 +52,7 @@ from chatledger_redis.bulk_limit import (
     may_pass_smallest_limit,
 )
 from chatledger_redis.clients import async_redis_client
-from chatledger_redis.commands import (
+from chatledger_redis.steps import (
     RESIZE_ATTEMPTS,
     append_args,
     append_result,

@@ -75,7 +75,7 @@ from chatledger_redis.bulk_limit import (
     may_pass_smallest_limit,
 )
 from chatledger_redis.clients import redis_client
-from chatledger_redis.commands import (
+from chatledger_redis.steps import (
     RESIZE_ATTEMPTS,
     append_args,
     append_result,

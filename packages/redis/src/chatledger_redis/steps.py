@@ -3,7 +3,7 @@
 Example:
     from chatledger import Message, MessageWindow
     from chatledger.adapters import stamp_messages
-    from chatledger_redis.commands import append_args, append_result, conversation_keys
+    from chatledger_redis.steps import append_args, append_result, conversation_keys
 
     stamped = stamp_messages([Message.user("hi", id="m9")])
     _, keys = conversation_keys("chatledger:", "c1")
