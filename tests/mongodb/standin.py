@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import mongomock
@@ -29,10 +29,40 @@ from tests.mongodb.aggregation import run_pipeline
 __all__ = ["AsyncStandInClient", "StandInClient"]
 
 
+class _Cursor:
+    """What pymongo's ``Cursor`` offers the repository, over mongomock's."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def sort(self, key: str, direction: int) -> _Cursor:
+        self._inner = self._inner.sort(key, direction)
+        return self
+
+    def limit(self, limit: int) -> _Cursor:
+        self._inner = self._inner.limit(limit)
+        return self
+
+    def to_list(self, length: int | None = None) -> list[Any]:
+        found = list(self._inner)
+        return found if length is None else found[:length]
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._inner)
+
+
 class _Collection:
     def __init__(self, inner: Any, lock: threading.RLock) -> None:
         self._inner = inner
         self._lock = lock
+
+    def find(self, *args: Any, **kwargs: Any) -> _Cursor:
+        with self._lock:
+            return _Cursor(self._inner.find(*args, **kwargs))
+
+    def aggregate(self, pipeline: list[dict[str, Any]]) -> _Cursor:
+        with self._lock:
+            return _Cursor(iter(list(self._inner.aggregate(pipeline))))
 
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self._inner, name)

@@ -29,13 +29,14 @@ from chatledger.window import MessageWindow, TokenWindow, apply_window
 
 mongomock = pytest.importorskip("mongomock")
 
+from pymongo import AsyncMongoClient  # noqa: E402
 from pymongo.errors import OperationFailure  # noqa: E402
 
 from chatledger import ContentionError  # noqa: E402
 from chatledger_mongodb import (  # noqa: E402
     MAX_DOCUMENT_BYTES,
     MongoDBChatMemoryRepository,
-    operations,
+    steps,
 )
 from chatledger_mongodb.pipeline import append_pipeline, encode_element  # noqa: E402
 from tests.mongodb.standin import StandInClient  # noqa: E402
@@ -139,7 +140,7 @@ def test_mongodb_entry_points_are_registered() -> None:
 
 
 def test_mongodb_too_large_server_refusal_becomes_message_too_large() -> None:
-    refusal = operations.size_refusal
+    refusal = steps.size_refusal
     with pytest.raises(MessageTooLargeError) as caught, refusal("c"):
         raise OperationFailure("Resulting document after update is larger", 17419)
     assert isinstance(caught.value.__cause__, OperationFailure)
@@ -258,7 +259,7 @@ def test_mongodb_stand_in_record_follows_kept_newest(
 ) -> None:
     import random
 
-    monkeypatch.setattr(operations, "EVICTED_IDS_KEPT", 5)
+    monkeypatch.setattr(steps, "EVICTED_IDS_KEPT", 5)
     rng = random.Random(seed)
     repository = _repository()
     reference = InMemoryChatMemoryRepository()
@@ -428,6 +429,20 @@ def test_mongodb_stand_in_token_memory_uses_the_cached_sizes() -> None:
     for turn in range(5):
         memory.add("c", [Message.user(f"q{turn}"), Message.assistant(f"a{turn}")])
     assert len(calls) == len(set(calls)) == 10
+
+
+def test_mongodb_refuses_an_async_client() -> None:
+    client: AsyncMongoClient[Any] = AsyncMongoClient("mongodb://127.0.0.1:1")
+    with pytest.raises(TypeError, match="AsyncMongoDBChatMemoryRepository"):
+        MongoDBChatMemoryRepository(client)  # type: ignore[arg-type]
+
+
+def test_mongodb_stand_in_write_after_drop_schema_makes_the_ttl_index_again() -> None:
+    repository = _repository(ttl=60)
+    repository.drop_schema()
+    assert "chatledger_expires_at" not in repository.collection.index_information()
+    repository.save_all("c", [Message.user("a")])
+    assert "chatledger_expires_at" in repository.collection.index_information()
 
 
 def test_mongodb_stand_in_schema_calls() -> None:

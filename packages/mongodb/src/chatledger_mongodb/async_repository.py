@@ -1,33 +1,78 @@
-"""``AsyncMongoDBChatMemoryRepository``: conversations in MongoDB, for asyncio.
+# sync twin: repository.py
+# sync rename: MongoClient -> AsyncMongoClient
+# sync rename: MongoDBChatMemoryRepository -> AsyncMongoDBChatMemoryRepository
+# sync rename: asyncio -> threading
+# sync rename: pymongo.asynchronous.collection -> pymongo.collection
+"""MongoDB conversation memory: one document per conversation.
 
-Example (needs a MongoDB server):
-    import asyncio
+Example (needs a MongoDB server)::
 
+    from datetime import timedelta
     from chatledger import AsyncMessageWindowChatMemory, Message
     from chatledger_mongodb import AsyncMongoDBChatMemoryRepository
 
-    async def main():
-        url = "mongodb://localhost:27017/app"
-        async with AsyncMongoDBChatMemoryRepository.from_url(url) as repository:
-            memory = AsyncMessageWindowChatMemory(repository, max_messages=20)
-            await memory.add("c1", Message.user("Hello"))
-            await memory.get("c1")
+    url = "mongodb://localhost:27017/app"
+    ttl = timedelta(days=7)
+    async with AsyncMongoDBChatMemoryRepository.from_url(url, ttl=ttl) as repository:
+        memory = AsyncMessageWindowChatMemory(repository, max_messages=20)
+        await memory.add("c1", Message.user("Hello"))
+        await memory.get("c1")
 
-    asyncio.run(main())
+The data model, and why
+-----------------------
+MongoDB makes a write atomic for one document only (multi-document
+transactions need a replica set and cost more). So a conversation is ONE
+document::
 
-The async twin of :class:`chatledger_mongodb.MongoDBChatMemoryRepository`, on
-pymongo's native ``AsyncMongoClient``: the same options and names, the same
-document per conversation, the same update pipeline and every decision taken
-by the same functions (:mod:`chatledger_mongodb.operations`), so both read and
-write the same conversations; only the I/O is awaited. Every write is one
-single-document command, atomic on the server: a cancelled call either
-reached the server whole or not at all, and one that was sent waits for its
-answer (:func:`chatledger.adapters.settled`), so it cannot land after the
+    {_id: <conversation id>, messages: [{seq, id, role, sizes, k?, p}, ...],
+     next_seq, version, expires_at, evicted_ids, last_append}
+
+- ``p`` is the codec's JSON text. Metadata keys such as ``"$set"`` or ``"a.b"``
+  therefore never become BSON field names, and a message comes back exactly.
+- ``seq`` is the per-conversation, gap-free order; the array is kept in ``seq``
+  order and nothing is ever ordered by time.
+- ``sizes`` caches each message's size under a token counter, so a token
+  window never re-tokenizes the history; ``k`` (system messages only) is the
+  equality key the system-message rule compares.
+- ``evicted_ids`` records, oldest first, the ids of the newest
+  :data:`chatledger.adapters.EVICTED_IDS_KEPT` messages appends took out of
+  the window (see :mod:`chatledger.evicted_ids`), so a late retry of an
+  append whose messages were evicted since stores nothing. The append reads
+  and extends it in its own pipeline; ``save_all`` clears it and it goes with
+  the document (delete, TTL). A window that evicts everything leaves the
+  document with no messages and its record: such a conversation is not listed.
+- ``version`` is a fresh random token on every content write (no ABA after a
+  delete and re-create); ``expires_at`` drives a TTL index and is refreshed by
+  every write (sliding TTL).
+
+A window append is ONE ``findAndModify`` whose update is an aggregation
+pipeline (:mod:`chatledger_mongodb.pipeline`): the server skips known message
+ids (stored or recorded as evicted), merges system messages, numbers the new
+messages, computes the turn-aligned cut, drops the evicted messages and records
+their ids while it holds the document, then returns only ``last_append`` (ids
+appended, ids evicted). One round trip, atomic, no
+retries under contention and no lost or duplicated message. The window bounds
+the document, and with it the 16 MiB limit: a batch that cannot fit is refused
+before any I/O, and a write the server refuses for size (nothing changes, the
+update is atomic) surfaces as :class:`chatledger.MessageTooLargeError`.
+
+Alternatives weighed: a document per message (Spring AI's layout) needs a
+multi-document transaction to append and evict atomically; read-then-write with
+a version check reads the whole window on every append and retries under
+contention. Two first appends to a new conversation race safely: the server
+retries an upsert that lost a duplicate-key race on ``_id`` (MongoDB 4.2+).
+
+``save_all`` writes the whole document in one update, so it never leaves a
+partial conversation. Expired documents are hidden by every read (the TTL
+monitor runs about once a minute) and count as empty for an append.
+
+Every filter, update and pipeline, and the reading of every answer, is in
+:mod:`chatledger_mongodb.steps`, so the sync and the async repository store
+the same documents and decide alike. Every write is one single-document
+command: a cancelled async write either reached the server whole or not at
+all, and one that was sent waits for its answer
+(:func:`chatledger.adapters.settled`), so it cannot land after the
 cancellation returned.
-
-Nothing here does I/O before the first call. The TTL index is created once,
-before the first write, behind an ``asyncio.Lock`` (or by ``await
-repository.create_schema()``).
 """
 
 from __future__ import annotations
@@ -35,7 +80,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from pymongo import AsyncMongoClient, MongoClient, ReturnDocument
 from pymongo.asynchronous.collection import AsyncCollection
@@ -47,15 +92,15 @@ from chatledger.adapters import (
     FaultPoints,
     Message,
     Window,
-    settled,
     to_ttl,
     utc_now,
     validate_conversation_id,
     validate_page_request,
 )
-from chatledger_mongodb.operations import (
+from chatledger_mongodb.steps import (
     APPEND_PROJECTION,
     BACKFILL_PROJECTION,
+    MAX_DOCUMENT_BYTES,
     MAX_SIZE_BACKFILLS,
     READ_PROJECTION,
     TTL_INDEX_NAME,
@@ -78,34 +123,45 @@ from chatledger_mongodb.operations import (
     validate_database_name,
 )
 
-__all__ = ["AsyncMongoDBChatMemoryRepository"]
+__all__ = ["MAX_DOCUMENT_BYTES", "AsyncMongoDBChatMemoryRepository"]
+
+if True:  # async
+    from chatledger.adapters import settled
+else:
+    T = TypeVar("T")
+
+    def settled(answer: T) -> T:
+        """A sync write returns with the server's answer: nothing left to wait for."""
+        return answer
 
 
 class AsyncMongoDBChatMemoryRepository(AsyncClosingContext):
-    """Conversations in a MongoDB collection, one document each, for asyncio.
+    """Conversations in a MongoDB collection, one document each.
 
     Implements :class:`chatledger.AsyncChatMemoryRepository`,
     :class:`chatledger.AsyncSupportsWindowAppend`, and counting and paging.
-    Every option, name and rule is
-    :class:`chatledger_mongodb.MongoDBChatMemoryRepository`'s (the data model
-    and limits are in its docstring).
+    The data model and its limits are in the module's docstring.
 
     Args:
         client: A ``pymongo.AsyncMongoClient``. Its read and write concerns are
-            used as they are. The repository does not close a client it was
-            given.
+            used as they are (``w: "majority"`` with retryable writes is
+            MongoDB's default and what this repository expects). The
+            repository does not close a client it was given.
         database: The database name (letters, digits, ``_`` and ``-``).
         collection: The collection name (a letter or ``_`` first, then letters,
             digits, ``_`` and ``-``; no ``system`` prefix).
         ttl: Sliding time to live of a whole conversation (a ``timedelta`` or
             seconds); ``None`` keeps conversations until deleted.
         create_indexes: Create the TTL index (idempotent) before the first
-            write; no I/O happens at construction.
+            write, and again before the first write after :meth:`drop_schema`.
+            The sync repository creates it at construction; the async one,
+            which cannot wait there, does no I/O before its first call.
 
     Raises:
         InvalidNameError: if a name is not allowed.
         InvalidTTLError: if ``ttl`` is not a positive duration.
-        TypeError: if ``client`` is a synchronous ``pymongo.MongoClient``.
+        TypeError: if ``client`` is a ``pymongo.MongoClient``
+            (:class:`chatledger_mongodb.MongoDBChatMemoryRepository` takes one).
     """
 
     def __init__(
@@ -121,10 +177,11 @@ class AsyncMongoDBChatMemoryRepository(AsyncClosingContext):
         self._database_name = validate_database_name(database)
         self._collection_name = validate_collection_name(collection)
         self.ttl = to_ttl(ttl)
+        # Each side refuses the other's client (the sync renames swap the names).
         if isinstance(client, MongoClient):
             raise TypeError(
-                "client must be a pymongo.AsyncMongoClient, not a MongoClient; "
-                "MongoDBChatMemoryRepository takes a MongoClient"
+                "client must be a pymongo AsyncMongoClient, not MongoClient "
+                "(MongoDBChatMemoryRepository takes MongoClient)"
             )
         self._client = client
         self._owns_client = False
@@ -135,38 +192,48 @@ class AsyncMongoDBChatMemoryRepository(AsyncClosingContext):
         self._create_indexes = bool(create_indexes)
         self._indexes_ready = not self._create_indexes
         self._ready_lock = asyncio.Lock()
+        if True:  # async
+            pass  # no I/O here: the first write runs _prepared()
+        else:
+            self._prepared()
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> AsyncMongoDBChatMemoryRepository:
         """Make an ``AsyncMongoClient`` for ``url`` that this repository owns.
 
-        No I/O: the client connects on the first call (a ``mongodb+srv://``
-        name is resolved then too). The database comes from the URL path
-        (``mongodb://host/mydb``) unless ``database=`` is given. The
-        constructor's options (``database``, ``collection``, ``ttl``,
-        ``create_indexes``) go to it; every other option goes to
-        ``AsyncMongoClient`` (``serverSelectionTimeoutMS=3000``, say), which
-        refuses one it does not know. :meth:`aclose` closes the client.
+        The database comes from the URL path (``mongodb://host/mydb``) unless
+        ``database=`` is given. The constructor's options (``database``,
+        ``collection``, ``ttl``, ``create_indexes``) go to it, checked before a
+        client exists; every other option goes to ``AsyncMongoClient``
+        (``serverSelectionTimeoutMS=3000``, say), which refuses one it does not
+        know. :meth:`aclose` closes the client. The async repository does no
+        I/O here (a ``mongodb+srv://`` name is resolved on the first call).
         """
         client_options, own = split_url_options(url, options)
-        # The repository's options are checked before a client exists.
         validate_database_name(own.get("database", "chatledger"))
         validate_collection_name(own.get("collection", "chat_memory"))
         to_ttl(own.get("ttl"))
         client: AsyncMongoClient[Any] = AsyncMongoClient(url, **client_options)
-        repository = cls(client, **own)
+        if True:  # async
+            repository = cls(client, **own)
+        else:
+            try:  # the constructor creates the TTL index
+                repository = cls(client, **own)
+            except BaseException:
+                client.close()
+                raise
         repository._owns_client = True
         return repository
 
     def __repr__(self) -> str:
         return (
-            f"AsyncMongoDBChatMemoryRepository(database={self._database_name!r}, "
+            f"{type(self).__name__}(database={self._database_name!r}, "
             f"collection={self._collection_name!r}, ttl={self.ttl!r})"
         )
 
     @property
     def collection(self) -> AsyncCollection[Any]:
-        """The pymongo async collection that holds the conversations."""
+        """The pymongo ``AsyncCollection`` that holds the conversations."""
         return self._collection
 
     async def aclose(self) -> None:
@@ -199,7 +266,11 @@ class AsyncMongoDBChatMemoryRepository(AsyncClosingContext):
         self._indexes_ready = not self._create_indexes
 
     async def create_indexes(self) -> None:
-        """Create the TTL index on ``expires_at`` (safe to run again, and at once)."""
+        """Create the TTL index on ``expires_at`` (safe to run again, and at once).
+
+        Documents of conversations without a TTL hold ``expires_at: null``,
+        which the TTL monitor ignores.
+        """
         await self._collection.create_index(
             "expires_at", expireAfterSeconds=0, name=TTL_INDEX_NAME
         )

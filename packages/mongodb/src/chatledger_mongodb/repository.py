@@ -1,13 +1,18 @@
+# Written by tools/async_to_sync.py from async_repository.py: edit that one.
 """MongoDB conversation memory: one document per conversation.
 
-Example (needs a MongoDB server):
+Example (needs a MongoDB server)::
+
     from datetime import timedelta
-    from pymongo import MongoClient
-    from chatledger import MessageWindowChatMemory
+    from chatledger import MessageWindowChatMemory, Message
     from chatledger_mongodb import MongoDBChatMemoryRepository
 
-    repository = MongoDBChatMemoryRepository(MongoClient(), ttl=timedelta(days=7))
-    memory = MessageWindowChatMemory(repository, max_messages=20)
+    url = "mongodb://localhost:27017/app"
+    ttl = timedelta(days=7)
+    with MongoDBChatMemoryRepository.from_url(url, ttl=ttl) as repository:
+        memory = MessageWindowChatMemory(repository, max_messages=20)
+        memory.add("c1", Message.user("Hello"))
+        memory.get("c1")
 
 The data model, and why
 -----------------------
@@ -58,17 +63,22 @@ partial conversation. Expired documents are hidden by every read (the TTL
 monitor runs about once a minute) and count as empty for an append.
 
 Every filter, update and pipeline, and the reading of every answer, is in
-:mod:`chatledger_mongodb.operations`, shared with
-:class:`chatledger_mongodb.AsyncMongoDBChatMemoryRepository`.
+:mod:`chatledger_mongodb.steps`, so the sync and the async repository store
+the same documents and decide alike. Every write is one single-document
+command: a cancelled async write either reached the server whole or not at
+all, and one that was sent waits for its answer
+(:func:`chatledger.adapters.settled`), so it cannot land after the
+cancellation returned.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
-from pymongo import MongoClient, ReturnDocument
+from pymongo import AsyncMongoClient, MongoClient, ReturnDocument
 from pymongo.collection import Collection
 
 from chatledger.adapters import (
@@ -83,7 +93,7 @@ from chatledger.adapters import (
     validate_conversation_id,
     validate_page_request,
 )
-from chatledger_mongodb.operations import (
+from chatledger_mongodb.steps import (
     APPEND_PROJECTION,
     BACKFILL_PROJECTION,
     MAX_DOCUMENT_BYTES,
@@ -111,24 +121,41 @@ from chatledger_mongodb.operations import (
 
 __all__ = ["MAX_DOCUMENT_BYTES", "MongoDBChatMemoryRepository"]
 
+T = TypeVar("T")
+
+
+def settled(answer: T) -> T:
+    """A sync write returns with the server's answer: nothing left to wait for."""
+    return answer
+
 
 class MongoDBChatMemoryRepository(ClosingContext):
     """Conversations in a MongoDB collection, one document each.
 
+    Implements :class:`chatledger.ChatMemoryRepository`,
+    :class:`chatledger.SupportsWindowAppend`, and counting and paging.
+    The data model and its limits are in the module's docstring.
+
     Args:
-        client: A connected ``pymongo.MongoClient``. Its read and write concerns
-            are used as they are (``w: "majority"`` with retryable writes is
-            MongoDB's default and what this repository expects).
+        client: A ``pymongo.MongoClient``. Its read and write concerns are
+            used as they are (``w: "majority"`` with retryable writes is
+            MongoDB's default and what this repository expects). The
+            repository does not close a client it was given.
         database: The database name (letters, digits, ``_`` and ``-``).
         collection: The collection name (a letter or ``_`` first, then letters,
             digits, ``_`` and ``-``; no ``system`` prefix).
         ttl: Sliding time to live of a whole conversation (a ``timedelta`` or
             seconds); ``None`` keeps conversations until deleted.
-        create_indexes: Create the TTL index at construction (idempotent).
+        create_indexes: Create the TTL index (idempotent) before the first
+            write, and again before the first write after :meth:`drop_schema`.
+            The sync repository creates it at construction; the async one,
+            which cannot wait there, does no I/O before its first call.
 
     Raises:
         InvalidNameError: if a name is not allowed.
         InvalidTTLError: if ``ttl`` is not a positive duration.
+        TypeError: if ``client`` is a ``pymongo.AsyncMongoClient``
+            (:class:`chatledger_mongodb.AsyncMongoDBChatMemoryRepository` takes one).
     """
 
     def __init__(
@@ -144,29 +171,41 @@ class MongoDBChatMemoryRepository(ClosingContext):
         self._database_name = validate_database_name(database)
         self._collection_name = validate_collection_name(collection)
         self.ttl = to_ttl(ttl)
+        # Each side refuses the other's client (the sync renames swap the names).
+        if isinstance(client, AsyncMongoClient):
+            raise TypeError(
+                "client must be a pymongo MongoClient, not AsyncMongoClient "
+                "(AsyncMongoDBChatMemoryRepository takes AsyncMongoClient)"
+            )
         self._client = client
         self._owns_client = False
         self._collection: Collection[Any] = client[self._database_name][
             self._collection_name
         ]
         self.fault_points = FaultPoints()
-        if create_indexes:
-            self.create_indexes()
+        self._create_indexes = bool(create_indexes)
+        self._indexes_ready = not self._create_indexes
+        self._ready_lock = threading.Lock()
+        self._prepared()
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> MongoDBChatMemoryRepository:
-        """Connect with a ``mongodb://`` or ``mongodb+srv://`` URL.
+        """Make an ``MongoClient`` for ``url`` that this repository owns.
 
         The database comes from the URL path (``mongodb://host/mydb``) unless
         ``database=`` is given. The constructor's options (``database``,
-        ``collection``, ``ttl``, ``create_indexes``) go to it; every other
-        option goes to ``MongoClient`` (``serverSelectionTimeoutMS=3000``,
-        say), which refuses one it does not know.
-        The repository owns this client: :meth:`close` closes it.
+        ``collection``, ``ttl``, ``create_indexes``) go to it, checked before a
+        client exists; every other option goes to ``MongoClient``
+        (``serverSelectionTimeoutMS=3000``, say), which refuses one it does not
+        know. :meth:`close` closes the client. The async repository does no
+        I/O here (a ``mongodb+srv://`` name is resolved on the first call).
         """
         client_options, own = split_url_options(url, options)
+        validate_database_name(own.get("database", "chatledger"))
+        validate_collection_name(own.get("collection", "chat_memory"))
+        to_ttl(own.get("ttl"))
         client: MongoClient[Any] = MongoClient(url, **client_options)
-        try:
+        try:  # the constructor creates the TTL index
             repository = cls(client, **own)
         except BaseException:
             client.close()
@@ -176,27 +215,43 @@ class MongoDBChatMemoryRepository(ClosingContext):
 
     def __repr__(self) -> str:
         return (
-            f"MongoDBChatMemoryRepository(database={self._database_name!r}, "
+            f"{type(self).__name__}(database={self._database_name!r}, "
             f"collection={self._collection_name!r}, ttl={self.ttl!r})"
         )
 
     @property
     def collection(self) -> Collection[Any]:
-        """The pymongo collection that holds the conversations."""
+        """The pymongo ``Collection`` that holds the conversations."""
         return self._collection
 
     def close(self) -> None:
-        """Close the client if :meth:`from_url` made it; otherwise do nothing."""
+        """Close the client if :meth:`from_url` made it; a given client stays open."""
         if self._owns_client:
             self._client.close()
+
+    # -- schema ----------------------------------------------------------------
+
+    def _prepared(self) -> None:
+        """Create the TTL index once, before the first write, if asked to."""
+        if self._indexes_ready:
+            return
+        with self._ready_lock:
+            if not self._indexes_ready:
+                self.create_indexes()
+                self._indexes_ready = True
 
     def create_schema(self) -> None:
         """Create what the collection needs (its TTL index); idempotent."""
         self.create_indexes()
+        self._indexes_ready = True
 
     def drop_schema(self) -> None:
-        """Drop the collection, with every conversation and index in it."""
+        """Drop the collection, with every conversation and index in it.
+
+        A later write creates the TTL index again (with ``create_indexes``).
+        """
         self._collection.drop()
+        self._indexes_ready = not self._create_indexes
 
     def create_indexes(self) -> None:
         """Create the TTL index on ``expires_at`` (safe to run again, and at once).
@@ -208,6 +263,8 @@ class MongoDBChatMemoryRepository(ClosingContext):
             "expires_at", expireAfterSeconds=0, name=TTL_INDEX_NAME
         )
 
+    # -- reads -----------------------------------------------------------------
+
     def find_conversation_ids(self) -> list[str]:
         """Return the id of every live, non-empty conversation."""
         found = self._collection.find(listed(utc_now()), {"_id": 1})
@@ -216,8 +273,8 @@ class MongoDBChatMemoryRepository(ClosingContext):
     def count_messages(self, conversation_id: str) -> int:
         """Return how many messages a conversation holds; the server counts."""
         validate_conversation_id(conversation_id)
-        pipeline = count_pipeline(conversation_id, utc_now())
-        return count_of(list(self._collection.aggregate(pipeline)))
+        cursor = self._collection.aggregate(count_pipeline(conversation_id, utc_now()))
+        return count_of(cursor.to_list())
 
     def find_conversation_ids_page(
         self, cursor: str | None = None, limit: int = 100
@@ -228,9 +285,8 @@ class MongoDBChatMemoryRepository(ClosingContext):
         """
         after, limit = validate_page_request(cursor, limit)
         found = self._collection.find(listed(utc_now(), after), {"_id": 1})
-        return page_of(
-            [doc["_id"] for doc in found.sort("_id", 1).limit(limit + 1)], limit
-        )
+        documents = found.sort("_id", 1).limit(limit + 1).to_list()
+        return page_of([doc["_id"] for doc in documents], limit)
 
     def find_by_conversation_id(self, conversation_id: str) -> list[Message]:
         """Return one conversation, oldest first (``[]`` if none or expired)."""
@@ -239,6 +295,8 @@ class MongoDBChatMemoryRepository(ClosingContext):
             {"_id": conversation_id, **live(utc_now())}, READ_PROJECTION
         )
         return messages_of(document)
+
+    # -- writes ----------------------------------------------------------------
 
     def save_all(self, conversation_id: str, messages: Sequence[Message]) -> None:
         """Replace one conversation in a single-document write; ``[]`` deletes it.
@@ -253,15 +311,20 @@ class MongoDBChatMemoryRepository(ClosingContext):
         if update is None:
             self.delete_by_conversation_id(conversation_id)
             return
+        self._prepared()
         self.fault_points.reach("before_commit")
         with size_refusal(conversation_id):
-            self._collection.update_one({"_id": conversation_id}, update, upsert=True)
+            settled(
+                self._collection.update_one(
+                    {"_id": conversation_id}, update, upsert=True
+                )
+            )
         self.fault_points.reach("after_commit")
 
     def delete_by_conversation_id(self, conversation_id: str) -> None:
         """Remove one conversation with its record of evicted ids, if it exists."""
         validate_conversation_id(conversation_id)
-        self._collection.delete_one({"_id": conversation_id})
+        settled(self._collection.delete_one({"_id": conversation_id}))
 
     def append_to_window(
         self, conversation_id: str, messages: Sequence[Message], window: Window
@@ -280,16 +343,19 @@ class MongoDBChatMemoryRepository(ClosingContext):
         prepared = prepare_append(conversation_id, messages, window)
         if prepared is None:
             return AppendResult()
+        self._prepared()
         for _ in range(MAX_SIZE_BACKFILLS + 1):
             update = append_update(prepared, window, self.ttl)
             self.fault_points.reach("before_commit")
             with size_refusal(conversation_id):
-                document = self._collection.find_one_and_update(
-                    {"_id": conversation_id},
-                    update,
-                    projection=APPEND_PROJECTION,
-                    upsert=True,
-                    return_document=ReturnDocument.AFTER,
+                document = settled(
+                    self._collection.find_one_and_update(
+                        {"_id": conversation_id},
+                        update,
+                        projection=APPEND_PROJECTION,
+                        upsert=True,
+                        return_document=ReturnDocument.AFTER,
+                    )
                 )
             self.fault_points.reach("after_commit")
             result = append_outcome(document, prepared)

@@ -2,7 +2,7 @@
 
 Example:
     from chatledger import Message, MessageWindow
-    from chatledger_mongodb.operations import (
+    from chatledger_mongodb.steps import (
         APPEND_PROJECTION,
         append_outcome,
         append_update,
