@@ -27,6 +27,7 @@ from chatledger.async_repository import (
     AsyncSupportsConversationPages,
     AsyncSupportsCountMessages,
     AsyncSupportsWindowAppend,
+    is_async_repository,
 )
 from chatledger.async_turn import AsyncTurnContext
 from chatledger.connect import connect, redact_url
@@ -64,6 +65,7 @@ from chatledger.repository import (
     SupportsWindowAppend,
 )
 from chatledger.turn import StaleToolCallError, Turn, TurnClosedError, TurnContext
+from chatledger.validation import validate_conversation_id
 from chatledger.window import MessageWindow, TokenWindow, Window
 
 __version__ = "0.2.0"
@@ -120,5 +122,7 @@ __all__ = [
     "__version__",
     "connect",
     "connect_async",
+    "is_async_repository",
     "redact_url",
+    "validate_conversation_id",
 ]

@@ -31,6 +31,11 @@ Round trips: ``from_openai(to_openai(messages)) == messages`` and
 ``from_anthropic(to_anthropic(messages)) == messages`` (``Message`` equality)
 hold for every history the shape can carry; the docstrings of the ``from_``
 functions say which those are.
+
+For converters of one's own, such as the framework bridges: :func:`loads_value`
+and :func:`dumps_value` read and write JSON text by the rules chatledger keeps
+JSON by (the depth limit, no ``NaN``), and :func:`thaw` turns a message's
+frozen metadata into plain ``dict`` and ``list`` values.
 """
 
 from __future__ import annotations
@@ -43,14 +48,17 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from chatledger.codec import dumps_value, loads_value
+from chatledger.codec import dumps_value, loads_value, thaw
 from chatledger.errors import ChatLedgerError
 from chatledger.messages import Media, Message, Role, ToolCall, ToolResponse, _shown
 
 __all__ = [
     "UnsupportedContentError",
+    "dumps_value",
     "from_anthropic",
     "from_openai",
+    "loads_value",
+    "thaw",
     "to_anthropic",
     "to_openai",
 ]

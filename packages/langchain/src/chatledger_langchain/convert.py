@@ -73,8 +73,12 @@ from chatledger import (
     ToolCall,
     ToolResponse,
 )
-from chatledger.codec import dumps_value, loads_value, thaw
-from chatledger.convert import UnsupportedContentError
+from chatledger.convert import (
+    UnsupportedContentError,
+    dumps_value,
+    loads_value,
+    thaw,
+)
 
 __all__ = ["from_langchain", "to_langchain"]
 

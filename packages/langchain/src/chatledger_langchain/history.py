@@ -32,8 +32,11 @@ from typing import Any
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.messages import BaseMessage
 
-from chatledger import ChatMemoryRepository, MessageWindowChatMemory
-from chatledger.validation import validate_conversation_id
+from chatledger import (
+    ChatMemoryRepository,
+    MessageWindowChatMemory,
+    validate_conversation_id,
+)
 from chatledger_langchain.convert import from_langchain, to_langchain
 
 __all__ = ["ChatLedgerMessageHistory"]

@@ -97,8 +97,13 @@ from chatledger import (
     ToolCall,
     ToolResponse,
 )
-from chatledger.adapters import codec
-from chatledger.convert import UnsupportedContentError, to_openai
+from chatledger.convert import (
+    UnsupportedContentError,
+    dumps_value,
+    loads_value,
+    thaw,
+    to_openai,
+)
 
 __all__ = [
     "Part",
@@ -147,7 +152,7 @@ class Part(NamedTuple):
 def _compact(value: object, where: str) -> str:
     """Compact JSON text of ``value``, refused unless it is JSON chatledger keeps."""
     try:
-        return codec.dumps_value(value, where)
+        return dumps_value(value, where)
     except ChatLedgerError as exc:
         raise UnsupportedContentError(str(exc)) from exc
 
@@ -181,7 +186,7 @@ def _extras(message: Message, where: str) -> dict[str, Any]:
             f"{where}.metadata[{EXTRAS_KEY!r}] is reserved for LlamaIndex fields "
             "and must be a dict"
         )
-    thawed: dict[str, Any] = codec.thaw(extras)
+    thawed: dict[str, Any] = thaw(extras)
     return thawed
 
 
@@ -218,7 +223,7 @@ def _call_block(call: ToolCall, kind: str, where: str) -> ToolCallBlock:
             tool_call_id=call.id, tool_name=call.name, tool_kwargs=call.arguments
         )
     try:
-        arguments = codec.loads_value(call.arguments)
+        arguments = loads_value(call.arguments)
     except ValueError:  # not JSON, or nested too deep to parse safely
         arguments = None
     if not isinstance(arguments, dict):
@@ -295,9 +300,7 @@ def _image_block(
 
 def _side_of(message: Message) -> dict[str, Any]:
     metadata = {
-        key: codec.thaw(value)
-        for key, value in message.metadata.items()
-        if key != EXTRAS_KEY
+        key: thaw(value) for key, value in message.metadata.items() if key != EXTRAS_KEY
     }
     return {"metadata": metadata} if metadata else {}
 
@@ -501,7 +504,7 @@ def _read_call_block(block: ToolCallBlock, where: str) -> tuple[ToolCall, str]:
         )
     # Checked for depth and type before anything recurses through it.
     arguments = _compact(block.tool_kwargs, f"{where}.tool_kwargs")
-    if codec.loads_value(arguments) != block.tool_kwargs:
+    if loads_value(arguments) != block.tool_kwargs:
         raise UnsupportedContentError(
             f"{where}.tool_kwargs holds values JSON does not keep as they are"
         )

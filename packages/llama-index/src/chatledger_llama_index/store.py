@@ -29,8 +29,9 @@ from chatledger import (
     ChatMemoryRepository,
     Message,
     MessageWindowChatMemory,
+    is_async_repository,
+    validate_conversation_id,
 )
-from chatledger.adapters import is_async_repository, validate_conversation_id
 from chatledger_llama_index.convert import (
     Part,
     from_llama_index,

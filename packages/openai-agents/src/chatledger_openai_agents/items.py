@@ -57,8 +57,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from chatledger import ChatLedgerError, InvalidMessageError, Message, Role
-from chatledger.adapters import codec
-from chatledger.convert import from_openai
+from chatledger.convert import from_openai, thaw
 
 __all__ = ["ITEM_KEY", "ForeignMessageError", "items_to_messages", "messages_to_items"]
 
@@ -187,5 +186,5 @@ def messages_to_items(messages: Sequence[Message]) -> list[dict[str, Any]]:
                 f"item in metadata[{ITEM_KEY!r}]: it was not stored through "
                 "ChatLedgerSession"
             )
-        items.append(codec.thaw(item))
+        items.append(thaw(item))
     return items

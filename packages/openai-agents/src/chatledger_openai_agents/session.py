@@ -29,8 +29,12 @@ from typing import Any, cast
 from agents import TResponseInputItem
 from agents.memory import SessionSettings
 
-from chatledger import AsyncChatMemoryRepository, AsyncMessageWindowChatMemory
-from chatledger.adapters import is_async_repository, validate_conversation_id
+from chatledger import (
+    AsyncChatMemoryRepository,
+    AsyncMessageWindowChatMemory,
+    is_async_repository,
+    validate_conversation_id,
+)
 from chatledger_openai_agents.items import items_to_messages, messages_to_items
 
 __all__ = ["UNBOUNDED", "ChatLedgerSession"]
