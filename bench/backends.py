@@ -31,6 +31,7 @@ from bench.floors import (
     SQLiteFloor,
     unique_name,
 )
+from bench.neo4j import Neo4jFloor
 from chatledger import ChatMemoryRepository, InMemoryChatMemoryRepository
 
 __all__ = ["BACKENDS", "Backend", "Setup"]
@@ -40,6 +41,8 @@ _DEFAULT_URLS = {
     "mariadb": "mysql+pymysql://root@127.0.0.1:3306/test",
     "redis": "redis://127.0.0.1:6379/0",
     "cassandra": "cassandra://127.0.0.1:9042/chatledger_test",
+    # Where .ci/neo4j/up serves Bolt, with authentication off.
+    "neo4j": "bolt://127.0.0.1:7687",
 }
 
 
@@ -203,10 +206,24 @@ def _cassandra(stack: ExitStack, workdir: Path) -> Setup:
 
 
 def _neo4j(stack: ExitStack, workdir: Path) -> Setup:
-    # Imported here: bench.neo4j builds its Setup from this module.
-    from bench.neo4j import open_neo4j
+    url = server_url("neo4j")
+    floor = Neo4jFloor(url)
+    stack.callback(floor.close)
+    server = floor.driver.get_server_info().agent
+    try:
+        from chatledger_neo4j import Neo4jChatMemoryRepository
+    except ImportError as exc:
+        return Setup(None, floor, f"chatledger-neo4j not installed ({exc})")
+    tag = unique_name("Bench")
+    repository = Neo4jChatMemoryRepository.from_url(
+        url, conversation_label=f"{tag}Conv", message_label=f"{tag}Msg"
+    )
+    # Last in, first out: drop our labels, then close the driver.
+    stack.callback(repository.close)
+    stack.callback(repository.drop_schema)
+    import neo4j
 
-    return open_neo4j(stack, workdir)
+    return Setup(repository, floor, notes=[server, f"driver {neo4j.__version__}"])
 
 
 BACKENDS: dict[str, Backend] = {

@@ -1,4 +1,4 @@
-"""Neo4j in the benchmarks: the floor on the official driver, and the backend.
+"""Neo4j in the benchmarks: the floor on the official driver.
 
 Example:
     floor = Neo4jFloor("bolt://127.0.0.1:7687")
@@ -14,37 +14,21 @@ index's order, payloads collected into one list and left undecoded. That is
 the cheapest the driver can do per operation; our repository adds the lock,
 the window rule and a managed transaction around two statements.
 
-The URL comes from ``CHATLEDGER_BENCH_NEO4J_URL``, then
-``CHATLEDGER_TEST_NEO4J_URL``, then :data:`DEFAULT_URL`.
+The backend that sets it beside our repository is ``neo4j`` in
+:data:`bench.backends.BACKENDS`.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
-from contextlib import ExitStack
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, LiteralString
+from typing import Any, LiteralString
 from urllib.parse import unquote, urlsplit
 
 from bench.floors import unique_name
 
-if TYPE_CHECKING:
-    from bench.backends import Setup
+__all__ = ["Neo4jFloor"]
 
-__all__ = ["DEFAULT_URL", "Neo4jFloor", "neo4j_url", "open_neo4j"]
-
-#: Where ``.ci/neo4j/up`` serves Bolt, with authentication off.
-DEFAULT_URL = "bolt://127.0.0.1:7687"
 _PURGE_BATCH = 5000
-
-
-def neo4j_url() -> str:
-    """The server to measure: the environment first, then the loopback default."""
-    for var in ("CHATLEDGER_BENCH_NEO4J_URL", "CHATLEDGER_TEST_NEO4J_URL"):
-        if os.environ.get(var):
-            return os.environ[var]
-    return DEFAULT_URL
 
 
 def _driver(url: str) -> Any:
@@ -150,27 +134,3 @@ class Neo4jFloor:
         finally:
             self.session.close()
             self.driver.close()
-
-
-def open_neo4j(stack: ExitStack, workdir: Path) -> Setup:
-    """The floor and our repository, each on labels of its own; removed on exit."""
-    from bench.backends import Setup
-
-    url = neo4j_url()
-    floor = Neo4jFloor(url)
-    stack.callback(floor.close)
-    server = floor.driver.get_server_info().agent
-    try:
-        from chatledger_neo4j import Neo4jChatMemoryRepository
-    except ImportError as exc:
-        return Setup(None, floor, f"chatledger-neo4j not installed ({exc})")
-    tag = unique_name("Bench")
-    repository = Neo4jChatMemoryRepository.from_url(
-        url, conversation_label=f"{tag}Conv", message_label=f"{tag}Msg"
-    )
-    # Last in, first out: drop our labels, then close the driver.
-    stack.callback(repository.close)
-    stack.callback(repository.drop_schema)
-    import neo4j
-
-    return Setup(repository, floor, notes=[server, f"driver {neo4j.__version__}"])
