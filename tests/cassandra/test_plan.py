@@ -24,7 +24,13 @@ from chatledger.testing import random_turns
 from chatledger.tokens import estimate_tokens
 from chatledger.validation import stamp_messages
 from chatledger.window import Window
-from chatledger_cassandra.plan import (
+from chatledger_cassandra.statements import (
+    LANE_EVICTED,
+    LANE_OTHER,
+    LANE_SYSTEM,
+    Statements,
+)
+from chatledger_cassandra.steps import (
     Plan,
     Snapshot,
     StoredRow,
@@ -32,12 +38,6 @@ from chatledger_cassandra.plan import (
     payloads_needed,
     plan_append_batch,
     plan_replace,
-)
-from chatledger_cassandra.statements import (
-    LANE_EVICTED,
-    LANE_OTHER,
-    LANE_SYSTEM,
-    Statements,
 )
 
 CQL = Statements("ks", "t").prepared()

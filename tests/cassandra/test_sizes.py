@@ -11,12 +11,12 @@ import pytest
 from chatledger import Message, MessageTooLargeError, MessageWindow
 from chatledger.validation import stamp_messages
 from chatledger_cassandra import CassandraChatMemoryRepository
-from chatledger_cassandra.plan import plan_replace
 from chatledger_cassandra.sizes import (
     DEFAULT_MAX_WRITE_BYTES,
     check_write,
     write_bytes,
 )
+from chatledger_cassandra.steps import plan_replace
 from tests.backends import backend_url
 from tests.cassandra.test_offline import Untouchable
 

@@ -12,18 +12,18 @@ from chatledger.testing import random_turns
 from chatledger.tokens import estimate_tokens
 from chatledger.validation import stamp_messages
 from chatledger.window import Window
-from chatledger_cassandra.plan import (
-    Snapshot,
-    StoredRow,
-    plan_append_batch,
-    plan_replace,
-)
 from chatledger_cassandra.snapshots import (
     SnapshotCache,
     after_commit,
     first_sequence_number,
 )
 from chatledger_cassandra.statements import LANE_SYSTEM
+from chatledger_cassandra.steps import (
+    Snapshot,
+    StoredRow,
+    plan_append_batch,
+    plan_replace,
+)
 from tests.cassandra.test_plan import Partition
 
 

@@ -1,55 +1,116 @@
-"""``AsyncCassandraChatMemoryRepository``: conversations in Cassandra, for asyncio.
+# sync twin: repository.py
+# sync rename: all_rows -> list
+"""Conversation memory in Apache Cassandra (and ScyllaDB), on cassandra-driver.
 
 Example (needs a Cassandra server):
-    import asyncio
-
+    from cassandra.cluster import Cluster
     from chatledger import AsyncMessageWindowChatMemory, Message
     from chatledger_cassandra import AsyncCassandraChatMemoryRepository
 
-    async def main():
-        url = "cassandra://127.0.0.1:9042/chatledger?create_keyspace=true"
-        async with AsyncCassandraChatMemoryRepository.from_url(url) as repository:
-            memory = AsyncMessageWindowChatMemory(repository, max_messages=20)
-            await memory.add("c1", Message.user("Hello"))
-            await memory.get("c1")
+    session = Cluster(["127.0.0.1"]).connect()
+    repository = AsyncCassandraChatMemoryRepository(session, keyspace="chat")
+    memory = AsyncMessageWindowChatMemory(repository, max_messages=20)
+    await memory.add("c1", Message.user("Hello"))
 
-    asyncio.run(main())
+    # or let the repository own the cluster:
+    url = "cassandra://db1,db2/chat"
+    async with AsyncCassandraChatMemoryRepository.from_url(url) as repo:
+        ...
 
-The async twin of :class:`chatledger_cassandra.CassandraChatMemoryRepository`:
-the same table, options, names, checks and behaviour, because both run the
-same steps (:class:`chatledger_cassandra.steps.TableSteps`): which rows to
-read, what to write, when to read again, when to give up. This class only
-performs the I/O those steps ask for, with ``session.execute_async``: each
-statement's ``ResponseFuture`` is delivered to the event loop by
-:mod:`chatledger_cassandra.bridge`, so no thread waits for a statement and
-the event loop never blocks on one.
+Design. One partition per conversation, its rows clustered by a per-conversation
+sequence number (see :mod:`chatledger_cassandra.statements` for the table). The
+partition's static column ``next_seq`` is both the next free sequence number
+and the conversation's version. **Every write is a lightweight transaction on
+that partition**: a conditional single-partition batch whose condition is
+``IF next_seq = <version read>`` (``IF next_seq = null`` for a new one) and
+whose other statements insert the new messages, range-delete the evicted ones
+and rewrite the survivors under a refreshed TTL. A lost condition means another
+writer got there first: the repository reads again and retries.
 
-Every write is one conditional single-partition batch, applied by the server
-whole or not at all. A call cancelled before its batch is sent sends nothing;
-one cancelled after waits for the server's answer before the cancellation
-returns (:func:`chatledger.adapters.settled`), so the batch cannot land
-later: the conversation holds the old state or the new, never a part, for
-good. The repository still forgets what it remembered of the conversation
-after a cancelled commit and reads it again on the next write.
+Why not reserve sequence numbers with an LWT on a separate conversation row and
+then send a plain batch, the usual recipe? Because reserving numbers does not
+serialize the read-decide-write of a window append: two appenders that reserve
+in turn can each read the partition before the other's batch lands, and then
+both miss each other's message ids (a retried append duplicates) and evict by a
+wrong count; a crash between the reservation and the batch leaves a gap. With
+the version check inside the batch, the check, the inserts, the evictions and
+the TTL refresh are one Paxos round: atomic and isolated (a single-partition
+batch), linearizable (the condition), gap-free (numbers are taken only by a
+committed write) and free of client clocks: every write of the partition gets
+its timestamp from the Paxos ballot, never from a client, so clock skew can
+neither reorder messages nor let a delete shadow a later insert. The DataStax
+warning against mixing LWT and non-LWT writes on one partition is kept the
+strict way: no non-LWT write ever touches a conversation's partition. A
+conditional batch may carry range deletions (Cassandra applies them inside the
+CAS request) as long as the condition sits on another statement, which is how
+the plans are built (:mod:`chatledger_cassandra.steps`).
 
-Nothing is opened when the repository is made: :meth:`from_url` only checks
-the URL and the options. The first call connects (when :meth:`from_url` made
-the repository), creates the keyspace and the table when asked, and prepares
-the statements, once, behind a lock that concurrent first calls wait on; or
-call :meth:`create_schema` first. cassandra-driver has no asynchronous form of
-connecting, preparing or shutting down, so those three run on a thread of
-their own (:func:`chatledger_cassandra.bridge.off_loop`), once each in the
-repository's life.
+The price is an LWT per write (about four round trips) plus a plain read: an
+append reads the index columns of the conversation (ids, roles, sizes: no
+payloads except the system messages'), then commits. The read need not be
+serial: a read that missed a newer write only makes the version check fail.
+Writers sharing one repository take turns on a per-conversation lock
+(:mod:`chatledger_cassandra.locks`), so only writers in different processes
+race; a loser retries with jittered back-off, at most ``max_attempts`` times,
+then raises :class:`~chatledger_cassandra.errors.ContentionError`. A CAS that times out
+(``WriteTimeout`` of write type CAS) has an unknown outcome; the repository
+reads again and retries, and the message ids make a second application a no-op.
+
+TTL. With a ``ttl``, every write carries ``USING TTL`` and an append rewrites
+every surviving row (system messages included) and ``next_seq`` with the new
+TTL in the same batch, so the cells of a conversation always expire together
+and a window can never start mid-turn because its oldest cells expired first.
+The cost is that a TTL'd append reads and rewrites the payloads of the window.
+Cassandra TTLs have one-second precision (a ``ttl`` is rounded up) and a
+maximum of 20 years. Cassandra before 5.0 (and 5.0 in storage compatibility
+mode 4) stores expiry times as 32-bit seconds: a write whose expiry falls after
+2038-01-19T03:14:07Z is rejected or capped by the server's
+``expiration_date_overflow_policy``.
+
+Listing pages through the whole token ring with ``SELECT DISTINCT`` and driver
+paging. Deleting a conversation (or ``save_all(id, [])``) deletes its whole
+partition, so it is never listed again.
+
+The record of evicted ids (:mod:`chatledger.evicted_ids`), which keeps a late
+retry of an append a no-op after the window evicted its messages, is lane 2 of
+the conversation's own partition: one row per evicted id (``msg_id``), numbered
+by the evicted message's sequence number, at most ``EVICTED_IDS_KEPT +
+EVICTED_IDS_TRIM_STEP`` (1,250) rows. The read an append decides on returns it
+with the message ids; the conditional batch that commits the append adds to it
+and trims it. ``save_all`` range-deletes it with the old messages, deleting the
+conversation deletes it with the partition, and ``drop_schema`` with the table.
+A window that takes every message out keeps the partition for the record, with
+its static ``emptied`` set, and such a partition is not listed, paged or
+counted as a conversation. With a TTL, each row of the record is written with
+the conversation's TTL and is not rewritten by later appends: it never outlives
+the conversation, and a retry that comes more than one TTL after its messages
+were evicted is no longer recognised.
+
+The repository for asyncio sends every statement with the driver's futures,
+delivered to the event loop by :mod:`chatledger_cassandra.bridge`, so no
+thread waits for a statement and the event loop never blocks on one. A call
+cancelled before its batch is sent sends nothing; one cancelled after waits
+for the server's answer before the cancellation returns
+(:func:`chatledger.adapters.settled`), so the batch cannot land later: the
+conversation holds the old state or the new, never a part, for good. The
+repository still forgets what it remembered of the conversation after a
+cancelled commit and reads it again on the next write. It opens nothing when
+it is made: its ``from_url`` only checks the URL and the options, and the
+first call connects, creates the keyspace and the table when asked, once,
+behind a lock that concurrent first calls wait on. cassandra-driver has no
+asynchronous form of connecting, preparing or shutting down, so those run on a
+thread of their own (:func:`chatledger_cassandra.bridge.off_loop`), once each
+in the repository's life. The sync repository connects and makes the schema
+when it is made. Both prepare each statement once, on first use.
 """
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any
 
-from cassandra import ConsistencyLevel, DriverException
+from cassandra import ConsistencyLevel, ReadTimeout, WriteTimeout
 
 from chatledger.adapters import (
     AppendResult,
@@ -58,39 +119,82 @@ from chatledger.adapters import (
     FaultPoints,
     Message,
     Window,
-    settled,
+    codec,
+    stamp_messages,
+    validate_conversation_id,
+    validate_messages,
 )
-from chatledger_cassandra.bridge import all_rows, off_loop
 from chatledger_cassandra.connecting import url_settings
+from chatledger_cassandra.errors import ContentionError
+from chatledger_cassandra.listing import PageGathering, listed
 from chatledger_cassandra.locks import AsyncConversationLocks
-from chatledger_cassandra.requests import (
-    Commit,
-    Pause,
-    Read,
-    Request,
-    bind_read,
+from chatledger_cassandra.sizes import DEFAULT_MAX_WRITE_BYTES, check_write
+from chatledger_cassandra.snapshots import (
+    SnapshotCache,
+    after_commit,
+    first_sequence_number,
+)
+from chatledger_cassandra.statements import (
+    LANE_EVICTED,
+    LANE_SYSTEM,
+    Statements,
+)
+from chatledger_cassandra.statements import create_keyspace as keyspace_statement
+from chatledger_cassandra.steps import (
+    FULL_COLUMNS,
+    INDEX_COLUMNS,
+    MAX_TTL_SECONDS,
+    Plan,
+    Snapshot,
+    backoff,
+    cells,
     commit_statement,
     configure_prepared,
+    is_retryable,
+    payloads_needed,
+    plan_append_batch,
+    plan_delete,
+    plan_replace,
+    to_snapshot,
+    ttl_seconds,
 )
-from chatledger_cassandra.sizes import DEFAULT_MAX_WRITE_BYTES
-from chatledger_cassandra.steps import Call, Steps, TableSteps
 
-__all__ = ["AsyncCassandraChatMemoryRepository"]
+if True:  # async
+    import asyncio
 
-_T = TypeVar("_T")
-#: Stands for the session a repository made by ``from_url`` opens on first use.
+    from cassandra import DriverException
+
+    from chatledger.adapters import settled
+    from chatledger_cassandra.bridge import all_rows, off_loop
+else:
+    import threading  # noqa: F401, RUF100
+    import time  # noqa: F401, RUF100
+
+__all__ = ["MAX_TTL_SECONDS", "AsyncCassandraChatMemoryRepository", "ttl_seconds"]
+
+#: Stands for the session a repository made by ``from_url`` opens.
 _NOT_OPENED: Any = object()
+#: The replication of a keyspace the repository creates, unless told otherwise.
+_DEFAULT_REPLICATION: dict[str, object] = {
+    "class": "SimpleStrategy",
+    "replication_factor": 1,
+}
+#: How many conversations a repository remembers the last written snapshot of
+#: (:mod:`chatledger_cassandra.snapshots`), most recently written first.
+_REMEMBERED_CONVERSATIONS = 64
+_PHASE_POINT = {
+    "delete": "after_delete",
+    "insert": "after_insert",
+    "evict": "after_evict",
+}
 
 
 class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
-    """Conversations in one Cassandra table, one partition each, for asyncio.
+    """Conversations in one Cassandra table, one partition each.
 
     Implements :class:`chatledger.AsyncChatMemoryRepository`, the atomic
-    :class:`chatledger.AsyncSupportsWindowAppend`, counting and paging. Every
-    option, name and rule is
-    :class:`chatledger_cassandra.CassandraChatMemoryRepository`'s (see its
-    module for the design, TTL and the record of evicted ids); only the I/O
-    is awaited.
+    :class:`chatledger.AsyncSupportsWindowAppend`, counting and paging. Each
+    statement is prepared once, on first use.
 
     Args:
         session: A connected ``cassandra.cluster.Session``; the repository
@@ -99,16 +203,25 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
         table: The table name.
         ttl: Sliding time-to-live of a whole conversation (a ``timedelta`` or
             seconds), refreshed by every write; ``None`` keeps forever.
-        create_schema: Run ``CREATE TABLE IF NOT EXISTS`` on the first call.
-        create_keyspace: Run ``CREATE KEYSPACE IF NOT EXISTS`` on the first call.
-        replication: Replication options for a created keyspace.
-        consistency_level: Consistency of reads and of the commit of every write.
-        serial_consistency_level: Consistency of the Paxos phase of every write.
+        create_schema: Run ``CREATE TABLE IF NOT EXISTS`` (the sync repository
+            when it is made, the asyncio one on its first call).
+        create_keyspace: Run ``CREATE KEYSPACE IF NOT EXISTS`` first.
+        replication: Replication options for a created keyspace, e.g.
+            ``{"class": "NetworkTopologyStrategy", "dc1": 3}``; the default,
+            SimpleStrategy with one replica, suits development only.
+        consistency_level: Consistency of reads (those a write decides on
+            too) and of the commit of every write. Below a quorum, a write
+            may retry until the replica it reads has caught up.
+        serial_consistency_level: Consistency of the Paxos phase of every
+            write.
         max_attempts: How often a write is tried when other writers win the
-            race, before ``ContentionError``.
+            race, before :class:`~chatledger_cassandra.errors.ContentionError`.
         page_size: Rows per page when listing and reading.
-        max_write_bytes: The largest write sent; a larger one raises
-            ``MessageTooLargeError`` before it is sent.
+        max_write_bytes: The largest write (one conditional batch) sent; a
+            larger one raises ``MessageTooLargeError`` before it is sent. The
+            default is the server's default limit of a request and of a
+            mutation (16 MiB); raise it only with the server's
+            ``native_transport_max_message_size`` and ``max_mutation_size``.
 
     Attributes:
         keyspace: The keyspace of the table.
@@ -118,7 +231,7 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
     Raises:
         InvalidNameError: for a bad keyspace, table or replication option.
         InvalidTTLError: for a bad ``ttl``.
-        TypeError: for a missing session.
+        TypeError, ValueError: for a missing session or a bad number.
     """
 
     def __init__(
@@ -137,21 +250,29 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
         page_size: int = 5000,
         max_write_bytes: int = DEFAULT_MAX_WRITE_BYTES,
     ) -> None:
-        """Check the options; nothing is sent before the first call."""
+        """Check the options; the sync repository then makes the schema."""
         if session is None:
             raise TypeError("session must be a connected cassandra Session")
-        self._steps = TableSteps(
-            keyspace=keyspace,
-            table=table,
-            ttl=ttl,
-            replication=replication,
-            max_attempts=max_attempts,
-            page_size=page_size,
-            max_write_bytes=max_write_bytes,
-        )
+        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int):
+            raise TypeError("max_attempts must be an int")
+        if isinstance(max_write_bytes, bool) or not isinstance(max_write_bytes, int):
+            raise TypeError("max_write_bytes must be an int")
+        if max_attempts < 1 or page_size < 1 or max_write_bytes < 1:
+            raise ValueError(
+                "max_attempts, page_size and max_write_bytes must be at least 1"
+            )
+        self._cql = Statements(keyspace, table)
         self.keyspace = keyspace
         self.table = table
-        self.ttl = self._steps.ttl
+        self.ttl = ttl_seconds(ttl)
+        self._keyspace_ddl = keyspace_statement(
+            keyspace, dict(_DEFAULT_REPLICATION if replication is None else replication)
+        )
+        self._max_attempts = max_attempts
+        self._page_size = page_size
+        self._max_write_bytes = max_write_bytes
+        self._fault_points = FaultPoints()
+        self._snapshots = SnapshotCache(_REMEMBERED_CONVERSATIONS)
         self._session: Any = None if session is _NOT_OPENED else session
         self._consistency = consistency_level
         self._serial = serial_consistency_level
@@ -159,21 +280,28 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
         self._create_schema = bool(create_schema)
         self._cluster_args: dict[str, Any] | None = None
         self._cluster: Any = None
-        self._opening: asyncio.Future[tuple[Any, Any]] | None = None
         self._closed = False
         self._ready = False
-        self._ready_lock = asyncio.Lock()
+        self._setup_lock = asyncio.Lock()
+        self._texts = self._cql.prepared()
         self._prepared: dict[str, Any] = {}
         self._writers = AsyncConversationLocks()
+        if True:  # async
+            self._opening: asyncio.Future[tuple[Any, Any]] | None = None
+        else:
+            self._made_ready()
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> AsyncCassandraChatMemoryRepository:
         """A repository for ``cassandra://[user:pass@]host[:port][,host...][/keyspace]``.
 
-        No I/O: the URL and options are checked now, the cluster is made and
-        connected on the first call. The repository owns that cluster:
-        :meth:`aclose` (or leaving ``async with``) shuts it down. The options
-        are :meth:`chatledger_cassandra.CassandraChatMemoryRepository.from_url`'s.
+        The repository owns the cluster it opens: :meth:`aclose` (or leaving
+        its ``async with`` block) shuts it down. The sync repository connects
+        now; the asyncio one checks the URL and the options now and connects
+        on its first call. Query options (``table``, ``ttl``,
+        ``create_schema``, ``create_keyspace``, ``replication_factor``,
+        ``local_dc``, ``protocol_version``, ``connect_timeout``) are applied
+        first, then ``options`` override them.
 
         Raises:
             InvalidURLError: for a URL that cannot be parsed.
@@ -181,8 +309,19 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
             InvalidTTLError: for a bad ``ttl``.
         """
         cluster_args, settings = url_settings(url, options)
-        repository = cls(_NOT_OPENED, **settings)
-        repository._cluster_args = cluster_args
+        if True:  # async
+            repository = cls(_NOT_OPENED, **settings)
+            repository._cluster_args = cluster_args
+        else:
+            from cassandra.cluster import Cluster
+
+            cluster = Cluster(**cluster_args)
+            try:
+                repository = cls(cluster.connect(), **settings)
+            except BaseException:
+                cluster.shutdown()
+                raise
+            repository._cluster = cluster
         return repository
 
     def __repr__(self) -> str:
@@ -193,80 +332,109 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
 
     @property
     def session(self) -> Any:
-        """The driver session, ``None`` until a repository made by ``from_url``
-        has connected."""
+        """The driver session every statement runs on (``None`` until a
+        repository for asyncio made by ``from_url`` has connected)."""
         return self._session
 
     @property
     def fault_points(self) -> FaultPoints:
         """Test hooks reached at the named steps of every write."""
-        return self._steps.fault_points
+        return self._fault_points
 
     async def aclose(self) -> None:
         """Shut down the cluster if :meth:`from_url` made it; calling twice is fine."""
         if self._closed:
             return
         self._closed = True
-        if self._cluster_args is None:
-            return  # a given session stays open
-        if self._session is None and self._opening is not None:
-            try:
-                await asyncio.shield(self._opening)
-            except Exception:
-                return  # it never connected: nothing to shut down
-            self._cluster, self._session = self._opening.result()
-        if self._cluster is not None:
-            await off_loop(self._cluster.shutdown)
+        if True:  # async
+            if self._session is None and self._opening is not None:
+                try:
+                    await asyncio.shield(self._opening)
+                except Exception:
+                    return  # it never connected: nothing to shut down
+                self._cluster, self._session = self._opening.result()
+            if self._cluster is not None:
+                await off_loop(self._cluster.shutdown)
+        else:
+            if self._cluster is not None:
+                self._cluster.shutdown()
 
     # -- schema --------------------------------------------------------------
 
     async def create_schema(self) -> None:
         """Create the table if it is missing (idempotent).
 
-        The keyspace first, if ``create_keyspace`` asked for it and the first
-        call has not made it yet.
+        The keyspace first, if ``create_keyspace`` asked for it and it is not
+        made yet.
         """
+        await self._connected()  # async-only
         await self._make_schema(table=True)
-
-    async def _make_schema(self, *, table: bool) -> None:
-        session = await self._connected()
-        if self._create_keyspace:
-            await all_rows(session.execute_async(self._steps.keyspace_ddl))
-            self._create_keyspace = False
-        if table:
-            await all_rows(session.execute_async(self._steps.cql.create_table))
-            self._create_schema = False
 
     async def drop_schema(self) -> None:
         """Drop the table and every conversation in it (the keyspace stays)."""
-        session = await self._connected()
-        ddl = f"DROP TABLE IF EXISTS {self._steps.cql.qualified}"
-        await all_rows(session.execute_async(ddl))
+        await self._connected()  # async-only
+        ddl = f"DROP TABLE IF EXISTS {self._cql.qualified}"
+        await all_rows(self._session.execute_async(ddl))
 
-    # -- the calls -----------------------------------------------------------
+    async def _make_schema(self, *, table: bool) -> None:
+        if self._create_keyspace:
+            await all_rows(self._session.execute_async(self._keyspace_ddl))
+            self._create_keyspace = False
+        if table:
+            await all_rows(self._session.execute_async(self._cql.create_table))
+            self._create_schema = False
+
+    # -- reads ---------------------------------------------------------------
 
     async def find_conversation_ids(self) -> list[str]:
         """Return every conversation id; pages through the whole token ring."""
-        return await self._run(self._steps.find_conversation_ids())
+        await self._made_ready()
+        rows = await self._read("list_ids", (), self._page_size)
+        return listed(cells(row, ("conversation_id", "emptied")) for row in rows)
 
     async def count_messages(self, conversation_id: str) -> int:
         """Return how many messages a conversation holds; the server counts."""
-        return await self._run(self._steps.count_messages(conversation_id))
+        validate_conversation_id(conversation_id)
+        await self._made_ready()
+        rows = await self._read("count_messages", (conversation_id, LANE_EVICTED))
+        return int(cells(rows[0], ("count",))[0]) if rows else 0
 
     async def find_conversation_ids_page(
         self, cursor: str | None = None, limit: int = 100
     ) -> ConversationPage:
         """Return up to ``limit`` conversation ids after ``cursor``, in token order.
 
+        One range query over the partition tokens per page (more only when
+        partitions that hold no conversation fill it,
+        :mod:`chatledger_cassandra.listing`): the cursor is the token of the
+        last id of the previous page, so each page starts where the last ended
+        on the ring, whatever the cluster's size.
+
         Raises:
             InvalidPageError: as the protocol says, and for a cursor that is
                 not a token this method gave.
         """
-        return await self._run(self._steps.find_conversation_ids_page(cursor, limit))
+        gathering = PageGathering.start(cursor, limit)
+        await self._made_ready()
+        names = ("conversation_id", "token", "emptied")
+        while True:
+            rows = await self._read(*gathering.query())
+            page = gathering.add([cells(row, names) for row in rows])
+            if page is not None:
+                return page
 
     async def find_by_conversation_id(self, conversation_id: str) -> list[Message]:
         """Return one conversation's messages, oldest first (``[]`` if none)."""
-        return await self._run(self._steps.find_by_conversation_id(conversation_id))
+        validate_conversation_id(conversation_id)
+        await self._made_ready()
+        rows = await self._read(
+            "select_messages", (conversation_id, LANE_EVICTED), self._page_size
+        )
+        found = (cells(row, ("lane", "seq", "payload")) for row in rows)
+        ordered = sorted((seq, payload) for _, seq, payload in found if seq is not None)
+        return [codec.from_json(payload) for _, payload in ordered]
+
+    # -- writes --------------------------------------------------------------
 
     async def save_all(self, conversation_id: str, messages: Sequence[Message]) -> None:
         """Replace a conversation atomically; an empty list deletes it.
@@ -275,11 +443,25 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
             MessageTooLargeError: before any I/O, if the messages cannot fit in
                 one write (``max_write_bytes``).
         """
-        await self._run(self._steps.save_all(conversation_id, messages))
+        validate_conversation_id(conversation_id)
+        batch = stamp_messages(validate_messages(messages))
+        self._check_new(conversation_id, batch)
+        await self._made_ready()
+        async with self._writers.hold(conversation_id):
+            self._snapshots.forget(conversation_id)
+            await self._retrying(
+                conversation_id, lambda: self._replace_once(conversation_id, batch)
+            )
 
     async def delete_by_conversation_id(self, conversation_id: str) -> None:
         """Delete a conversation's partition; an unknown id does nothing."""
-        await self._run(self._steps.delete_by_conversation_id(conversation_id))
+        validate_conversation_id(conversation_id)
+        await self._made_ready()
+        async with self._writers.hold(conversation_id):
+            self._snapshots.forget(conversation_id)
+            await self._retrying(
+                conversation_id, lambda: self._delete_once(conversation_id)
+            )
 
     async def append_to_window(
         self, conversation_id: str, messages: Sequence[Message], window: Window
@@ -291,79 +473,246 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
                 fit in one write (``max_write_bytes``); before writing, if the
                 whole batch cannot (with a TTL it rewrites the window).
         """
-        return await self._run(
-            self._steps.append_to_window(conversation_id, messages, window)
+        validate_conversation_id(conversation_id)
+        batch = validate_messages(messages)
+        if not batch:
+            return AppendResult()
+        stamped = stamp_messages(batch)
+        self._check_new(conversation_id, stamped)
+        await self._made_ready()
+        async with self._writers.hold(conversation_id):
+            result: AppendResult = await self._retrying(
+                conversation_id,
+                lambda: self._append_once(conversation_id, stamped, window),
+            )
+        return result
+
+    # -- one attempt of a write ----------------------------------------------
+
+    async def _replace_once(
+        self, conversation_id: str, batch: list[Message]
+    ) -> bool | None:
+        rows = await self._read("select_version", (conversation_id,))
+        version = cells(rows[0], ("next_seq",))[0] if rows else None
+        self._fault_points.reach("after_lock")
+        plan = plan_replace(
+            conversation_id, version, batch, self.ttl, first_sequence_number()
         )
+        if plan.condition is None:
+            return True
+        return True if await self._commit(conversation_id, plan) else None
+
+    async def _delete_once(self, conversation_id: str) -> bool:
+        self._fault_points.reach("after_lock")
+        # Not applied when there was nothing to delete.
+        await self._commit(conversation_id, plan_delete(conversation_id))
+        return True
+
+    async def _append_once(
+        self, conversation_id: str, stamped: list[Message], window: Window
+    ) -> AppendResult | None:
+        snapshot = await self._recall(conversation_id, window)
+        if snapshot is None:
+            snapshot = await self._read_snapshot(conversation_id, window)
+            if snapshot is None:
+                return None  # a write landed between two reads: read again
+        self._fault_points.reach("after_lock")
+        plan = plan_append_batch(
+            conversation_id,
+            snapshot,
+            stamped,
+            window,
+            self.ttl,
+            start=first_sequence_number(),
+        )
+        if plan.condition is not None:
+            try:
+                applied = await self._commit(conversation_id, plan)
+            except BaseException:
+                self._snapshots.forget(conversation_id)  # outcome unknown
+                raise
+            if not applied:
+                self._snapshots.forget(conversation_id)
+                return None
+        if not self.ttl:
+            self._snapshots.remember(conversation_id, after_commit(snapshot, plan))
+        return plan.result
+
+    async def _retrying(
+        self, conversation_id: str, attempt_once: Callable[[], Any]
+    ) -> Any:
+        """Run (and await) ``attempt_once`` until it returns non-None.
+
+        A lost condition, or a CAS whose outcome a timeout left unknown, means
+        reading again after a jittered pause; the message ids make a second
+        application of the same append a no-op.
+        """
+        last_error: Exception | None = None
+        for attempt in range(self._max_attempts):
+            try:
+                outcome = await attempt_once()
+            except (WriteTimeout, ReadTimeout) as exc:
+                if not is_retryable(exc):
+                    raise
+                last_error = exc
+                outcome = None
+            if outcome is not None:
+                return outcome
+            await asyncio.sleep(backoff(attempt))
+        if last_error is not None:
+            raise last_error
+        raise ContentionError(
+            conversation_id,
+            self._max_attempts,
+            "other writers kept changing the conversation",
+        )
+
+    # -- the parts of a write ------------------------------------------------
+
+    def _check_new(self, conversation_id: str, batch: Sequence[Message]) -> None:
+        """Refuse, before any I/O, messages whose inserts alone cannot fit."""
+        if batch:
+            inserts = plan_replace(conversation_id, None, batch, self.ttl)
+            check_write(inserts, self._max_write_bytes, conversation_id)
+
+    async def _read_snapshot(
+        self, conversation_id: str, window: Window
+    ) -> Snapshot | None:
+        """Read what an append decides on; ``None`` if a write came in between.
+
+        A plain read at the repository's consistency, not a serial one: the
+        version check of the commit is what makes the write linearizable, and
+        a read that missed a newer write only loses that check and is read
+        again. A serial read would add a Paxos round to every attempt.
+        """
+        full = bool(self.ttl)
+        snapshot = await self._snapshot(conversation_id, full=full)
+        need = payloads_needed(snapshot, window, self.ttl)
+        if need == "all" and not full:
+            return await self._snapshot(conversation_id, full=True)
+        if need == "system":
+            return await self._with_system_payloads(conversation_id, snapshot)
+        return snapshot
+
+    async def _snapshot(self, conversation_id: str, *, full: bool) -> Snapshot:
+        statement = "select_full" if full else "select_index"
+        rows = await self._read(statement, (conversation_id,))
+        return to_snapshot(rows, FULL_COLUMNS if full else INDEX_COLUMNS)
+
+    async def _recall(self, conversation_id: str, window: Window) -> Snapshot | None:
+        """The remembered snapshot, if still current and enough for ``window``."""
+        if self.ttl or not self._snapshots.knows(conversation_id):
+            return None
+        rows = await self._read("select_version", (conversation_id,))
+        version = cells(rows[0], ("next_seq",))[0] if rows else None
+        snapshot = self._snapshots.recall(conversation_id, version)
+        if snapshot is None or payloads_needed(snapshot, window, 0) == "all":
+            return None
+        return snapshot
+
+    async def _with_system_payloads(
+        self, conversation_id: str, snapshot: Snapshot
+    ) -> Snapshot | None:
+        rows = await self._read("select_lane", (conversation_id, LANE_SYSTEM))
+        lane = to_snapshot(rows, FULL_COLUMNS)
+        expected = {(r.seq, r.msg_id) for r in snapshot.rows if r.lane == LANE_SYSTEM}
+        if (
+            lane.version != snapshot.version
+            or {(r.seq, r.msg_id) for r in lane.rows} != expected
+        ):
+            return None  # a write landed between the two reads: start over
+        others = [r for r in snapshot.rows if r.lane != LANE_SYSTEM]
+        return Snapshot(snapshot.version, lane.rows + others, snapshot.evicted)
+
+    async def _commit(self, conversation_id: str, plan: Plan) -> bool:
+        """Send ``plan`` as one conditional statement or batch; True if applied.
+
+        The fault points of its phases are reached before it is sent: the
+        batch is one request, so nothing of it lands before the commit.
+
+        Raises:
+            MessageTooLargeError: before sending, if the batch may not fit.
+        """
+        assert plan.condition is not None
+        check_write(plan, self._max_write_bytes, conversation_id)
+        phase: str | None = None
+        for write in plan.writes:
+            if phase is not None and write.phase != phase:
+                self._reach_phase(phase)
+            phase = write.phase
+        if phase is not None:
+            self._reach_phase(phase)
+        self._fault_points.reach("before_commit")
+        names = {plan.condition.statement, *(write.statement for write in plan.writes)}
+        for name in names - self._prepared.keys():
+            await self._prepare(name)
+        # A cancellation asked for while the write was planned lands here,
+        # before the batch is sent: then nothing is written.
+        await asyncio.sleep(0)  # async-only
+        statement = commit_statement(
+            plan, self._prepared.__getitem__, self._consistency, self._serial
+        )
+        if True:  # async
+            # Once sent, the batch is carried out whatever the client does: a
+            # cancellation waits for its answer, so the write does not land
+            # after the cancellation returned.
+            rows = await settled(all_rows(self._session.execute_async(statement)))
+        else:
+            rows = list(self._session.execute(statement))
+        applied = bool(rows) and bool(cells(rows[0], ("[applied]",))[0])
+        if applied:
+            self._fault_points.reach("after_commit")
+        return applied
+
+    def _reach_phase(self, phase: str) -> None:
+        point = _PHASE_POINT.get(phase)
+        if point is not None:
+            self._fault_points.reach(point)
 
     # -- the I/O -------------------------------------------------------------
 
-    async def _run(self, call: Call[_T]) -> _T:
-        """Run ``call``'s steps, taking turns with this loop's other writers."""
-        if call.needs_server:
-            await self._made_ready()
-        if call.writer is None:
-            return await self._drive(call.steps)
-        async with self._writers.hold(call.writer):
-            return await self._drive(call.steps)
+    async def _read(
+        self, name: str, params: tuple[object, ...], fetch_size: int | None = None
+    ) -> list[Any]:
+        """Every row the prepared read ``name`` returns; paged by ``fetch_size``
+        rows, or one unpaged request when it is ``None``."""
+        prepared = self._prepared.get(name)
+        if prepared is None:
+            prepared = await self._prepare(name)
+        bound = prepared.bind(params)
+        bound.fetch_size = fetch_size
+        return await all_rows(self._session.execute_async(bound))
 
-    async def _drive(self, steps: Steps[_T]) -> _T:
-        """Perform each request of ``steps``; hand each answer or error back.
+    async def _prepare(self, name: str) -> Any:
+        """Prepare the statement ``name``, once.
 
-        A cancellation is handed back too, so the steps forget what they
-        cannot know, then it goes on.
+        On first use, not when connecting: with ``create_schema=False`` the
+        table may not exist yet, and the server refuses to prepare a statement
+        on a missing table.
         """
-        answer: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                request = steps.send(answer) if error is None else steps.throw(error)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
-            answer, error = None, None
-            try:
-                answer = await self._perform(request)
-            except BaseException as raised:
-                error = raised
-
-    async def _perform(self, request: Request) -> Any:
-        if isinstance(request, Pause):
-            await asyncio.sleep(request.seconds)
-            return None
-        if isinstance(request, Read):
-            bound = bind_read(self._prepared[request.statement], request)
-            return await all_rows(self._session.execute_async(bound))
-        assert isinstance(request, Commit)
-        # A cancellation asked for while the steps ran lands here, before the
-        # batch is sent: then nothing is written.
-        await asyncio.sleep(0)
-        statement = commit_statement(
-            request.plan, self._prepared.__getitem__, self._consistency, self._serial
-        )
-        # Once sent, the batch is carried out whatever the client does: a
-        # cancellation waits for its answer, so the write does not land
-        # after the cancellation returned.
-        return await settled(all_rows(self._session.execute_async(statement)))
+        async with self._setup_lock:
+            prepared = self._prepared.get(name)
+            if prepared is None:
+                session, text = self._session, self._texts[name]
+                if True:  # async
+                    prepared = await off_loop(lambda: session.prepare(text))
+                else:
+                    prepared = session.prepare(text)
+                prepared = configure_prepared(prepared, self._consistency, self._serial)
+                self._prepared[name] = prepared
+        return prepared
 
     async def _made_ready(self) -> None:
-        """Connect, make the schema and prepare the statements, once."""
+        """Connect and make the schema asked for, once."""
         if self._ready:
             return
-        async with self._ready_lock:
-            if self._ready:
-                return
-            await self._make_schema(table=self._create_schema)
-            session = await self._connected()
-            texts = self._steps.cql.prepared()
-            consistency, serial = self._consistency, self._serial
-            self._prepared = await off_loop(
-                lambda: {
-                    name: configure_prepared(session.prepare(text), consistency, serial)
-                    for name, text in texts.items()
-                }
-            )
-            self._ready = True
+        async with self._setup_lock:
+            if not self._ready:
+                await self._connected()  # async-only
+                await self._make_schema(table=self._create_schema)
+                self._ready = True
 
-    async def _connected(self) -> Any:
+    async def _connected(self) -> Any:  # async-only
         """The session; a repository made by ``from_url`` connects on first use."""
         if self._session is not None:
             return self._session
@@ -378,7 +727,7 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
             self._cluster, self._session = cluster, session
         return self._session
 
-    def _open(self) -> tuple[Any, Any]:
+    def _open(self) -> tuple[Any, Any]:  # async-only
         """Make the cluster and connect it (on a thread of its own)."""
         from cassandra.cluster import Cluster
 
@@ -391,5 +740,5 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
             raise
 
 
-def _shutdown(opened: tuple[Any, Any]) -> None:
+def _shutdown(opened: tuple[Any, Any]) -> None:  # async-only
     opened[0].shutdown()

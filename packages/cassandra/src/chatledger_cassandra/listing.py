@@ -13,7 +13,7 @@ Example:
 
 A partition is a conversation unless its static ``emptied`` is true: then a
 window has taken every message out and the partition only keeps the record of
-evicted ids (:mod:`chatledger_cassandra.plan`). Listing reads the partition
+evicted ids (:mod:`chatledger_cassandra.steps`). Listing reads the partition
 keys with that column and leaves such partitions out; a page therefore reads
 on past them until it holds ``limit`` conversations and one more (which says
 that another page follows), or the ring ends.

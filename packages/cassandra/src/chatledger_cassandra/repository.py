@@ -1,8 +1,9 @@
+# Written by tools/async_to_sync.py from async_repository.py: edit that one.
 """Conversation memory in Apache Cassandra (and ScyllaDB), on cassandra-driver.
 
 Example (needs a Cassandra server):
     from cassandra.cluster import Cluster
-    from chatledger import Message, MessageWindowChatMemory
+    from chatledger import MessageWindowChatMemory, Message
     from chatledger_cassandra import CassandraChatMemoryRepository
 
     session = Cluster(["127.0.0.1"]).connect()
@@ -11,7 +12,8 @@ Example (needs a Cassandra server):
     memory.add("c1", Message.user("Hello"))
 
     # or let the repository own the cluster:
-    with CassandraChatMemoryRepository.from_url("cassandra://db1,db2/chat") as repo:
+    url = "cassandra://db1,db2/chat"
+    with CassandraChatMemoryRepository.from_url(url) as repo:
         ...
 
 Design. One partition per conversation, its rows clustered by a per-conversation
@@ -40,7 +42,7 @@ warning against mixing LWT and non-LWT writes on one partition is kept the
 strict way: no non-LWT write ever touches a conversation's partition. A
 conditional batch may carry range deletions (Cassandra applies them inside the
 CAS request) as long as the condition sits on another statement, which is how
-the plans are built (:mod:`chatledger_cassandra.plan`).
+the plans are built (:mod:`chatledger_cassandra.steps`).
 
 The price is an LWT per write (about four round trips) plus a plain read: an
 append reads the index columns of the conversation (ids, roles, sizes: no
@@ -82,17 +84,34 @@ counted as a conversation. With a TTL, each row of the record is written with
 the conversation's TTL and is not rewritten by later appends: it never outlives
 the conversation, and a retry that comes more than one TTL after its messages
 were evicted is no longer recognised.
+
+The repository for asyncio sends every statement with the driver's futures,
+delivered to the event loop by :mod:`chatledger_cassandra.bridge`, so no
+thread waits for a statement and the event loop never blocks on one. A call
+cancelled before its batch is sent sends nothing; one cancelled after waits
+for the server's answer before the cancellation returns
+(:func:`chatledger.adapters.settled`), so the batch cannot land later: the
+conversation holds the old state or the new, never a part, for good. The
+repository still forgets what it remembered of the conversation after a
+cancelled commit and reads it again on the next write. It opens nothing when
+it is made: its ``from_url`` only checks the URL and the options, and the
+first call connects, creates the keyspace and the table when asked, once,
+behind a lock that concurrent first calls wait on. cassandra-driver has no
+asynchronous form of connecting, preparing or shutting down, so those run on a
+thread of their own (:func:`chatledger_cassandra.bridge.off_loop`), once each
+in the repository's life. The sync repository connects and makes the schema
+when it is made. Both prepare each statement once, on first use.
 """
 
 from __future__ import annotations
 
-import threading
-import time
-from collections.abc import Mapping, Sequence
+import threading  # noqa: F401, RUF100
+import time  # noqa: F401, RUF100
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
-from typing import Any, TypeVar
+from typing import Any
 
-from cassandra import ConsistencyLevel
+from cassandra import ConsistencyLevel, ReadTimeout, WriteTimeout
 
 from chatledger.adapters import (
     AppendResult,
@@ -101,47 +120,108 @@ from chatledger.adapters import (
     FaultPoints,
     Message,
     Window,
+    codec,
+    stamp_messages,
+    validate_conversation_id,
+    validate_messages,
 )
 from chatledger_cassandra.connecting import url_settings
+from chatledger_cassandra.errors import ContentionError
+from chatledger_cassandra.listing import PageGathering, listed
 from chatledger_cassandra.locks import ConversationLocks
-from chatledger_cassandra.requests import (
-    Commit,
-    Pause,
-    Read,
-    Request,
-    bind_read,
+from chatledger_cassandra.sizes import DEFAULT_MAX_WRITE_BYTES, check_write
+from chatledger_cassandra.snapshots import (
+    SnapshotCache,
+    after_commit,
+    first_sequence_number,
+)
+from chatledger_cassandra.statements import (
+    LANE_EVICTED,
+    LANE_SYSTEM,
+    Statements,
+)
+from chatledger_cassandra.statements import create_keyspace as keyspace_statement
+from chatledger_cassandra.steps import (
+    FULL_COLUMNS,
+    INDEX_COLUMNS,
+    MAX_TTL_SECONDS,
+    Plan,
+    Snapshot,
+    backoff,
+    cells,
     commit_statement,
     configure_prepared,
-)
-from chatledger_cassandra.sizes import DEFAULT_MAX_WRITE_BYTES
-from chatledger_cassandra.steps import (
-    MAX_TTL_SECONDS,
-    Call,
-    Steps,
-    TableSteps,
+    is_retryable,
+    payloads_needed,
+    plan_append_batch,
+    plan_delete,
+    plan_replace,
+    to_snapshot,
     ttl_seconds,
 )
 
 __all__ = ["MAX_TTL_SECONDS", "CassandraChatMemoryRepository", "ttl_seconds"]
 
-_T = TypeVar("_T")
+#: Stands for the session a repository made by ``from_url`` opens.
+_NOT_OPENED: Any = object()
+#: The replication of a keyspace the repository creates, unless told otherwise.
+_DEFAULT_REPLICATION: dict[str, object] = {
+    "class": "SimpleStrategy",
+    "replication_factor": 1,
+}
+#: How many conversations a repository remembers the last written snapshot of
+#: (:mod:`chatledger_cassandra.snapshots`), most recently written first.
+_REMEMBERED_CONVERSATIONS = 64
+_PHASE_POINT = {
+    "delete": "after_delete",
+    "insert": "after_insert",
+    "evict": "after_evict",
+}
 
 
 class CassandraChatMemoryRepository(ClosingContext):
     """Conversations in one Cassandra table, one partition each.
 
-    Implements :class:`chatledger.ChatMemoryRepository` and the atomic
-    :class:`chatledger.SupportsWindowAppend`. Construction validates the names,
-    creates the schema when asked; each statement is prepared once, on first use.
-    What every call reads, writes and retries is decided by
-    :class:`chatledger_cassandra.steps.TableSteps`, which the async twin shares;
-    this class runs those steps on ``session.execute``.
+    Implements :class:`chatledger.ChatMemoryRepository`, the atomic
+    :class:`chatledger.SupportsWindowAppend`, counting and paging. Each
+    statement is prepared once, on first use.
+
+    Args:
+        session: A connected ``cassandra.cluster.Session``; the repository
+            never shuts it down.
+        keyspace: The keyspace holding the table.
+        table: The table name.
+        ttl: Sliding time-to-live of a whole conversation (a ``timedelta`` or
+            seconds), refreshed by every write; ``None`` keeps forever.
+        create_schema: Run ``CREATE TABLE IF NOT EXISTS`` (the sync repository
+            when it is made, the asyncio one on its first call).
+        create_keyspace: Run ``CREATE KEYSPACE IF NOT EXISTS`` first.
+        replication: Replication options for a created keyspace, e.g.
+            ``{"class": "NetworkTopologyStrategy", "dc1": 3}``; the default,
+            SimpleStrategy with one replica, suits development only.
+        consistency_level: Consistency of reads (those a write decides on
+            too) and of the commit of every write. Below a quorum, a write
+            may retry until the replica it reads has caught up.
+        serial_consistency_level: Consistency of the Paxos phase of every
+            write.
+        max_attempts: How often a write is tried when other writers win the
+            race, before :class:`~chatledger_cassandra.errors.ContentionError`.
+        page_size: Rows per page when listing and reading.
+        max_write_bytes: The largest write (one conditional batch) sent; a
+            larger one raises ``MessageTooLargeError`` before it is sent. The
+            default is the server's default limit of a request and of a
+            mutation (16 MiB); raise it only with the server's
+            ``native_transport_max_message_size`` and ``max_mutation_size``.
 
     Attributes:
         keyspace: The keyspace of the table.
         table: The table name.
         ttl: The TTL in seconds, ``0`` when conversations do not expire.
-        fault_points: Test hooks reached at the named steps of every write.
+
+    Raises:
+        InvalidNameError: for a bad keyspace, table or replication option.
+        InvalidTTLError: for a bad ``ttl``.
+        TypeError, ValueError: for a missing session or a bad number.
     """
 
     def __init__(
@@ -160,82 +240,64 @@ class CassandraChatMemoryRepository(ClosingContext):
         page_size: int = 5000,
         max_write_bytes: int = DEFAULT_MAX_WRITE_BYTES,
     ) -> None:
-        """Use ``session`` (a connected ``cassandra.cluster.Session``).
-
-        Args:
-            session: The driver session; the repository never shuts it down.
-            keyspace: The keyspace holding the table.
-            table: The table name.
-            ttl: Sliding time-to-live of a whole conversation (a ``timedelta``
-                or seconds), refreshed by every write; ``None`` keeps forever.
-            create_schema: Run ``CREATE TABLE IF NOT EXISTS`` now.
-            create_keyspace: Run ``CREATE KEYSPACE IF NOT EXISTS`` now.
-            replication: Replication options for a created keyspace, e.g.
-                ``{"class": "NetworkTopologyStrategy", "dc1": 3}``; the default,
-                SimpleStrategy with one replica, suits development only.
-            consistency_level: Consistency of reads (those a write decides on
-                too) and of the commit of every write. Below a quorum, a write
-                may retry until the replica it reads has caught up.
-            serial_consistency_level: Consistency of the Paxos phase of every
-                write.
-            max_attempts: How often a write is tried when other writers win the
-                race, before :class:`ContentionError`.
-            page_size: Rows per page when listing and reading.
-            max_write_bytes: The largest write (one conditional batch) sent;
-                a larger one raises ``MessageTooLargeError`` before it is sent.
-                The default is the server's default limit of a request and of
-                a mutation (16 MiB); raise it only with the server's
-                ``native_transport_max_message_size`` and ``max_mutation_size``.
-
-        Raises:
-            InvalidNameError: for a bad keyspace, table or replication option.
-            InvalidTTLError: for a bad ``ttl``.
-        """
+        """Check the options; the sync repository then makes the schema."""
         if session is None:
             raise TypeError("session must be a connected cassandra Session")
-        self._steps = TableSteps(
-            keyspace=keyspace,
-            table=table,
-            ttl=ttl,
-            replication=replication,
-            max_attempts=max_attempts,
-            page_size=page_size,
-            max_write_bytes=max_write_bytes,
-        )
+        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int):
+            raise TypeError("max_attempts must be an int")
+        if isinstance(max_write_bytes, bool) or not isinstance(max_write_bytes, int):
+            raise TypeError("max_write_bytes must be an int")
+        if max_attempts < 1 or page_size < 1 or max_write_bytes < 1:
+            raise ValueError(
+                "max_attempts, page_size and max_write_bytes must be at least 1"
+            )
+        self._cql = Statements(keyspace, table)
         self.keyspace = keyspace
         self.table = table
-        self.ttl = self._steps.ttl
-        self._session = session
-        self._cluster: Any = None
+        self.ttl = ttl_seconds(ttl)
+        self._keyspace_ddl = keyspace_statement(
+            keyspace, dict(_DEFAULT_REPLICATION if replication is None else replication)
+        )
+        self._max_attempts = max_attempts
+        self._page_size = page_size
+        self._max_write_bytes = max_write_bytes
+        self._fault_points = FaultPoints()
+        self._snapshots = SnapshotCache(_REMEMBERED_CONVERSATIONS)
+        self._session: Any = None if session is _NOT_OPENED else session
         self._consistency = consistency_level
         self._serial = serial_consistency_level
-        if create_keyspace:
-            session.execute(self._steps.keyspace_ddl)
-        if create_schema:
-            self.create_schema()
-        # Prepared on first use: with create_schema=False the table may not exist
-        # yet, and the server refuses to prepare a statement on a missing table.
-        self._texts = self._steps.cql.prepared()
+        self._create_keyspace = bool(create_keyspace)
+        self._create_schema = bool(create_schema)
+        self._cluster_args: dict[str, Any] | None = None
+        self._cluster: Any = None
+        self._closed = False
+        self._ready = False
+        self._setup_lock = threading.Lock()
+        self._texts = self._cql.prepared()
         self._prepared: dict[str, Any] = {}
-        self._prepare_lock = threading.Lock()
         self._writers = ConversationLocks()
+        self._made_ready()
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> CassandraChatMemoryRepository:
-        """Connect to ``cassandra://[user:pass@]host[:port][,host...][/keyspace]``.
+        """A repository for ``cassandra://[user:pass@]host[:port][,host...][/keyspace]``.
 
-        The repository owns the cluster it opens: :meth:`close` (or leaving a
-        ``with`` block) shuts it down. Query options (``table``, ``ttl``,
+        The repository owns the cluster it opens: :meth:`close` (or leaving
+        its ``with`` block) shuts it down. The sync repository connects
+        now; the asyncio one checks the URL and the options now and connects
+        on its first call. Query options (``table``, ``ttl``,
         ``create_schema``, ``create_keyspace``, ``replication_factor``,
         ``local_dc``, ``protocol_version``, ``connect_timeout``) are applied
         first, then ``options`` override them.
 
         Raises:
             InvalidURLError: for a URL that cannot be parsed.
+            InvalidNameError: for a bad keyspace, table or replication option.
+            InvalidTTLError: for a bad ``ttl``.
         """
+        cluster_args, settings = url_settings(url, options)
         from cassandra.cluster import Cluster
 
-        cluster_args, settings = url_settings(url, options)
         cluster = Cluster(**cluster_args)
         try:
             repository = cls(cluster.connect(), **settings)
@@ -245,12 +307,6 @@ class CassandraChatMemoryRepository(ClosingContext):
         repository._cluster = cluster
         return repository
 
-    def close(self) -> None:
-        """Shut down the cluster if :meth:`from_url` opened it; else do nothing."""
-        if self._cluster is not None:
-            self._cluster.shutdown()
-            self._cluster = None
-
     def __repr__(self) -> str:
         return (
             f"CassandraChatMemoryRepository(keyspace={self.keyspace!r}, "
@@ -259,31 +315,60 @@ class CassandraChatMemoryRepository(ClosingContext):
 
     @property
     def session(self) -> Any:
-        """The driver session every statement runs on."""
+        """The driver session every statement runs on (``None`` until a
+        repository for asyncio made by ``from_url`` has connected)."""
         return self._session
 
     @property
     def fault_points(self) -> FaultPoints:
         """Test hooks reached at the named steps of every write."""
-        return self._steps.fault_points
+        return self._fault_points
+
+    def close(self) -> None:
+        """Shut down the cluster if :meth:`from_url` made it; calling twice is fine."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._cluster is not None:
+            self._cluster.shutdown()
+
+    # -- schema --------------------------------------------------------------
 
     def create_schema(self) -> None:
-        """Create the table if it is missing (idempotent)."""
-        self._session.execute(self._steps.cql.create_table)
+        """Create the table if it is missing (idempotent).
+
+        The keyspace first, if ``create_keyspace`` asked for it and it is not
+        made yet.
+        """
+        self._make_schema(table=True)
 
     def drop_schema(self) -> None:
         """Drop the table and every conversation in it (the keyspace stays)."""
-        self._session.execute(f"DROP TABLE IF EXISTS {self._steps.cql.qualified}")
+        ddl = f"DROP TABLE IF EXISTS {self._cql.qualified}"
+        list(self._session.execute(ddl))
 
-    # -- the calls ---------------------------------------------------------
+    def _make_schema(self, *, table: bool) -> None:
+        if self._create_keyspace:
+            list(self._session.execute(self._keyspace_ddl))
+            self._create_keyspace = False
+        if table:
+            list(self._session.execute(self._cql.create_table))
+            self._create_schema = False
+
+    # -- reads ---------------------------------------------------------------
 
     def find_conversation_ids(self) -> list[str]:
         """Return every conversation id; pages through the whole token ring."""
-        return self._run(self._steps.find_conversation_ids())
+        self._made_ready()
+        rows = self._read("list_ids", (), self._page_size)
+        return listed(cells(row, ("conversation_id", "emptied")) for row in rows)
 
     def count_messages(self, conversation_id: str) -> int:
         """Return how many messages a conversation holds; the server counts."""
-        return self._run(self._steps.count_messages(conversation_id))
+        validate_conversation_id(conversation_id)
+        self._made_ready()
+        rows = self._read("count_messages", (conversation_id, LANE_EVICTED))
+        return int(cells(rows[0], ("count",))[0]) if rows else 0
 
     def find_conversation_ids_page(
         self, cursor: str | None = None, limit: int = 100
@@ -300,11 +385,27 @@ class CassandraChatMemoryRepository(ClosingContext):
             InvalidPageError: as the protocol says, and for a cursor that is
                 not a token this method gave.
         """
-        return self._run(self._steps.find_conversation_ids_page(cursor, limit))
+        gathering = PageGathering.start(cursor, limit)
+        self._made_ready()
+        names = ("conversation_id", "token", "emptied")
+        while True:
+            rows = self._read(*gathering.query())
+            page = gathering.add([cells(row, names) for row in rows])
+            if page is not None:
+                return page
 
     def find_by_conversation_id(self, conversation_id: str) -> list[Message]:
         """Return one conversation's messages, oldest first (``[]`` if none)."""
-        return self._run(self._steps.find_by_conversation_id(conversation_id))
+        validate_conversation_id(conversation_id)
+        self._made_ready()
+        rows = self._read(
+            "select_messages", (conversation_id, LANE_EVICTED), self._page_size
+        )
+        found = (cells(row, ("lane", "seq", "payload")) for row in rows)
+        ordered = sorted((seq, payload) for _, seq, payload in found if seq is not None)
+        return [codec.from_json(payload) for _, payload in ordered]
+
+    # -- writes --------------------------------------------------------------
 
     def save_all(self, conversation_id: str, messages: Sequence[Message]) -> None:
         """Replace a conversation atomically; an empty list deletes it.
@@ -313,11 +414,23 @@ class CassandraChatMemoryRepository(ClosingContext):
             MessageTooLargeError: before any I/O, if the messages cannot fit in
                 one write (``max_write_bytes``).
         """
-        self._run(self._steps.save_all(conversation_id, messages))
+        validate_conversation_id(conversation_id)
+        batch = stamp_messages(validate_messages(messages))
+        self._check_new(conversation_id, batch)
+        self._made_ready()
+        with self._writers.hold(conversation_id):
+            self._snapshots.forget(conversation_id)
+            self._retrying(
+                conversation_id, lambda: self._replace_once(conversation_id, batch)
+            )
 
     def delete_by_conversation_id(self, conversation_id: str) -> None:
         """Delete a conversation's partition; an unknown id does nothing."""
-        self._run(self._steps.delete_by_conversation_id(conversation_id))
+        validate_conversation_id(conversation_id)
+        self._made_ready()
+        with self._writers.hold(conversation_id):
+            self._snapshots.forget(conversation_id)
+            self._retrying(conversation_id, lambda: self._delete_once(conversation_id))
 
     def append_to_window(
         self, conversation_id: str, messages: Sequence[Message], window: Window
@@ -329,58 +442,224 @@ class CassandraChatMemoryRepository(ClosingContext):
                 fit in one write (``max_write_bytes``); before writing, if the
                 whole batch cannot (with a TTL it rewrites the window).
         """
-        return self._run(
-            self._steps.append_to_window(conversation_id, messages, window)
+        validate_conversation_id(conversation_id)
+        batch = validate_messages(messages)
+        if not batch:
+            return AppendResult()
+        stamped = stamp_messages(batch)
+        self._check_new(conversation_id, stamped)
+        self._made_ready()
+        with self._writers.hold(conversation_id):
+            result: AppendResult = self._retrying(
+                conversation_id,
+                lambda: self._append_once(conversation_id, stamped, window),
+            )
+        return result
+
+    # -- one attempt of a write ----------------------------------------------
+
+    def _replace_once(self, conversation_id: str, batch: list[Message]) -> bool | None:
+        rows = self._read("select_version", (conversation_id,))
+        version = cells(rows[0], ("next_seq",))[0] if rows else None
+        self._fault_points.reach("after_lock")
+        plan = plan_replace(
+            conversation_id, version, batch, self.ttl, first_sequence_number()
+        )
+        if plan.condition is None:
+            return True
+        return True if self._commit(conversation_id, plan) else None
+
+    def _delete_once(self, conversation_id: str) -> bool:
+        self._fault_points.reach("after_lock")
+        # Not applied when there was nothing to delete.
+        self._commit(conversation_id, plan_delete(conversation_id))
+        return True
+
+    def _append_once(
+        self, conversation_id: str, stamped: list[Message], window: Window
+    ) -> AppendResult | None:
+        snapshot = self._recall(conversation_id, window)
+        if snapshot is None:
+            snapshot = self._read_snapshot(conversation_id, window)
+            if snapshot is None:
+                return None  # a write landed between two reads: read again
+        self._fault_points.reach("after_lock")
+        plan = plan_append_batch(
+            conversation_id,
+            snapshot,
+            stamped,
+            window,
+            self.ttl,
+            start=first_sequence_number(),
+        )
+        if plan.condition is not None:
+            try:
+                applied = self._commit(conversation_id, plan)
+            except BaseException:
+                self._snapshots.forget(conversation_id)  # outcome unknown
+                raise
+            if not applied:
+                self._snapshots.forget(conversation_id)
+                return None
+        if not self.ttl:
+            self._snapshots.remember(conversation_id, after_commit(snapshot, plan))
+        return plan.result
+
+    def _retrying(self, conversation_id: str, attempt_once: Callable[[], Any]) -> Any:
+        """Run (and await) ``attempt_once`` until it returns non-None.
+
+        A lost condition, or a CAS whose outcome a timeout left unknown, means
+        reading again after a jittered pause; the message ids make a second
+        application of the same append a no-op.
+        """
+        last_error: Exception | None = None
+        for attempt in range(self._max_attempts):
+            try:
+                outcome = attempt_once()
+            except (WriteTimeout, ReadTimeout) as exc:
+                if not is_retryable(exc):
+                    raise
+                last_error = exc
+                outcome = None
+            if outcome is not None:
+                return outcome
+            time.sleep(backoff(attempt))
+        if last_error is not None:
+            raise last_error
+        raise ContentionError(
+            conversation_id,
+            self._max_attempts,
+            "other writers kept changing the conversation",
         )
 
-    # -- the I/O -----------------------------------------------------------
+    # -- the parts of a write ------------------------------------------------
 
-    def _run(self, call: Call[_T]) -> _T:
-        """Run ``call``'s steps, taking turns with this process's other writers."""
-        if call.writer is None:
-            return self._drive(call.steps)
-        with self._writers.hold(call.writer):
-            return self._drive(call.steps)
+    def _check_new(self, conversation_id: str, batch: Sequence[Message]) -> None:
+        """Refuse, before any I/O, messages whose inserts alone cannot fit."""
+        if batch:
+            inserts = plan_replace(conversation_id, None, batch, self.ttl)
+            check_write(inserts, self._max_write_bytes, conversation_id)
 
-    def _drive(self, steps: Steps[_T]) -> _T:
-        """Perform each request of ``steps``; hand each answer or error back."""
-        answer: Any = None
-        error: BaseException | None = None
-        while True:
-            try:
-                request = steps.send(answer) if error is None else steps.throw(error)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
-            answer, error = None, None
-            try:
-                answer = self._perform(request)
-            except BaseException as raised:
-                error = raised
+    def _read_snapshot(self, conversation_id: str, window: Window) -> Snapshot | None:
+        """Read what an append decides on; ``None`` if a write came in between.
 
-    def _perform(self, request: Request) -> Any:
-        if isinstance(request, Pause):
-            time.sleep(request.seconds)
+        A plain read at the repository's consistency, not a serial one: the
+        version check of the commit is what makes the write linearizable, and
+        a read that missed a newer write only loses that check and is read
+        again. A serial read would add a Paxos round to every attempt.
+        """
+        full = bool(self.ttl)
+        snapshot = self._snapshot(conversation_id, full=full)
+        need = payloads_needed(snapshot, window, self.ttl)
+        if need == "all" and not full:
+            return self._snapshot(conversation_id, full=True)
+        if need == "system":
+            return self._with_system_payloads(conversation_id, snapshot)
+        return snapshot
+
+    def _snapshot(self, conversation_id: str, *, full: bool) -> Snapshot:
+        statement = "select_full" if full else "select_index"
+        rows = self._read(statement, (conversation_id,))
+        return to_snapshot(rows, FULL_COLUMNS if full else INDEX_COLUMNS)
+
+    def _recall(self, conversation_id: str, window: Window) -> Snapshot | None:
+        """The remembered snapshot, if still current and enough for ``window``."""
+        if self.ttl or not self._snapshots.knows(conversation_id):
             return None
-        if isinstance(request, Read):
-            bound = bind_read(self._statement(request.statement), request)
-            return list(self._session.execute(bound))
-        assert isinstance(request, Commit)
-        statement = commit_statement(
-            request.plan, self._statement, self._consistency, self._serial
-        )
-        return list(self._session.execute(statement))
+        rows = self._read("select_version", (conversation_id,))
+        version = cells(rows[0], ("next_seq",))[0] if rows else None
+        snapshot = self._snapshots.recall(conversation_id, version)
+        if snapshot is None or payloads_needed(snapshot, window, 0) == "all":
+            return None
+        return snapshot
 
-    def _statement(self, name: str) -> Any:
-        """Return the prepared statement ``name``, preparing it once."""
+    def _with_system_payloads(
+        self, conversation_id: str, snapshot: Snapshot
+    ) -> Snapshot | None:
+        rows = self._read("select_lane", (conversation_id, LANE_SYSTEM))
+        lane = to_snapshot(rows, FULL_COLUMNS)
+        expected = {(r.seq, r.msg_id) for r in snapshot.rows if r.lane == LANE_SYSTEM}
+        if (
+            lane.version != snapshot.version
+            or {(r.seq, r.msg_id) for r in lane.rows} != expected
+        ):
+            return None  # a write landed between the two reads: start over
+        others = [r for r in snapshot.rows if r.lane != LANE_SYSTEM]
+        return Snapshot(snapshot.version, lane.rows + others, snapshot.evicted)
+
+    def _commit(self, conversation_id: str, plan: Plan) -> bool:
+        """Send ``plan`` as one conditional statement or batch; True if applied.
+
+        The fault points of its phases are reached before it is sent: the
+        batch is one request, so nothing of it lands before the commit.
+
+        Raises:
+            MessageTooLargeError: before sending, if the batch may not fit.
+        """
+        assert plan.condition is not None
+        check_write(plan, self._max_write_bytes, conversation_id)
+        phase: str | None = None
+        for write in plan.writes:
+            if phase is not None and write.phase != phase:
+                self._reach_phase(phase)
+            phase = write.phase
+        if phase is not None:
+            self._reach_phase(phase)
+        self._fault_points.reach("before_commit")
+        names = {plan.condition.statement, *(write.statement for write in plan.writes)}
+        for name in names - self._prepared.keys():
+            self._prepare(name)
+        # A cancellation asked for while the write was planned lands here,
+        # before the batch is sent: then nothing is written.
+        statement = commit_statement(
+            plan, self._prepared.__getitem__, self._consistency, self._serial
+        )
+        rows = list(self._session.execute(statement))
+        applied = bool(rows) and bool(cells(rows[0], ("[applied]",))[0])
+        if applied:
+            self._fault_points.reach("after_commit")
+        return applied
+
+    def _reach_phase(self, phase: str) -> None:
+        point = _PHASE_POINT.get(phase)
+        if point is not None:
+            self._fault_points.reach(point)
+
+    # -- the I/O -------------------------------------------------------------
+
+    def _read(
+        self, name: str, params: tuple[object, ...], fetch_size: int | None = None
+    ) -> list[Any]:
+        """Every row the prepared read ``name`` returns; paged by ``fetch_size``
+        rows, or one unpaged request when it is ``None``."""
         prepared = self._prepared.get(name)
         if prepared is None:
-            with self._prepare_lock:
-                prepared = self._prepared.get(name)
-                if prepared is None:
-                    prepared = configure_prepared(
-                        self._session.prepare(self._texts[name]),
-                        self._consistency,
-                        self._serial,
-                    )
-                    self._prepared[name] = prepared
+            prepared = self._prepare(name)
+        bound = prepared.bind(params)
+        bound.fetch_size = fetch_size
+        return list(self._session.execute(bound))
+
+    def _prepare(self, name: str) -> Any:
+        """Prepare the statement ``name``, once.
+
+        On first use, not when connecting: with ``create_schema=False`` the
+        table may not exist yet, and the server refuses to prepare a statement
+        on a missing table.
+        """
+        with self._setup_lock:
+            prepared = self._prepared.get(name)
+            if prepared is None:
+                session, text = self._session, self._texts[name]
+                prepared = session.prepare(text)
+                prepared = configure_prepared(prepared, self._consistency, self._serial)
+                self._prepared[name] = prepared
         return prepared
+
+    def _made_ready(self) -> None:
+        """Connect and make the schema asked for, once."""
+        if self._ready:
+            return
+        with self._setup_lock:
+            if not self._ready:
+                self._make_schema(table=self._create_schema)
+                self._ready = True

@@ -2,7 +2,7 @@
 
 Example:
     from chatledger import Message, MessageWindow
-    from chatledger_cassandra.plan import Snapshot, plan_append_batch
+    from chatledger_cassandra.steps import Snapshot, plan_append_batch
     from chatledger_cassandra.sizes import DEFAULT_MAX_WRITE_BYTES, check_write
 
     plan = plan_append_batch(
@@ -25,7 +25,7 @@ the request and the mutation add around the values.
 from __future__ import annotations
 
 from chatledger.adapters import RequestLimit, encoded_size
-from chatledger_cassandra.plan import Plan
+from chatledger_cassandra.steps import Plan
 
 __all__ = ["DEFAULT_MAX_WRITE_BYTES", "check_write", "write_bytes"]
 

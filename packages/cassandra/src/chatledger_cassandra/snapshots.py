@@ -3,7 +3,7 @@
 Example:
     from chatledger import Message, MessageWindow
     from chatledger.validation import stamp_messages
-    from chatledger_cassandra.plan import Snapshot, plan_append_batch
+    from chatledger_cassandra.steps import Snapshot, plan_append_batch
     from chatledger_cassandra.snapshots import SnapshotCache, after_commit
 
     snapshot = Snapshot(None, [])
@@ -40,8 +40,8 @@ from collections import OrderedDict
 from dataclasses import replace
 from typing import cast
 
-from chatledger_cassandra.plan import Plan, Snapshot, StoredRow
 from chatledger_cassandra.statements import LANE_EVICTED, LANE_SYSTEM
+from chatledger_cassandra.steps import Plan, Snapshot, StoredRow
 
 __all__ = ["SnapshotCache", "after_commit", "first_sequence_number"]
 

@@ -1,109 +1,104 @@
-"""The steps of every repository call, with the I/O left to whoever runs them.
+"""What each write of a conversation sends and what each answer means, in pure Python.
 
 Example:
     from chatledger import Message, MessageWindow
-    from chatledger_cassandra.steps import TableSteps
+    from chatledger_cassandra.steps import Snapshot, plan_append_batch
 
-    steps = TableSteps(keyspace="chatledger", table="chat_memory")
-    call = steps.append_to_window("c1", [Message.user("hi")], MessageWindow(20))
-    call.writer              # 'c1': the writers of one process take turns on it
-    call.steps.send(None)    # Read('select_index', ('c1',), None): read this first
-    call.steps.send([])      # nothing is stored: Commit(plan), the batch to send
+    plan = plan_append_batch(
+        "c1", Snapshot(None, []), [Message.user("hi")], MessageWindow(20), ttl=0
+    )
+    plan.condition   # the conditional UPDATE that creates the conversation
+    plan.writes      # the INSERT of the message
 
-:class:`chatledger_cassandra.CassandraChatMemoryRepository` and
-:class:`chatledger_cassandra.AsyncCassandraChatMemoryRepository` make the same
-decisions: which rows to read, what to write, when to read again, when to give
-up, what to remember. They are made here, once, as generators that yield a
-request (:mod:`chatledger_cassandra.requests`) where they need the server and
-are sent back what it answered; a driver error is thrown into them at the same
-point. The sync repository runs them on ``session.execute``, the async one on
-``session.execute_async``: only the I/O differs.
+The repository reads the rows of a partition, turns them into a
+:class:`Snapshot` (:func:`to_snapshot`), asks this module for a :class:`Plan`
+and sends the plan as one conditional single-partition batch
+(:func:`commit_statement`). What to keep is decided by core's planner,
+:func:`chatledger.adapters.plan_append`, as for every adapter that plans in
+Python; this module only turns its plan into statements, and says which
+errors leave a write's outcome unknown, with no I/O, so the statements of a
+batch can be checked without a server.
 
-Every method checks its arguments when it is called, before any step runs, and
-returns a :class:`Call`: the steps and the conversation whose writers take
-turns (:mod:`chatledger_cassandra.locks`), if any.
+Rules the plans keep, so that one batch never shadows its own rows (every
+statement of a batch carries the same write timestamp, and Cassandra lets a
+deletion win a tie):
+
+- new rows get sequence numbers at or above the version read, and every range
+  delete stops below the version read or below the first surviving row;
+- the record of evicted ids is trimmed below a bound, and only ids numbered
+  above it are written beside the trim;
+- a whole-partition delete is only ever sent beside its condition (a
+  conditional delete of ``next_seq``), never beside inserts.
+
+The record of evicted ids (:mod:`chatledger.evicted_ids`) is rows of lane
+:data:`LANE_EVICTED`, read with the snapshot: an id found there is treated as
+stored. Every id an append takes out of the window gets a row numbered by its
+message's sequence number (a new message the window drops at once has one
+too: every appended message takes a number). When the numbers the record
+reached cross a multiple of :data:`chatledger.adapters.EVICTED_IDS_TRIM_STEP`
+(:func:`chatledger.adapters.trim_due`), the rows numbered at or below
+:func:`chatledger.adapters.trim_below` go, so the record holds at most
+``EVICTED_IDS_KEPT + EVICTED_IDS_TRIM_STEP`` rows. A window that leaves no
+message keeps the partition, marked ``emptied`` (not listed), for the record.
 """
 
 from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Generic, Literal, TypeVar
+from typing import Any, Literal
 
 from cassandra import ConsistencyLevel, ReadTimeout, WriteTimeout, WriteType
+from cassandra.query import UNSET_VALUE, BatchStatement, BatchType
 
 from chatledger.adapters import (
     AppendResult,
-    ConversationPage,
-    FaultPoints,
     Message,
+    Role,
+    StoredEntry,
+    StoredWindow,
     Window,
     codec,
-    stamp_messages,
+    needs_stored_system,
+    plan_append,
     to_ttl,
-    validate_conversation_id,
-    validate_messages,
+    trim_below,
+    trim_due,
 )
-from chatledger_cassandra.errors import ContentionError
-from chatledger_cassandra.listing import PageGathering, listed
-from chatledger_cassandra.plan import (
-    Plan,
-    Snapshot,
-    StoredRow,
-    Write,
-    payloads_needed,
-    plan_append_batch,
-    plan_replace,
-)
-from chatledger_cassandra.requests import Commit, Pause, Read, Request
-from chatledger_cassandra.sizes import DEFAULT_MAX_WRITE_BYTES, check_write
-from chatledger_cassandra.snapshots import (
-    SnapshotCache,
-    after_commit,
-    first_sequence_number,
-)
-from chatledger_cassandra.statements import (
-    LANE_EVICTED,
-    LANE_SYSTEM,
-    Statements,
-    create_keyspace,
-)
+from chatledger_cassandra.statements import LANE_EVICTED, LANE_OTHER, LANE_SYSTEM
 
 __all__ = [
-    "DEFAULT_REPLICATION",
+    "FULL_COLUMNS",
+    "INDEX_COLUMNS",
     "MAX_TTL_SECONDS",
-    "Call",
-    "Steps",
-    "TableSteps",
+    "Plan",
+    "Snapshot",
+    "StoredRow",
+    "Write",
+    "backoff",
     "cells",
+    "commit_statement",
+    "configure_prepared",
+    "is_retryable",
+    "payloads_needed",
+    "plan_append_batch",
+    "plan_delete",
+    "plan_replace",
+    "to_snapshot",
     "ttl_seconds",
 ]
 
-T = TypeVar("T")
-#: The steps of one call: they yield requests, are sent the answers, return T.
-Steps = Generator[Request, Any, T]
+Phase = Literal["condition", "delete", "insert", "evict", "refresh"]
 
 #: Cassandra's largest TTL: 20 years.
 MAX_TTL_SECONDS = 630_720_000
-#: The replication of a keyspace the repository creates, unless told otherwise.
-DEFAULT_REPLICATION: dict[str, object] = {
-    "class": "SimpleStrategy",
-    "replication_factor": 1,
-}
-#: How many conversations a repository remembers the last written snapshot of
-#: (:mod:`chatledger_cassandra.snapshots`), most recently written first.
-_REMEMBERED_CONVERSATIONS = 64
-
-_PHASE_POINT = {
-    "delete": "after_delete",
-    "insert": "after_insert",
-    "evict": "after_evict",
-}
-_INDEX = ("next_seq", "lane", "seq", "msg_id", "role", "size_counter", "size")
-_FULL = (*_INDEX, "payload")
+#: The columns of an append's read: every index column, no payload.
+INDEX_COLUMNS = ("next_seq", "lane", "seq", "msg_id", "role", "size_counter", "size")
+#: The same with the payloads.
+FULL_COLUMNS = (*INDEX_COLUMNS, "payload")
 
 
 def ttl_seconds(ttl: timedelta | float | None) -> int:
@@ -124,7 +119,7 @@ def cells(row: Any, names: Sequence[str]) -> tuple[Any, ...]:
     return tuple(row)
 
 
-def _is_retryable(exc: Exception) -> bool:
+def is_retryable(exc: Exception) -> bool:
     """A CAS that timed out or a serial read that did: the outcome is unknown."""
     if isinstance(exc, WriteTimeout):
         return bool(getattr(exc, "write_type", None) == WriteType.CAS)
@@ -132,17 +127,89 @@ def _is_retryable(exc: Exception) -> bool:
     return isinstance(exc, ReadTimeout) and getattr(exc, "consistency", None) in serial
 
 
-def _backoff(attempt: int) -> float:
+def backoff(attempt: int) -> float:
+    """The jittered pause, in seconds, before attempt ``attempt + 1``."""
     return random.uniform(0, min(0.1, 0.002 * 2 ** min(attempt, 10)))
 
 
-def _done(value: T) -> Steps[T]:
-    """Steps that need no I/O and return ``value``."""
-    return value
-    yield  # pragma: no cover - makes this a generator
+@dataclass(frozen=True, slots=True)
+class StoredRow:
+    """One stored message row, as read back.
+
+    Attributes:
+        lane: :data:`LANE_SYSTEM` or :data:`LANE_OTHER`.
+        seq: Its sequence number.
+        msg_id: The message id.
+        role: The role's value (``"user"``...).
+        size_counter: The ``counter_id`` its stored size was measured with.
+        size: The stored size, or ``None``.
+        payload: The codec JSON, or ``None`` when it was not read.
+    """
+
+    lane: int
+    seq: int
+    msg_id: str
+    role: str
+    size_counter: str | None = None
+    size: int | None = None
+    payload: str | None = None
+
+    def message(self) -> Message:
+        """Decode the payload (it must have been read)."""
+        if self.payload is None:
+            raise RuntimeError(f"payload of seq {self.seq} was not read")
+        return codec.from_json(self.payload)
 
 
-def _to_snapshot(rows: Iterable[Any], names: Sequence[str]) -> Snapshot:
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """A conversation as read at one version.
+
+    Attributes:
+        version: ``next_seq``, or ``None`` when the conversation does not exist.
+        rows: Its message rows, in any order.
+        evicted: Its record of evicted ids: each id with the number of its row.
+    """
+
+    version: int | None
+    rows: list[StoredRow]
+    evicted: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """One statement of a plan: a prepared statement's name and its values.
+
+    Attributes:
+        statement: A key of :meth:`Statements.prepared`.
+        params: The bound values, in marker order.
+        phase: Why it is there: the batch condition, deleting replaced rows,
+            inserting new ones, evicting old ones or refreshing a TTL.
+    """
+
+    statement: str
+    params: tuple[object, ...]
+    phase: Phase
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """One atomic write: a condition and the statements sent with it.
+
+    Attributes:
+        condition: The lightweight transaction that checks the version, or
+            ``None`` when there is nothing to write.
+        writes: The other statements of the batch, in phase order.
+        result: What the write does, for the caller.
+    """
+
+    condition: Write | None
+    writes: list[Write] = field(default_factory=list)
+    result: AppendResult = field(default_factory=AppendResult)
+
+
+def to_snapshot(rows: Iterable[Any], names: Sequence[str]) -> Snapshot:
+    """The snapshot that the rows of a read of ``names`` (one partition) show."""
     version: int | None = None
     stored: list[StoredRow] = []
     evicted: dict[str, int] = {}
@@ -168,338 +235,336 @@ def _to_snapshot(rows: Iterable[Any], names: Sequence[str]) -> Snapshot:
     return Snapshot(version, stored, evicted)
 
 
-@dataclass(frozen=True, slots=True)
-class Call(Generic[T]):
-    """One repository call, ready to run.
-
-    Attributes:
-        steps: Its steps.
-        writer: The conversation it writes, whose writers in one process take
-            turns; ``None`` for a read or a call that writes nothing.
-        needs_server: False when the steps ask for nothing (an empty append).
-    """
-
-    steps: Steps[T]
-    writer: str | None = None
-    needs_server: bool = True
+def _lane(message: Message) -> int:
+    return LANE_SYSTEM if message.role is Role.SYSTEM else LANE_OTHER
 
 
-class TableSteps:
-    """Every decision of a repository of one Cassandra table.
-
-    Construction checks every option; nothing here does I/O.
-
-    Attributes:
-        cql: The table's statements.
-        ttl: The TTL in seconds, ``0`` when conversations do not expire.
-        keyspace_ddl: ``CREATE KEYSPACE IF NOT EXISTS`` with the replication.
-        fault_points: Test hooks reached at the named steps of every write.
-        snapshots: What the repository remembers of the conversations it wrote.
-    """
-
-    def __init__(
-        self,
-        *,
-        keyspace: str = "chatledger",
-        table: str = "chat_memory",
-        ttl: timedelta | float | None = None,
-        replication: Mapping[str, object] | None = None,
-        max_attempts: int = 100,
-        page_size: int = 5000,
-        max_write_bytes: int = DEFAULT_MAX_WRITE_BYTES,
-    ) -> None:
-        """Check the options of a repository (see its constructor).
-
-        Raises:
-            InvalidNameError: for a bad keyspace, table or replication option.
-            InvalidTTLError: for a bad ``ttl``.
-            TypeError, ValueError: for a bad number.
-        """
-        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int):
-            raise TypeError("max_attempts must be an int")
-        if isinstance(max_write_bytes, bool) or not isinstance(max_write_bytes, int):
-            raise TypeError("max_write_bytes must be an int")
-        if max_attempts < 1 or page_size < 1 or max_write_bytes < 1:
-            raise ValueError(
-                "max_attempts, page_size and max_write_bytes must be at least 1"
-            )
-        self.cql = Statements(keyspace, table)
-        self.ttl = ttl_seconds(ttl)
-        self.keyspace_ddl = create_keyspace(
-            keyspace, dict(DEFAULT_REPLICATION if replication is None else replication)
-        )
-        self.max_attempts = max_attempts
-        self.page_size = page_size
-        self.max_write_bytes = max_write_bytes
-        self.fault_points = FaultPoints()
-        self.snapshots = SnapshotCache(_REMEMBERED_CONVERSATIONS)
-
-    # -- reads -------------------------------------------------------------
-
-    def find_conversation_ids(self) -> Call[list[str]]:
-        """Every conversation id: the whole token ring, paged by the driver."""
-        return Call(self._find_conversation_ids())
-
-    def _find_conversation_ids(self) -> Steps[list[str]]:
-        rows = yield Read("list_ids", (), self.page_size)
-        return listed(cells(row, ("conversation_id", "emptied")) for row in rows)
-
-    def count_messages(self, conversation_id: str) -> Call[int]:
-        """How many messages a conversation holds; the server counts."""
-        validate_conversation_id(conversation_id)
-        return Call(self._count_messages(conversation_id))
-
-    def _count_messages(self, conversation_id: str) -> Steps[int]:
-        rows = yield Read("count_messages", (conversation_id, LANE_EVICTED))
-        return int(cells(rows[0], ("count",))[0]) if rows else 0
-
-    def find_conversation_ids_page(
-        self, cursor: str | None, limit: int
-    ) -> Call[ConversationPage]:
-        """Up to ``limit`` conversation ids after ``cursor``, in token order.
-
-        Raises:
-            InvalidPageError: as the protocol says, and for a cursor that is
-                not a token a page gave.
-        """
-        return Call(self._page(PageGathering.start(cursor, limit)))
-
-    def _page(self, gathering: PageGathering) -> Steps[ConversationPage]:
-        names = ("conversation_id", "token", "emptied")
-        while True:
-            rows = yield Read(*gathering.query())
-            page = gathering.add([cells(row, names) for row in rows])
-            if page is not None:
-                return page
-
-    def find_by_conversation_id(self, conversation_id: str) -> Call[list[Message]]:
-        """One conversation's messages, oldest first (``[]`` if none)."""
-        validate_conversation_id(conversation_id)
-        return Call(self._messages(conversation_id))
-
-    def _messages(self, conversation_id: str) -> Steps[list[Message]]:
-        rows = yield Read(
-            "select_messages", (conversation_id, LANE_EVICTED), self.page_size
-        )
-        found = (cells(row, ("lane", "seq", "payload")) for row in rows)
-        ordered = sorted((seq, payload) for _, seq, payload in found if seq is not None)
-        return [codec.from_json(payload) for _, payload in ordered]
-
-    # -- writes ------------------------------------------------------------
-
-    def save_all(self, conversation_id: str, messages: Sequence[Message]) -> Call[None]:
-        """Replace a conversation in one conditional batch; ``[]`` deletes it.
-
-        Raises:
-            MessageTooLargeError: if the messages cannot fit in one write.
-        """
-        validate_conversation_id(conversation_id)
-        batch = stamp_messages(validate_messages(messages))
-        self._check_new(conversation_id, batch)
-        return Call(self._save_all(conversation_id, batch), conversation_id)
-
-    def _save_all(self, conversation_id: str, batch: list[Message]) -> Steps[None]:
-        def attempt() -> Steps[bool | None]:
-            rows = yield Read("select_version", (conversation_id,))
-            version = cells(rows[0], ("next_seq",))[0] if rows else None
-            self.fault_points.reach("after_lock")
-            plan = plan_replace(
-                conversation_id, version, batch, self.ttl, first_sequence_number()
-            )
-            if plan.condition is None:
-                return True
-            applied = yield from self._commit(conversation_id, plan)
-            return True if applied else None
-
-        self.snapshots.forget(conversation_id)
-        yield from self._retrying(conversation_id, attempt)
-
-    def delete_by_conversation_id(self, conversation_id: str) -> Call[None]:
-        """Delete a conversation's partition; an unknown id does nothing."""
-        validate_conversation_id(conversation_id)
-        return Call(self._delete(conversation_id), conversation_id)
-
-    def _delete(self, conversation_id: str) -> Steps[None]:
-        plan = Plan(
-            Write("delete_any", (conversation_id,), "condition"),
-            [Write("delete_partition", (conversation_id,), "delete")],
-        )
-
-        def attempt() -> Steps[bool]:
-            self.fault_points.reach("after_lock")
-            # Not applied when there was nothing to delete.
-            yield from self._commit(conversation_id, plan)
-            return True
-
-        self.snapshots.forget(conversation_id)
-        yield from self._retrying(conversation_id, attempt)
-
-    def append_to_window(
-        self, conversation_id: str, messages: Sequence[Message], window: Window
-    ) -> Call[AppendResult]:
-        """Append and evict in one conditional batch (``SupportsWindowAppend``).
-
-        Raises:
-            MessageTooLargeError: if the new messages cannot fit in one write;
-                while running, if the whole batch cannot (with a TTL it
-                rewrites the window).
-        """
-        validate_conversation_id(conversation_id)
-        batch = validate_messages(messages)
-        if not batch:
-            return Call(_done(AppendResult()), needs_server=False)
-        stamped = stamp_messages(batch)
-        self._check_new(conversation_id, stamped)
-        return Call(self._append(conversation_id, stamped, window), conversation_id)
-
-    def _append(
-        self, conversation_id: str, stamped: list[Message], window: Window
-    ) -> Steps[AppendResult]:
-        def attempt() -> Steps[AppendResult | None]:
-            snapshot = yield from self._recall(conversation_id, window)
-            if snapshot is None:
-                snapshot = yield from self._read_snapshot(conversation_id, window)
-                if snapshot is None:
-                    return None  # a write landed between two reads: read again
-            self.fault_points.reach("after_lock")
-            plan = plan_append_batch(
-                conversation_id,
-                snapshot,
-                stamped,
-                window,
-                self.ttl,
-                start=first_sequence_number(),
-            )
-            if plan.condition is not None:
-                try:
-                    applied = yield from self._commit(conversation_id, plan)
-                except BaseException:
-                    self.snapshots.forget(conversation_id)  # outcome unknown
-                    raise
-                if not applied:
-                    self.snapshots.forget(conversation_id)
-                    return None
-            if not self.ttl:
-                self.snapshots.remember(conversation_id, after_commit(snapshot, plan))
-            return plan.result
-
-        return (yield from self._retrying(conversation_id, attempt))
-
-    # -- the parts of a write ----------------------------------------------
-
-    def _check_new(self, conversation_id: str, batch: Sequence[Message]) -> None:
-        """Refuse, before any I/O, messages whose inserts alone cannot fit."""
-        if batch:
-            inserts = plan_replace(conversation_id, None, batch, self.ttl)
-            check_write(inserts, self.max_write_bytes, conversation_id)
-
-    def _snapshot(
-        self, conversation_id: str, mode: Literal["index", "full"]
-    ) -> Steps[Snapshot]:
-        names = _INDEX if mode == "index" else _FULL
-        statement = "select_index" if mode == "index" else "select_full"
-        rows = yield Read(statement, (conversation_id,))
-        return _to_snapshot(rows, names)
-
-    def _read_snapshot(
-        self, conversation_id: str, window: Window
-    ) -> Steps[Snapshot | None]:
-        """Read what an append decides on; ``None`` if a write came in between.
-
-        A plain read at the repository's consistency, not a serial one: the
-        version check of the commit is what makes the write linearizable, and
-        a read that missed a newer write only loses that check and is read
-        again. A serial read would add a Paxos round to every attempt.
-        """
-        mode: Literal["index", "full"] = "full" if self.ttl else "index"
-        snapshot = yield from self._snapshot(conversation_id, mode)
-        need = payloads_needed(snapshot, window, self.ttl)
-        if need == "all" and not self.ttl:
-            return (yield from self._snapshot(conversation_id, "full"))
-        if need == "system":
-            return (yield from self._with_system_payloads(conversation_id, snapshot))
-        return snapshot
-
-    def _recall(self, conversation_id: str, window: Window) -> Steps[Snapshot | None]:
-        """The remembered snapshot, if still current and enough for ``window``."""
-        if self.ttl or not self.snapshots.knows(conversation_id):
-            return None
-        rows = yield Read("select_version", (conversation_id,))
-        version = cells(rows[0], ("next_seq",))[0] if rows else None
-        snapshot = self.snapshots.recall(conversation_id, version)
-        if snapshot is None or payloads_needed(snapshot, window, 0) == "all":
-            return None
-        return snapshot
-
-    def _with_system_payloads(
-        self, conversation_id: str, snapshot: Snapshot
-    ) -> Steps[Snapshot | None]:
-        rows = yield Read("select_lane", (conversation_id, LANE_SYSTEM))
-        lane = _to_snapshot(rows, _FULL)
-        expected = {(r.seq, r.msg_id) for r in snapshot.rows if r.lane == LANE_SYSTEM}
-        if (
-            lane.version != snapshot.version
-            or {(r.seq, r.msg_id) for r in lane.rows} != expected
-        ):
-            return None  # a write landed between the two reads: start over
-        others = [r for r in snapshot.rows if r.lane != LANE_SYSTEM]
-        return Snapshot(snapshot.version, lane.rows + others, snapshot.evicted)
-
-    def _commit(self, conversation_id: str, plan: Plan) -> Steps[bool]:
-        """Send ``plan`` as one conditional statement or batch; True if applied.
-
-        The fault points of its phases are reached before it is sent: the
-        batch is one request, so nothing of it lands before the commit.
-
-        Raises:
-            MessageTooLargeError: before sending, if the batch may not fit.
-        """
-        assert plan.condition is not None
-        check_write(plan, self.max_write_bytes, conversation_id)
-        phase: str | None = None
-        for write in plan.writes:
-            if phase is not None and write.phase != phase:
-                self._reach_phase(phase)
-            phase = write.phase
-        if phase is not None:
-            self._reach_phase(phase)
-        self.fault_points.reach("before_commit")
-        rows = yield Commit(plan)
-        applied = bool(rows) and bool(cells(rows[0], ("[applied]",))[0])
-        if applied:
-            self.fault_points.reach("after_commit")
-        return applied
-
-    def _reach_phase(self, phase: str) -> None:
-        point = _PHASE_POINT.get(phase)
-        if point is not None:
-            self.fault_points.reach(point)
-
-    def _retrying(
-        self, conversation_id: str, attempt_once: Callable[[], Steps[T | None]]
-    ) -> Steps[T]:
-        """Run ``attempt_once`` until it returns non-None, retrying lost races.
-
-        A lost condition, or a CAS whose outcome a timeout left unknown, means
-        reading again after a jittered pause; the message ids make a second
-        application of the same append a no-op.
-        """
-        last_error: Exception | None = None
-        for attempt in range(self.max_attempts):
-            try:
-                outcome = yield from attempt_once()
-            except (WriteTimeout, ReadTimeout) as exc:
-                if not _is_retryable(exc):
-                    raise
-                last_error = exc
-                outcome = None
-            if outcome is not None:
-                return outcome
-            yield Pause(_backoff(attempt))
-        if last_error is not None:
-            raise last_error
-        raise ContentionError(
+def _insert(
+    conversation_id: str,
+    seq: int,
+    message: Message,
+    window: Window | None,
+    ttl: int,
+    measured: int | None = None,
+    phase: Phase = "insert",
+) -> Write:
+    counter = None if window is None else window.counter_id
+    size = None
+    if counter is not None and window is not None:
+        size = window.measure(message) if measured is None else measured
+    return Write(
+        "insert",
+        (
             conversation_id,
-            self.max_attempts,
-            "other writers kept changing the conversation",
+            _lane(message),
+            seq,
+            message.id,
+            message.role.value,
+            counter,
+            size,
+            codec.to_json(message),
+            ttl,
+        ),
+        phase,
+    )
+
+
+def _rewrite(conversation_id: str, row: StoredRow, ttl: int) -> Write:
+    if row.payload is None:
+        raise RuntimeError(f"payload of seq {row.seq} is needed to refresh its TTL")
+    return Write(
+        "insert",
+        (
+            conversation_id,
+            row.lane,
+            row.seq,
+            row.msg_id,
+            row.role,
+            row.size_counter,
+            row.size,
+            row.payload,
+            ttl,
+        ),
+        "refresh",
+    )
+
+
+def _condition(
+    conversation_id: str,
+    version: int | None,
+    new: int,
+    ttl: int,
+    emptied: bool = False,
+) -> Write:
+    if version is None:
+        return Write("start", (ttl, new, emptied, conversation_id), "condition")
+    return Write("advance", (ttl, new, emptied, conversation_id, version), "condition")
+
+
+def _record(
+    conversation_id: str,
+    evicted: dict[str, int],
+    taken_out: list[tuple[int, str]],
+    ttl: int,
+) -> list[Write]:
+    """The writes that add ``taken_out`` (numbers and ids) to the record.
+
+    The record is trimmed when the numbers written since its newest row cross
+    a multiple of the trim step; ids numbered at or below the trim bound are
+    then not written at all, so no insert meets the range delete beside it.
+    The range delete itself is only sent when a stored row falls under it:
+    each one leaves a range tombstone.
+    """
+    if not taken_out:
+        return []
+    last = max(seq for seq, _ in taken_out)
+    first = max(evicted.values()) + 1 if evicted else min(s for s, _ in taken_out)
+    writes: list[Write] = []
+    floor: int | None = None
+    if trim_due(first, last):
+        floor = trim_below(last)
+        if any(seq <= floor for seq in evicted.values()):
+            writes.append(
+                Write(
+                    "delete_before",
+                    (conversation_id, LANE_EVICTED, floor + 1),
+                    "evict",
+                )
+            )
+    writes.extend(
+        Write(
+            "insert_evicted", (conversation_id, LANE_EVICTED, seq, msg_id, ttl), "evict"
         )
+        for seq, msg_id in taken_out
+        if floor is None or seq > floor
+    )
+    return writes
+
+
+def plan_delete(conversation_id: str) -> Plan:
+    """Plan deleting a conversation's partition, applied only if it exists."""
+    return Plan(
+        Write("delete_any", (conversation_id,), "condition"),
+        [Write("delete_partition", (conversation_id,), "delete")],
+    )
+
+
+def _delete_plan(conversation_id: str, version: int, result: AppendResult) -> Plan:
+    return Plan(
+        Write("delete_version", (conversation_id, version), "condition"),
+        [Write("delete_partition", (conversation_id,), "delete")],
+        result,
+    )
+
+
+def payloads_needed(
+    snapshot: Snapshot, window: Window, ttl: int
+) -> Literal["none", "system", "all"]:
+    """Say which payloads an append must read beside the index columns.
+
+    System messages are compared by value, so their payloads are always read;
+    a refreshed TTL rewrites every surviving row, and a stored size counted by
+    another measure must be counted again, so those need every payload.
+    """
+    if ttl:
+        return "all"
+    counter = window.counter_id
+    if counter is not None and any(
+        row.lane == LANE_OTHER and row.size_counter != counter for row in snapshot.rows
+    ):
+        return "all"
+    if any(row.lane == LANE_SYSTEM for row in snapshot.rows):
+        return "system"
+    return "none"
+
+
+def _row_size(row: StoredRow, window: Window) -> int:
+    counter = window.counter_id
+    if counter is None:
+        return 1
+    if row.size_counter == counter and row.size is not None:
+        return row.size
+    return window.measure(row.message())
+
+
+def plan_append_batch(
+    conversation_id: str,
+    snapshot: Snapshot,
+    batch: Sequence[Message],
+    window: Window,
+    ttl: int,
+    start: int = 0,
+) -> Plan:
+    """Turn core's window plan for ``batch`` into one conditional batch.
+
+    What to keep is :func:`chatledger.adapters.plan_append`'s decision, fed
+    with the snapshot; this function only numbers the new rows, picks the
+    range deletes and adds the version condition (the contract of
+    ``SupportsWindowAppend``).
+
+    Args:
+        conversation_id: The validated conversation id.
+        snapshot: The conversation as read, with the payloads
+            :func:`payloads_needed` asked for.
+        batch: The validated, stamped messages to add.
+        window: The window to keep.
+        ttl: The TTL in seconds, ``0`` for none.
+        start: The first sequence number when the conversation is new.
+    """
+    known = {row.msg_id for row in snapshot.rows}
+    fresh = [m for m in batch if m.id not in known and m.id not in snapshot.evicted]
+    if not fresh:
+        return Plan(None)
+    system_rows = sorted(
+        (r for r in snapshot.rows if r.lane == LANE_SYSTEM), key=lambda r: r.seq
+    )
+    other_rows = sorted(
+        (r for r in snapshot.rows if r.lane == LANE_OTHER), key=lambda r: r.seq
+    )
+    other_sizes = [_row_size(row, window) for row in other_rows]
+    stored = StoredWindow(
+        system_count=len(system_rows),
+        system_size=sum(_row_size(row, window) for row in system_rows),
+        count=len(other_rows),
+        total=sum(other_sizes),
+        read_oldest=lambda expected: (
+            StoredEntry(row.msg_id, Role(row.role), size, row.seq)
+            for row, size in zip(other_rows, other_sizes, strict=True)
+        ),
+        system=[row.message() for row in system_rows]
+        if needs_stored_system(fresh)
+        else None,
+    )
+    plan = plan_append(stored, fresh, window)
+    result = AppendResult(plan.appended, plan.evicted_ids)
+    if not plan.appended:
+        # Only system messages equal to stored ones: nothing changes, as for
+        # a batch of ids already stored.
+        return Plan(None, [], result)
+
+    # Every appended message takes a number, kept or not, so the version
+    # advances whenever the batch writes anything. A window that leaves no
+    # message keeps the partition for its record of evicted ids (an emptying
+    # append always takes some id out), marked as listing no conversation.
+    base = start if snapshot.version is None else snapshot.version
+    new_seq = {m.id: base + i for i, m in enumerate(plan.appended)}
+    next_seq = base + len(plan.appended)
+    writes: list[Write] = []
+    if plan.replace_system and system_rows:
+        writes.append(
+            Write("delete_before", (conversation_id, LANE_SYSTEM, base), "delete")
+        )
+    for message, size in zip(plan.insert, plan.insert_sizes, strict=True):
+        writes.append(
+            _insert(conversation_id, new_seq[message.id], message, window, ttl, size)
+        )
+    surviving_rows = other_rows[len(plan.evicted) :]
+    if plan.evicted:
+        surviving_new = [m for m in plan.insert if m.role is not Role.SYSTEM]
+        first_kept = (
+            surviving_rows[0].seq
+            if surviving_rows
+            else (new_seq[surviving_new[0].id] if surviving_new else next_seq)
+        )
+        writes.append(
+            Write("delete_before", (conversation_id, LANE_OTHER, first_kept), "evict")
+        )
+    numbers = {row.msg_id: row.seq for row in system_rows}
+    numbers.update((entry.id, entry.position) for entry in plan.evicted)
+    numbers.update(new_seq)
+    taken_out = [(numbers[msg_id], msg_id) for msg_id in plan.evicted_ids]
+    writes += _record(conversation_id, snapshot.evicted, taken_out, ttl)
+    if ttl:
+        kept_rows = ([] if plan.replace_system else system_rows) + surviving_rows
+        writes.extend(_rewrite(conversation_id, row, ttl) for row in kept_rows)
+    return Plan(
+        _condition(conversation_id, snapshot.version, next_seq, ttl, plan.empty),
+        writes,
+        result,
+    )
+
+
+def plan_replace(
+    conversation_id: str,
+    version: int | None,
+    messages: Sequence[Message],
+    ttl: int,
+    start: int = 0,
+) -> Plan:
+    """Plan ``save_all``: replace every stored row with ``messages``.
+
+    The old rows (the record of evicted ids too) are range-deleted below the
+    version read and the new ones are written from that version on, in one
+    batch; an empty ``messages`` deletes the conversation.
+
+    Args:
+        conversation_id: The validated conversation id.
+        version: The version read, ``None`` if the conversation does not exist.
+        messages: The validated, stamped messages.
+        ttl: The TTL in seconds, ``0`` for none.
+        start: The first sequence number when the conversation is new.
+    """
+    if not messages:
+        if version is None:
+            return Plan(None)
+        return _delete_plan(conversation_id, version, AppendResult())
+    base = start if version is None else version
+    writes: list[Write] = []
+    if version is not None:
+        writes += [
+            Write("delete_before", (conversation_id, lane, base), "delete")
+            for lane in (LANE_SYSTEM, LANE_OTHER, LANE_EVICTED)
+        ]
+    writes += [
+        _insert(conversation_id, base + i, m, None, ttl) for i, m in enumerate(messages)
+    ]
+    return Plan(
+        _condition(conversation_id, version, base + len(messages), ttl),
+        writes,
+        AppendResult(list(messages), []),
+    )
+
+
+def configure_prepared(prepared: Any, consistency: int, serial: int) -> Any:
+    """Give a freshly prepared statement the repository's consistency levels."""
+    prepared.consistency_level = consistency
+    prepared.serial_consistency_level = serial
+    return prepared
+
+
+def _values(write: Write) -> tuple[object, ...]:
+    """The values to bind for ``write``: a missing one is unset, never null.
+
+    A bound null writes a tombstone cell; an insert of a message without a
+    stored size would leave two, and a long conversation's reads would wade
+    through (and at 100,000 by default, abort on) tombstones nobody deleted.
+    """
+    if write.statement != "insert":
+        return write.params
+    return tuple(UNSET_VALUE if value is None else value for value in write.params)
+
+
+def commit_statement(
+    plan: Plan, prepared: Callable[[str], Any], consistency: int, serial: int
+) -> Any:
+    """The statement that sends ``plan``: its condition alone, or one batch.
+
+    Args:
+        plan: A plan whose condition is not ``None``.
+        prepared: Returns the prepared statement of a name.
+        consistency: The commit's consistency level.
+        serial: The consistency level of its Paxos phase.
+    """
+    condition = plan.condition
+    assert condition is not None
+    if not plan.writes:
+        return prepared(condition.statement).bind(condition.params)
+    batch = BatchStatement(
+        batch_type=BatchType.UNLOGGED,
+        consistency_level=consistency,
+        serial_consistency_level=serial,
+    )
+    batch.add(prepared(condition.statement), condition.params)
+    for write in plan.writes:
+        batch.add(prepared(write.statement), _values(write))
+    return batch
