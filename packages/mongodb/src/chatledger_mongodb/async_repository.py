@@ -78,6 +78,7 @@ cancellation returned.
 from __future__ import annotations
 
 import asyncio
+import weakref  # async-only
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, TypeVar
@@ -191,10 +192,14 @@ class AsyncMongoDBChatMemoryRepository(AsyncClosingContext):
         self.fault_points = FaultPoints()
         self._create_indexes = bool(create_indexes)
         self._indexes_ready = not self._create_indexes
-        self._ready_lock = asyncio.Lock()
         if True:  # async
-            pass  # no I/O here: the first write runs _prepared()
+            # An asyncio.Lock serves only the loop it first waited in, and
+            # asyncio.run or a thread may bring another: one lock per loop.
+            self._ready_locks: weakref.WeakKeyDictionary[
+                asyncio.AbstractEventLoop, asyncio.Lock
+            ] = weakref.WeakKeyDictionary()
         else:
+            self._ready_lock = asyncio.Lock()
             self._prepared()
 
     @classmethod
@@ -247,7 +252,12 @@ class AsyncMongoDBChatMemoryRepository(AsyncClosingContext):
         """Create the TTL index once, before the first write, if asked to."""
         if self._indexes_ready:
             return
-        async with self._ready_lock:
+        if True:  # async
+            loop = asyncio.get_running_loop()
+            lock = self._ready_locks.setdefault(loop, asyncio.Lock())
+        else:
+            lock = self._ready_lock
+        async with lock:
             if not self._indexes_ready:
                 await self.create_indexes()
                 self._indexes_ready = True

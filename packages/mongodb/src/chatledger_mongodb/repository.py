@@ -235,7 +235,8 @@ class MongoDBChatMemoryRepository(ClosingContext):
         """Create the TTL index once, before the first write, if asked to."""
         if self._indexes_ready:
             return
-        with self._ready_lock:
+        lock = self._ready_lock
+        with lock:
             if not self._indexes_ready:
                 self.create_indexes()
                 self._indexes_ready = True
