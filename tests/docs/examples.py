@@ -22,6 +22,8 @@ prints a JSON object: each name and its traceback, or ``null``.
 from __future__ import annotations
 
 import ast
+import asyncio
+import inspect
 import json
 import os
 import re
@@ -162,6 +164,22 @@ def _refuse_tcp(self: socket.socket, address: Any) -> Any:
 _connect = socket.socket.connect
 
 
+def _run_code(example: Example, namespace: dict[str, Any]) -> None:
+    """Run one example; one that awaits at its top level runs in an event loop.
+
+    An async module's examples read as in ``python -m asyncio``: ``await``
+    without a function around it, so that the sync module written from that
+    source shows the same example without it.
+    """
+    code = compile(
+        example.code, example.name, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT
+    )
+    if code.co_flags & inspect.CO_COROUTINE:
+        asyncio.run(eval(code, namespace))
+    else:
+        exec(code, namespace)
+
+
 def run(names: list[str]) -> dict[str, str | None]:
     """Run the examples called ``names``; return each one's traceback or ``None``."""
     socket.socket.connect = _refuse_tcp  # type: ignore[method-assign,assignment]
@@ -176,7 +194,7 @@ def run(names: list[str]) -> dict[str, str | None]:
         with tempfile.TemporaryDirectory(prefix="chatledger-example-") as folder:
             os.chdir(folder)
             try:
-                exec(compile(example.code, example.name, "exec"), namespace)
+                _run_code(example, namespace)
                 results[example.name] = None
             except BaseException:
                 results[example.name] = traceback.format_exc()

@@ -21,7 +21,9 @@ from chatledger import (
     InvalidConversationIdError,
     InvalidMessageError,
     Message,
+    MessageWindowChatMemory,
     Role,
+    TokenWindowChatMemory,
     UnknownBackendError,
     connect_async,
 )
@@ -155,6 +157,19 @@ def test_an_async_memory_refuses_a_sync_repository_before_any_io() -> None:
         AsyncTokenWindowChatMemory(None, 10)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="max_messages"):
         AsyncMessageWindowChatMemory(max_messages=0)
+
+
+def test_a_sync_memory_refuses_an_async_repository_before_any_io() -> None:
+    # Its calls would return coroutines nobody awaits: nothing stored, no error.
+    repository = AsyncInMemoryChatMemoryRepository()
+    for make in (
+        lambda: MessageWindowChatMemory(repository),  # type: ignore[arg-type]
+        lambda: TokenWindowChatMemory(repository, 100),  # type: ignore[arg-type]
+    ):
+        with pytest.raises(TypeError, match="not a sync repository"):
+            make()
+    with pytest.raises(TypeError, match="must not be None"):
+        TokenWindowChatMemory(None, 10)  # type: ignore[arg-type]
 
 
 class ReadModifyWrite:

@@ -34,7 +34,6 @@ TWINS = [
 
 #: Twins that still differ, and how; each entry goes when its adapter is fixed.
 DRIFTED = {
-    "InMemoryChatMemoryRepository": "the sync one lacks close and the schema calls",
     "SqlChatMemoryRepository": "the async one lacks save_many and benchmark_floor",
     "RedisChatMemoryRepository": "the async one lacks benchmark_floor",
     "Neo4jChatMemoryRepository": "the sync one lacks the driver property",

@@ -1,39 +1,45 @@
-"""An asyncio repository that keeps conversations in this process.
+# sync twin: in_memory.py
+"""A repository that keeps conversations in this process, safe across threads.
 
 Example:
-    import asyncio
-
     from chatledger import (
         AsyncInMemoryChatMemoryRepository,
         AsyncMessageWindowChatMemory,
         Message,
     )
 
-    async def main():
-        memory = AsyncMessageWindowChatMemory(
-            AsyncInMemoryChatMemoryRepository(), max_messages=10
-        )
-        await memory.add("c1", Message.user("Hello"))
-        await memory.get("c1")
+    memory = AsyncMessageWindowChatMemory(
+        AsyncInMemoryChatMemoryRepository(), max_messages=10
+    )
+    await memory.add("c1", Message.user("Hello"))
+    await memory.get("c1")
 
-    asyncio.run(main())
-
-It is the reference implementation of the async contracts, and it is
-:class:`chatledger.InMemoryChatMemoryRepository` behind coroutines: the same
-store, copies in and out, and a window append that is atomic under one lock.
-Nothing here waits on I/O, so each call runs to its end once started, and a
-cancelled call either has not started or is complete.
+It is the reference implementation of the contracts: it copies in and out (a
+list you pass or get back can be changed without touching what is stored) and
+its window append is atomic under one lock. Nothing here waits on I/O, so
+each call runs to its end once started: an async call that is cancelled
+either has not started or is complete.
 """
 
 from __future__ import annotations
 
+import bisect
+import threading
 from collections.abc import Sequence
 from typing import Self
 
+from chatledger.append_plan import plan_append
 from chatledger.closing import AsyncClosingContext
-from chatledger.in_memory import InMemoryChatMemoryRepository
+from chatledger.evicted_ids import EvictedIds
+from chatledger.in_memory_conversation import InMemoryConversation
 from chatledger.messages import Message
-from chatledger.repository import AppendResult, ConversationPage
+from chatledger.results import AppendResult, ConversationPage
+from chatledger.validation import (
+    stamp_messages,
+    validate_conversation_id,
+    validate_messages,
+    validate_page_request,
+)
 from chatledger.window import Window
 
 __all__ = ["AsyncInMemoryChatMemoryRepository"]
@@ -44,23 +50,35 @@ class AsyncInMemoryChatMemoryRepository(AsyncClosingContext):
 
     def __init__(self) -> None:
         """Create an empty repository."""
-        self._store = InMemoryChatMemoryRepository()
+        # A thread lock, never held across an await: one repository may serve
+        # several threads, each with its own event loop.
+        self._lock = threading.Lock()
+        self._conversations: dict[str, InMemoryConversation] = {}
+        # Kept apart from the messages: a window may empty a conversation
+        # (it is then not listed) while its evicted ids must still count.
+        self._evicted: dict[str, EvictedIds] = {}
 
     def __repr__(self) -> str:
-        return repr(self._store).replace("InMemory", "AsyncInMemory", 1)
+        return f"{type(self).__name__}(conversations={len(self._conversations)})"
 
     @classmethod
     def from_url(cls, url: str = "memory://", **options: object) -> Self:
         """Create an empty repository for a ``memory://`` URL.
 
-        Every call gives a new, empty repository, as
-        :meth:`chatledger.InMemoryChatMemoryRepository.from_url` does.
+        Every call gives a new, empty repository: nothing is shared between two
+        ``connect_async("memory://")`` calls, nor kept after the process ends.
 
         Raises:
             ValueError: if ``url`` is not a ``memory:`` URL.
             TypeError: if any option is given (there is none).
         """
-        InMemoryChatMemoryRepository.from_url(url, **options)
+        scheme, _, _ = url.partition(":")
+        if scheme.lower() != "memory":
+            raise ValueError(f"{cls.__name__} takes a memory:// URL")
+        if options:
+            raise TypeError(
+                f"{cls.__name__} takes no options, got " + ", ".join(sorted(options))
+            )
         return cls()
 
     async def create_schema(self) -> None:
@@ -68,40 +86,93 @@ class AsyncInMemoryChatMemoryRepository(AsyncClosingContext):
 
     async def drop_schema(self) -> None:
         """Forget every conversation."""
-        for conversation_id in self._store.find_conversation_ids():
-            self._store.delete_by_conversation_id(conversation_id)
+        with self._lock:
+            self._conversations.clear()
+            self._evicted.clear()
 
     async def aclose(self) -> None:
         """Do nothing: the repository owns no connection."""
 
     async def find_conversation_ids(self) -> list[str]:
         """Return the id of every stored conversation."""
-        return self._store.find_conversation_ids()
+        with self._lock:
+            return list(self._conversations)
 
     async def find_by_conversation_id(self, conversation_id: str) -> list[Message]:
         """Return a copy of one conversation, oldest first."""
-        return self._store.find_by_conversation_id(conversation_id)
+        validate_conversation_id(conversation_id)
+        with self._lock:
+            stored = self._conversations.get(conversation_id)
+            return [] if stored is None else list(stored.messages)
 
     async def count_messages(self, conversation_id: str) -> int:
         """Return how many messages a conversation holds."""
-        return self._store.count_messages(conversation_id)
+        validate_conversation_id(conversation_id)
+        with self._lock:
+            stored = self._conversations.get(conversation_id)
+            return 0 if stored is None else len(stored.messages)
 
     async def find_conversation_ids_page(
         self, cursor: str | None = None, limit: int = 100
     ) -> ConversationPage:
         """Return up to ``limit`` conversation ids after ``cursor``, in id order."""
-        return self._store.find_conversation_ids_page(cursor, limit)
+        after, limit = validate_page_request(cursor, limit)
+        with self._lock:
+            ids = sorted(self._conversations)
+        start = 0 if after is None else bisect.bisect_right(ids, after)
+        page = ids[start : start + limit]
+        more = start + limit < len(ids)
+        return ConversationPage(page, page[-1] if more else None)
 
     async def save_all(self, conversation_id: str, messages: Sequence[Message]) -> None:
         """Replace one conversation; an empty list removes it."""
-        self._store.save_all(conversation_id, messages)
+        validate_conversation_id(conversation_id)
+        batch = stamp_messages(validate_messages(messages))
+        with self._lock:
+            self._evicted.pop(conversation_id, None)
+            if batch:
+                self._conversations[conversation_id] = InMemoryConversation.of(batch)
+            else:
+                self._conversations.pop(conversation_id, None)
 
     async def delete_by_conversation_id(self, conversation_id: str) -> None:
         """Remove one conversation, if it exists."""
-        self._store.delete_by_conversation_id(conversation_id)
+        validate_conversation_id(conversation_id)
+        with self._lock:
+            self._conversations.pop(conversation_id, None)
+            self._evicted.pop(conversation_id, None)
 
     async def append_to_window(
         self, conversation_id: str, messages: Sequence[Message], window: Window
     ) -> AppendResult:
-        """Append and trim under the store's lock (``AsyncSupportsWindowAppend``)."""
-        return self._store.append_to_window(conversation_id, messages, window)
+        """Append and trim under the lock, as ``AsyncSupportsWindowAppend`` asks.
+
+        The cost grows with the new and evicted messages, not with the
+        history; a token window measures each message once (the history again
+        only when another counter measured it).
+        """
+        validate_conversation_id(conversation_id)
+        batch = validate_messages(messages)
+        if not batch:
+            return AppendResult()
+        with self._lock:
+            stored = self._conversations.get(conversation_id)
+            if stored is None:
+                stored = InMemoryConversation([], set(), 0)
+            evicted = self._evicted.get(conversation_id, ())
+            fresh = stamp_messages(
+                m for m in batch if m.id not in stored.ids and m.id not in evicted
+            )
+            if not fresh:
+                return AppendResult()
+            plan = plan_append(stored.stored_window(window, fresh), fresh, window)
+            stored.apply(plan, window.counter_id)
+            if plan.evicted_ids:
+                self._evicted.setdefault(conversation_id, EvictedIds()).add(
+                    plan.evicted_ids
+                )
+            if plan.empty:
+                self._conversations.pop(conversation_id, None)
+            else:
+                self._conversations[conversation_id] = stored
+            return AppendResult(plan.appended, plan.evicted_ids)

@@ -1,24 +1,22 @@
-"""Chat memories for asyncio: the async twins of :mod:`chatledger.memory`.
+# sync twin: memory.py
+"""Chat memories: the policy layer between an application and a repository.
 
 Example:
-    import asyncio
+    from chatledger import AsyncMessageWindowChatMemory, Message
 
-    from chatledger import AsyncMessageWindowChatMemory, Message, connect_async
+    memory = AsyncMessageWindowChatMemory(max_messages=20)  # in-memory repository
+    await memory.add("c1", [Message.system("Be brief."), Message.user("Hi")])
+    prompt = await memory.get("c1")  # system first, then the window
 
-    async def main():
-        memory = AsyncMessageWindowChatMemory(
-            connect_async("memory://"), max_messages=20  # or any async URL
-        )
-        await memory.add("c1", [Message.system("Be brief."), Message.user("Hello")])
-        prompt = await memory.get("c1")  # system first, then the window
+Data flows one way: caller -> memory (what to keep) -> repository (where it
+lives). A memory uses the repository's atomic window append when it has one
+(:class:`~chatledger.AsyncSupportsWindowAppend`); otherwise it reads the
+conversation, applies :func:`~chatledger.window_rewrite.rewrite_window` and
+writes it back with ``save_all``, which is not safe against concurrent
+writers. ``memory.turn(...)`` takes one model turn (:mod:`chatledger.async_turn`).
 
-    asyncio.run(main())
-
-The policy is the sync memories' own: the same validation, the same window
-(:mod:`chatledger.window`) and the same choice between the repository's atomic
-window append (:class:`~chatledger.AsyncSupportsWindowAppend`) and
-read-modify-write through ``save_all``. Only the I/O is awaited, and
-``async with memory.turn(...)`` takes one model turn (:mod:`chatledger.async_turn`).
+The sync memories and the async ones (the same names with an ``Async``
+prefix) keep the same window by the same rules: only their I/O differs.
 """
 
 from __future__ import annotations
@@ -33,25 +31,31 @@ from chatledger.async_repository import (
     is_async_repository,
 )
 from chatledger.async_turn import AsyncTurnContext
-from chatledger.memory import rewrite_window
 from chatledger.messages import Message
-from chatledger.repository import AppendResult
+from chatledger.results import AppendResult
 from chatledger.tokens import estimate_tokens
-from chatledger.turn import OnError
+from chatledger.turn_rules import OnError
 from chatledger.validation import validate_conversation_id, validate_messages
 from chatledger.window import MessageWindow, TokenWindow, Window
+from chatledger.window_rewrite import rewrite_window
 
 __all__ = [
+    "CONVERSATION_ID",
     "AsyncChatMemory",
     "AsyncMessageWindowChatMemory",
     "AsyncTokenWindowChatMemory",
     "AsyncWindowChatMemory",
 ]
+# The read-modify-write step, importable from here as from window_rewrite.
+__all__ += ["rewrite_window"]
+
+#: The context key that carries the conversation id (Spring AI's name).
+CONVERSATION_ID = "chat_memory_conversation_id"
 
 
 @runtime_checkable
 class AsyncChatMemory(Protocol):
-    """What an asyncio application talks to: add, get and clear one conversation."""
+    """What an application talks to: add, get and clear one conversation."""
 
     async def add(
         self, conversation_id: str, messages: Message | Sequence[Message]
@@ -72,9 +76,9 @@ class AsyncWindowChatMemory:
     """A memory that keeps a :class:`~chatledger.window.Window` of each conversation.
 
     Raises:
-        TypeError: ``repository`` is ``None`` or not an async repository (a
-            sync one belongs in :class:`chatledger.WindowChatMemory`), or
-            ``window`` is not a :class:`~chatledger.window.Window`.
+        TypeError: ``repository`` is ``None`` or a repository of the other
+            kind (sync memories take sync repositories, async memories async
+            ones), or ``window`` is not a :class:`~chatledger.window.Window`.
     """
 
     def __init__(self, repository: AsyncChatMemoryRepository, window: Window) -> None:
@@ -82,10 +86,15 @@ class AsyncWindowChatMemory:
         if repository is None:
             raise TypeError("repository must not be None")
         if not is_async_repository(repository):
+            if True:  # async
+                kind = "an async repository (its methods must be coroutine functions)"
+            else:
+                kind = "a sync repository (its methods must not be coroutine functions)"
             raise TypeError(
-                f"{type(repository).__name__} is not an async repository (its "
-                "methods must be coroutine functions); use it with "
-                "MessageWindowChatMemory or TokenWindowChatMemory instead"
+                f"{type(repository).__name__} is not {kind}, as "
+                f"{type(self).__name__} needs; a sync repository goes with "
+                "MessageWindowChatMemory or TokenWindowChatMemory, an async one "
+                "with their Async twins"
             )
         if not isinstance(window, Window):
             raise TypeError(f"window must be a Window, not {type(window).__name__}")
@@ -143,13 +152,14 @@ class AsyncWindowChatMemory:
     ) -> AsyncTurnContext:
         """Open one model turn; see :mod:`chatledger.async_turn`.
 
-        Not awaited: ``async with memory.turn("c1", Message.user("Hi")) as
-        turn:`` awaits the history on entry (``turn.messages``: history and
-        prompt, system first), collects ``turn.reply(...)`` (a plain call)
-        once per round and, on a normal exit, stores the new prompt messages
-        and the replies in one append. When the block raises or its task is
-        cancelled, nothing is stored (``on_error="discard"``) or the prompt
-        alone (``"keep_prompt"``), and the exception propagates.
+        ``async with memory.turn("c1", Message.user("Hi")) as turn:`` reads
+        the history on entry (``turn.messages``: history and prompt, system
+        first), collects ``turn.reply(...)`` once per round and, on a normal
+        exit, stores the new prompt messages and the replies in one append.
+        When the block raises (or, with asyncio, its task is cancelled),
+        nothing is stored (``on_error="discard"``) or the prompt alone
+        (``"keep_prompt"``), and the exception propagates. ``memory.turn``
+        and ``turn.reply`` are plain calls.
 
         Raises:
             InvalidConversationIdError, InvalidMessageError, ValueError: for a
@@ -161,8 +171,7 @@ class AsyncWindowChatMemory:
 class AsyncMessageWindowChatMemory(AsyncWindowChatMemory):
     """Keep at most ``max_messages`` messages per conversation, on whole turns.
 
-    The async twin of :class:`chatledger.MessageWindowChatMemory`; the
-    trimming rules are documented in :mod:`chatledger.window`.
+    The trimming rules are documented in :mod:`chatledger.window`.
     """
 
     def __init__(
@@ -170,7 +179,7 @@ class AsyncMessageWindowChatMemory(AsyncWindowChatMemory):
         repository: AsyncChatMemoryRepository | None = None,
         max_messages: int = 20,
     ) -> None:
-        """Use ``repository`` (a new async in-memory one by default)."""
+        """Use ``repository`` (a new in-memory one by default)."""
         super().__init__(
             AsyncInMemoryChatMemoryRepository() if repository is None else repository,
             MessageWindow(max_messages),
@@ -185,8 +194,9 @@ class AsyncMessageWindowChatMemory(AsyncWindowChatMemory):
 class AsyncTokenWindowChatMemory(AsyncWindowChatMemory):
     """Keep at most ``max_tokens`` tokens per conversation, on whole turns.
 
-    The async twin of :class:`chatledger.TokenWindowChatMemory`: the newest
-    turn is kept whole even when it alone is larger than the budget.
+    The newest turn is kept whole even when it alone is larger than the budget
+    (a single message larger than the whole budget included): the memory never
+    drops the turn in progress; older turns go first. See :mod:`chatledger.window`.
     """
 
     def __init__(

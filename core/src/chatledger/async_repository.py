@@ -1,48 +1,48 @@
-"""The storage contracts for asyncio: the repository protocols, every method async.
+# sync twin: repository.py
+"""The storage contracts: what a repository of conversations must do.
 
 Example:
-    import asyncio
-
     from chatledger import (
         AsyncChatMemoryRepository,
         AsyncInMemoryChatMemoryRepository,
         Message,
     )
 
-    async def main():
-        repository: AsyncChatMemoryRepository = AsyncInMemoryChatMemoryRepository()
-        await repository.save_all("c1", [Message.user("hi")])
-        await repository.find_by_conversation_id("c1")
+    repository: AsyncChatMemoryRepository = AsyncInMemoryChatMemoryRepository()
+    await repository.save_all("c1", [Message.user("hi")])
+    await repository.find_by_conversation_id("c1")
 
-    asyncio.run(main())
-
-Each protocol here is the twin of one in :mod:`chatledger.repository`: the same
-method names, arguments, results and contract, as coroutines. Where a
-contract is written out (validation before any I/O, replace semantics, the
-atomic window append), the sync protocol's docstring is the one that counts.
+Repositories do not subclass these protocols; the conformance suite in
+:mod:`chatledger.testing` checks their behaviour. Each protocol comes twice,
+with the same method names, arguments, results and contract: for sync code
+(``ChatMemoryRepository``, plain methods) and for asyncio (the same name
+with an ``Async`` prefix, every method a coroutine).
 
 ``isinstance`` checks of these protocols look at method names only, as for
-every runtime-checkable protocol; :func:`is_async_repository` also checks that
-the methods are coroutine functions.
+every runtime-checkable protocol, so a sync and an async repository pass for
+each other; :func:`is_async_repository` also checks the kind of the methods.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from chatledger.messages import Message
-from chatledger.repository import AppendResult, ConversationPage
+from chatledger.results import AppendResult, ConversationPage
 from chatledger.window import Window
 
 __all__ = [
     "AsyncChatMemoryRepository",
     "AsyncSupportsConversationPages",
     "AsyncSupportsCountMessages",
+    "AsyncSupportsSaveMany",
     "AsyncSupportsWindowAppend",
     "is_async_repository",
 ]
+# What the protocols return, importable from here as from chatledger.results.
+__all__ += ["AppendResult", "ConversationPage"]
 
 _OPERATIONS = (
     "find_conversation_ids",
@@ -54,11 +54,12 @@ _OPERATIONS = (
 
 @runtime_checkable
 class AsyncChatMemoryRepository(Protocol):
-    """Spring AI's four repository operations, as coroutines.
+    """Spring AI's four repository operations, in Python names.
 
-    The contract is :class:`chatledger.ChatMemoryRepository`'s: every method
-    validates its input before any I/O, and a bad input raises and changes
-    nothing.
+    Every method validates the conversation id (and the messages) with
+    :mod:`chatledger.validation` before any I/O; a bad input raises and changes
+    nothing. Messages come back oldest first, in the order they were saved,
+    equal to what was saved, with ``created_at`` set.
     """
 
     async def find_conversation_ids(self) -> list[str]:
@@ -72,7 +73,9 @@ class AsyncChatMemoryRepository(Protocol):
     async def save_all(self, conversation_id: str, messages: Sequence[Message]) -> None:
         """Replace the whole conversation with ``messages``, atomically.
 
-        ``save_all(id, [])`` removes the conversation.
+        ``save_all(id, [])`` removes the conversation, exactly like
+        :meth:`delete_by_conversation_id`. Messages without ``created_at`` are
+        stamped with the time of the write; the others keep theirs.
         """
         ...
 
@@ -85,9 +88,40 @@ class AsyncChatMemoryRepository(Protocol):
 class AsyncSupportsWindowAppend(Protocol):
     """Optional capability: add messages and trim the window in one atomic step.
 
-    The contract is :class:`chatledger.SupportsWindowAppend`'s. A cancelled
-    call leaves the conversation as it was before or as it is after the
-    append, never in between.
+    Memories use it when a repository has it and otherwise fall back to
+    read-modify-write through ``save_all``. The contract:
+
+    1. Before any I/O: validate the id and the batch with
+       :func:`chatledger.validation.validate_conversation_id` and
+       :func:`~chatledger.validation.validate_messages`. An empty batch is a
+       no-op that touches nothing.
+    2. In one atomic unit (a transaction holding a lock on this conversation
+       only, a Lua script, a single-document update, a single-partition batch):
+
+       a. skip every new message whose id the conversation already holds, so a
+          retried append is a no-op, never a duplicate;
+       b. read what :class:`chatledger.append_plan.StoredWindow` names and
+          call :func:`chatledger.append_plan.plan_append` (or, where the rule
+          runs inside the server, a translation listed in
+          :mod:`chatledger.window`), which applies
+          :func:`~chatledger.window.merge_system` and
+          :func:`~chatledger.window.count_evictions`;
+       c. write the plan: delete the replaced system messages and the evicted
+          ones, append the rest after the last one, with the next gap-free
+          sequence numbers and ``created_at`` stamped once. Sizes come from
+          ``window.measure``; a store may keep them beside each message, keyed
+          by ``window.counter_id``, and every message weighs 1 when that is
+          ``None``;
+       d. refresh the conversation's TTL, if it has one.
+    3. Cost grows with what changed (new, evicted and system messages), not with
+       the history: nothing else is read or rewritten. Without an overflow,
+       ``count_evictions`` asks only for the head entry (a tool response there
+       is evicted).
+
+    The result equals what :func:`chatledger.window.apply_window` gives on the
+    same history; the conformance suite checks it. A call interrupted or
+    cancelled midway leaves the conversation as it was before the append or
+    as it is after it, never in between.
     """
 
     async def append_to_window(
@@ -110,24 +144,60 @@ class AsyncSupportsCountMessages(Protocol):
 class AsyncSupportsConversationPages(Protocol):
     """Optional capability: list conversation ids a page at a time.
 
-    The contract is :class:`chatledger.SupportsConversationPages`'s.
+    Paging from ``cursor=None`` until ``next_cursor`` is ``None`` yields every
+    conversation that existed throughout exactly once, at any size; one
+    created or deleted meanwhile may or may not appear. A cursor is opaque
+    text, valid for the repository (and namespace) that gave it.
     """
 
     async def find_conversation_ids_page(
         self, cursor: str | None = None, limit: int = 100
     ) -> ConversationPage:
-        """Return up to ``limit`` ids after ``cursor`` (from the start if ``None``)."""
+        """Return up to ``limit`` ids after ``cursor`` (from the start if ``None``).
+
+        Raises:
+            InvalidPageError: ``limit`` is not an int from 1 to
+                :data:`chatledger.validation.MAX_PAGE_SIZE`, or ``cursor`` is
+                not one this repository gave; before any I/O.
+        """
+        ...
+
+
+@runtime_checkable
+class AsyncSupportsSaveMany(Protocol):
+    """Optional capability: replace several conversations in one atomic step.
+
+    For bulk loads (``chatledger copy`` and ``import`` use it when a target
+    has it): a store whose every write pays a commit or a round trip (DuckDB,
+    a distant server) then pays it once per batch. The contract:
+
+    1. Before any I/O: validate every id and every batch as
+       :meth:`AsyncChatMemoryRepository.save_all` does; a bad one raises and
+       nothing is written.
+    2. The effect is that of ``save_all(id, messages)`` for each item, in one
+       atomic unit: each conversation is replaced whole (``[]`` removes it),
+       and either every conversation of the call is written or none is.
+    """
+
+    async def save_many(self, conversations: Mapping[str, Sequence[Message]]) -> None:
+        """Replace each conversation in ``conversations``, all in one step."""
         ...
 
 
 def is_async_repository(repository: object) -> bool:
-    """True when ``repository`` has the four operations, each a coroutine function.
+    """True when ``repository`` has the four :class:`AsyncChatMemoryRepository` calls.
 
-    A sync repository has the same method names, so ``isinstance`` alone
-    cannot tell the two apart; an async memory refuses a sync repository with
-    this check before any I/O.
+    A sync and an async repository have the same method names, so
+    ``isinstance`` alone cannot tell them apart: this also checks that each
+    operation is a coroutine function on an async repository and a plain
+    method on a sync one. A memory refuses a repository of the other kind
+    with this check, before any I/O.
     """
-    return all(
-        inspect.iscoroutinefunction(getattr(repository, name, None))
-        for name in _OPERATIONS
-    )
+    methods = [getattr(repository, name, None) for name in _OPERATIONS]
+    if True:  # async
+        return all(inspect.iscoroutinefunction(method) for method in methods)
+    else:
+        return all(
+            callable(method) and not inspect.iscoroutinefunction(method)
+            for method in methods
+        )

@@ -1,32 +1,31 @@
-"""One model turn for asyncio: the ``async with`` twin of :mod:`chatledger.turn`.
+# sync twin: turn.py
+"""One model turn: read the history, call the model, store prompt and replies together.
 
 Example:
-    import asyncio
-
     from chatledger import AsyncMessageWindowChatMemory, Message
     from chatledger.convert import to_openai
 
-    async def chat(messages):  # stands for an async model client's call
+    async def chat(messages):  # stands for a model client's call
         return f"Sunny ({len(messages)} messages read)"
 
-    async def main():
-        memory = AsyncMessageWindowChatMemory(max_messages=20)  # in-memory
-        async with memory.turn("c1", Message.user("Weather in Rome?")) as turn:
-            reply = await chat(to_openai(turn.messages))  # history + prompt
-            turn.reply(Message.assistant(reply))   # not awaited: it only collects
-        await memory.get("c1")   # the prompt and the reply, stored together
+    memory = AsyncMessageWindowChatMemory(max_messages=20)  # in-memory repository
+    async with memory.turn("c1", Message.user("Weather in Rome?")) as turn:
+        reply = await chat(to_openai(turn.messages))  # history + prompt, system first
+        turn.reply(Message.assistant(reply))  # once per tool round
+    await memory.get("c1")  # the prompt and the reply, stored together
 
-    asyncio.run(main())
+On a normal exit every new prompt message and every reply is stored, in order,
+in one ``memory.add`` (one atomic append on a repository that has it). When the
+block raises (a failed or cancelled model call, a task cancelled by a timeout,
+``KeyboardInterrupt``, a streaming generator closed early) nothing is stored,
+or only the prompt with ``on_error="keep_prompt"``, and the exception
+propagates. Only the read on entry and the write on exit reach the memory; an
+interruption during that write leaves the conversation as it was or with the
+whole batch, never a part (the repository's append is atomic).
 
-The rules are the sync turn's, in the same code (:class:`~chatledger.turn.TurnBlock`
-and :class:`~chatledger.turn.Turn`): on a normal exit every new prompt message
-and every reply is stored, in order, in one awaited ``memory.add``; when the
-block raises, or its task is cancelled (``task.cancel()``, a timeout), nothing
-is stored, or only the prompt with ``on_error="keep_prompt"``, and the
-exception propagates. Only the read on entry and the write on exit are
-awaited. A cancellation that lands during that write leaves the conversation
-as it was or with the whole batch, never a part (the repository's append is
-atomic).
+The rules are :mod:`chatledger.turn_rules`' (:class:`Turn`, :class:`TurnBlock`),
+one code path for the sync and the async memories; their names are importable
+from here too.
 """
 
 from __future__ import annotations
@@ -36,13 +35,31 @@ from types import TracebackType
 from typing import Protocol
 
 from chatledger.messages import Message
-from chatledger.turn import Turn, TurnBlock
+from chatledger.turn_rules import (
+    OnError,
+    StaleToolCallError,
+    Turn,
+    TurnBlock,
+    TurnClosedError,
+    open_turn,
+    validate_on_error,
+)
 
 __all__ = ["AsyncTurnContext", "AsyncTurnMemory"]
+# The rules every turn block runs, importable from here as from turn_rules.
+__all__ += [
+    "OnError",
+    "StaleToolCallError",
+    "Turn",
+    "TurnBlock",
+    "TurnClosedError",
+    "open_turn",
+    "validate_on_error",
+]
 
 
 class AsyncTurnMemory(Protocol):
-    """What an async turn needs of a memory: awaited ``get`` and ``add``."""
+    """What a turn needs of a memory: ``get`` and ``add`` of a conversation."""
 
     async def get(self, conversation_id: str) -> list[Message]:
         """Return the stored messages, oldest first."""
@@ -56,12 +73,12 @@ class AsyncTurnMemory(Protocol):
 
 
 class AsyncTurnContext(TurnBlock[AsyncTurnMemory]):
-    """The ``async with`` block of one turn: an awaited read, then one awaited write.
+    """The ``async with`` block of one turn: reads on entry, stores once on exit.
 
-    Made by ``memory.turn(conversation_id, *prompt, on_error=...)`` of an
-    async memory; that call is not awaited and checks its arguments before
-    any I/O (see :class:`~chatledger.turn.TurnBlock`). ``turn.reply(...)``
-    is a plain call inside the block.
+    Made by ``memory.turn(conversation_id, *prompt, on_error=...)``, a plain
+    call that checks its arguments before any I/O (see
+    :class:`~chatledger.turn_rules.TurnBlock`); ``turn.reply(...)`` inside the
+    block is a plain call too.
     """
 
     async def __aenter__(self) -> Turn:
@@ -74,8 +91,10 @@ class AsyncTurnContext(TurnBlock[AsyncTurnMemory]):
         failed: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        # asyncio.CancelledError is a BaseException like any other here: the
-        # turn is discarded (or keeps its prompt) and the cancellation goes on.
+        # Any BaseException ends the turn alike, a task's cancellation included:
+        # the turn is discarded (or keeps its prompt) and the exception goes on.
         batch = self._close(failed)
         if batch:
+            # A write error raised here propagates; during an exception it
+            # carries the block's exception as its __context__.
             self.result = await self._memory.add(self._conversation_id, batch)

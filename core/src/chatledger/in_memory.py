@@ -1,33 +1,39 @@
-"""A thread-safe repository that keeps conversations in this process.
+# Written by tools/async_to_sync.py from async_in_memory.py: edit that one.
+"""A repository that keeps conversations in this process, safe across threads.
 
 Example:
-    from chatledger import InMemoryChatMemoryRepository, MessageWindowChatMemory
+    from chatledger import (
+        InMemoryChatMemoryRepository,
+        MessageWindowChatMemory,
+        Message,
+    )
 
-    memory = MessageWindowChatMemory(InMemoryChatMemoryRepository(), max_messages=10)
+    memory = MessageWindowChatMemory(
+        InMemoryChatMemoryRepository(), max_messages=10
+    )
+    memory.add("c1", Message.user("Hello"))
+    memory.get("c1")
 
 It is the reference implementation of the contracts: it copies in and out (a
 list you pass or get back can be changed without touching what is stored) and
-its window append is atomic under one lock.
+its window append is atomic under one lock. Nothing here waits on I/O, so
+each call runs to its end once started: an async call that is cancelled
+either has not started or is complete.
 """
 
 from __future__ import annotations
 
 import bisect
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Self
 
-from chatledger.append_plan import (
-    AppendPlan,
-    StoredEntry,
-    StoredWindow,
-    needs_stored_system,
-    plan_append,
-)
+from chatledger.append_plan import plan_append
+from chatledger.closing import ClosingContext
 from chatledger.evicted_ids import EvictedIds
-from chatledger.messages import Message, Role
-from chatledger.repository import AppendResult, ConversationPage
+from chatledger.in_memory_conversation import InMemoryConversation
+from chatledger.messages import Message
+from chatledger.results import AppendResult, ConversationPage
 from chatledger.validation import (
     stamp_messages,
     validate_conversation_id,
@@ -39,119 +45,21 @@ from chatledger.window import Window
 __all__ = ["InMemoryChatMemoryRepository"]
 
 
-@dataclass
-class _Conversation:
-    """One stored conversation, with what an append needs without a full scan.
-
-    ``sizes`` holds each message's size under the counter named ``counter``
-    (a token window's ``counter_id``); a message window needs none.
-    """
-
-    messages: list[Message]
-    ids: set[str]
-    system: int
-    counter: str | None = None
-    sizes: dict[str, int] = field(default_factory=dict)
-    system_size: int = 0
-    size_total: int = 0
-
-    @classmethod
-    def of(cls, messages: list[Message]) -> _Conversation:
-        return cls(
-            messages,
-            {m.id for m in messages},
-            sum(1 for m in messages if m.role is Role.SYSTEM),
-        )
-
-    def measured(self, window: Window) -> Callable[[Message], int]:
-        """Return a stored message's size; a new counter measures the history once."""
-        counter = window.counter_id
-        if counter is None:
-            return _one
-        if counter != self.counter:
-            self.sizes = {m.id: window.measure(m) for m in self.messages}
-            self.system_size = sum(
-                self.sizes[m.id] for m in self.messages if m.role is Role.SYSTEM
-            )
-            self.size_total = sum(self.sizes.values()) - self.system_size
-            self.counter = counter
-        return lambda message: self.sizes[message.id]
-
-    def stored_window(self, window: Window, fresh: list[Message]) -> StoredWindow:
-        size = self.measured(window)
-        counted = window.counter_id is None
-        count = len(self.messages) - self.system
-
-        def read_oldest(expected: int) -> Iterator[StoredEntry]:
-            for message in self.messages:
-                if message.role is not Role.SYSTEM:
-                    yield StoredEntry(message.id, message.role, size(message))
-
-        return StoredWindow(
-            system_count=self.system,
-            system_size=self.system if counted else self.system_size,
-            count=count,
-            total=count if counted else self.size_total,
-            read_oldest=read_oldest,
-            system=[m for m in self.messages if m.role is Role.SYSTEM]
-            if needs_stored_system(fresh)
-            else None,
-        )
-
-    def apply(self, plan: AppendPlan, counter: str | None) -> None:
-        """Write a plan made under ``counter``: drop what it deletes, add the rest."""
-        if plan.replace_system:
-            self.messages = [m for m in self.messages if m.role is not Role.SYSTEM]
-        if plan.evicted:
-            # The evicted are the oldest non-system messages: walk to the last
-            # of them, keeping the system messages met on the way.
-            kept: list[Message] = []
-            left = len(plan.evicted)
-            end = 0
-            while left:
-                message = self.messages[end]
-                end += 1
-                if message.role is Role.SYSTEM:
-                    kept.append(message)
-                else:
-                    left -= 1
-            self.messages = kept + self.messages[end:]
-        self.messages.extend(plan.insert)
-        self.ids.difference_update(plan.delete_ids)
-        self.ids.update(m.id for m in plan.insert)
-        self.system = plan.system_count
-        if counter is None:
-            # Sizes of another counter would miss these messages: drop them.
-            self.counter = None
-            self.sizes = {}
-        else:
-            for message_id in plan.delete_ids:
-                self.sizes.pop(message_id, None)
-            self.sizes.update(
-                (m.id, size)
-                for m, size in zip(plan.insert, plan.insert_sizes, strict=True)
-            )
-            self.system_size = plan.system_size
-            self.size_total = plan.size_total
-
-
-def _one(message: Message) -> int:
-    return 1
-
-
-class InMemoryChatMemoryRepository:
+class InMemoryChatMemoryRepository(ClosingContext):
     """Conversations in a dict guarded by a lock; nothing survives the process."""
 
     def __init__(self) -> None:
         """Create an empty repository."""
+        # A thread lock, never held across an await: one repository may serve
+        # several threads, each with its own event loop.
         self._lock = threading.Lock()
-        self._conversations: dict[str, _Conversation] = {}
+        self._conversations: dict[str, InMemoryConversation] = {}
         # Kept apart from the messages: a window may empty a conversation
         # (it is then not listed) while its evicted ids must still count.
         self._evicted: dict[str, EvictedIds] = {}
 
     def __repr__(self) -> str:
-        return f"InMemoryChatMemoryRepository(conversations={len(self._conversations)})"
+        return f"{type(self).__name__}(conversations={len(self._conversations)})"
 
     @classmethod
     def from_url(cls, url: str = "memory://", **options: object) -> Self:
@@ -166,13 +74,24 @@ class InMemoryChatMemoryRepository:
         """
         scheme, _, _ = url.partition(":")
         if scheme.lower() != "memory":
-            raise ValueError("InMemoryChatMemoryRepository takes a memory:// URL")
+            raise ValueError(f"{cls.__name__} takes a memory:// URL")
         if options:
             raise TypeError(
-                "InMemoryChatMemoryRepository takes no options, got "
-                + ", ".join(sorted(options))
+                f"{cls.__name__} takes no options, got " + ", ".join(sorted(options))
             )
         return cls()
+
+    def create_schema(self) -> None:
+        """Do nothing: there is no schema. Here so every repository has the call."""
+
+    def drop_schema(self) -> None:
+        """Forget every conversation."""
+        with self._lock:
+            self._conversations.clear()
+            self._evicted.clear()
+
+    def close(self) -> None:
+        """Do nothing: the repository owns no connection."""
 
     def find_conversation_ids(self) -> list[str]:
         """Return the id of every stored conversation."""
@@ -212,7 +131,7 @@ class InMemoryChatMemoryRepository:
         with self._lock:
             self._evicted.pop(conversation_id, None)
             if batch:
-                self._conversations[conversation_id] = _Conversation.of(batch)
+                self._conversations[conversation_id] = InMemoryConversation.of(batch)
             else:
                 self._conversations.pop(conversation_id, None)
 
@@ -226,7 +145,7 @@ class InMemoryChatMemoryRepository:
     def append_to_window(
         self, conversation_id: str, messages: Sequence[Message], window: Window
     ) -> AppendResult:
-        """Append and trim under the repository lock (see ``SupportsWindowAppend``).
+        """Append and trim under the lock, as ``SupportsWindowAppend`` asks.
 
         The cost grows with the new and evicted messages, not with the
         history; a token window measures each message once (the history again
@@ -239,7 +158,7 @@ class InMemoryChatMemoryRepository:
         with self._lock:
             stored = self._conversations.get(conversation_id)
             if stored is None:
-                stored = _Conversation([], set(), 0)
+                stored = InMemoryConversation([], set(), 0)
             evicted = self._evicted.get(conversation_id, ())
             fresh = stamp_messages(
                 m for m in batch if m.id not in stored.ids and m.id not in evicted

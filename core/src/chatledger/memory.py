@@ -1,17 +1,22 @@
+# Written by tools/async_to_sync.py from async_memory.py: edit that one.
 """Chat memories: the policy layer between an application and a repository.
 
 Example:
-    from chatledger import Message, MessageWindowChatMemory
+    from chatledger import MessageWindowChatMemory, Message
 
-    memory = MessageWindowChatMemory(max_messages=20)   # in-memory repository
+    memory = MessageWindowChatMemory(max_messages=20)  # in-memory repository
     memory.add("c1", [Message.system("Be brief."), Message.user("Hi")])
-    prompt = memory.get("c1")
+    prompt = memory.get("c1")  # system first, then the window
 
 Data flows one way: caller -> memory (what to keep) -> repository (where it
 lives). A memory uses the repository's atomic window append when it has one
 (:class:`~chatledger.SupportsWindowAppend`); otherwise it reads the
-conversation, applies :func:`~chatledger.window.apply_window` and writes it back
-with ``save_all``, which is not safe against concurrent writers.
+conversation, applies :func:`~chatledger.window_rewrite.rewrite_window` and
+writes it back with ``save_all``, which is not safe against concurrent
+writers. ``memory.turn(...)`` takes one model turn (:mod:`chatledger.turn`).
+
+The sync memories and the async ones (the same names with an ``Async``
+prefix) keep the same window by the same rules: only their I/O differs.
 """
 
 from __future__ import annotations
@@ -22,20 +27,17 @@ from typing import Protocol, cast, runtime_checkable
 from chatledger.in_memory import InMemoryChatMemoryRepository
 from chatledger.messages import Message
 from chatledger.repository import (
-    AppendResult,
     ChatMemoryRepository,
     SupportsWindowAppend,
+    is_repository,
 )
+from chatledger.results import AppendResult
 from chatledger.tokens import estimate_tokens
-from chatledger.turn import OnError, TurnContext
+from chatledger.turn import TurnContext
+from chatledger.turn_rules import OnError
 from chatledger.validation import validate_conversation_id, validate_messages
-from chatledger.window import (
-    MessageWindow,
-    TokenWindow,
-    Window,
-    WindowUpdate,
-    apply_window,
-)
+from chatledger.window import MessageWindow, TokenWindow, Window
+from chatledger.window_rewrite import rewrite_window
 
 __all__ = [
     "CONVERSATION_ID",
@@ -43,8 +45,9 @@ __all__ = [
     "MessageWindowChatMemory",
     "TokenWindowChatMemory",
     "WindowChatMemory",
-    "rewrite_window",
 ]
+# The read-modify-write step, importable from here as from window_rewrite.
+__all__ += ["rewrite_window"]
 
 #: The context key that carries the conversation id (Spring AI's name).
 CONVERSATION_ID = "chat_memory_conversation_id"
@@ -69,28 +72,27 @@ class ChatMemory(Protocol):
         ...
 
 
-def rewrite_window(
-    stored: Sequence[Message], batch: Sequence[Message], window: Window
-) -> WindowUpdate | None:
-    """The read-modify-write step: the window to save back, or ``None`` for no write.
-
-    Messages of ``batch`` whose id ``stored`` already holds are skipped (a
-    retried add is a no-op); ``None`` when nothing is left to add.
-    """
-    known = {m.id for m in stored}
-    fresh = [m for m in batch if m.id not in known]
-    if not fresh:
-        return None
-    return apply_window(stored, fresh, window)
-
-
 class WindowChatMemory:
-    """A memory that keeps a :class:`~chatledger.window.Window` of each conversation."""
+    """A memory that keeps a :class:`~chatledger.window.Window` of each conversation.
+
+    Raises:
+        TypeError: ``repository`` is ``None`` or a repository of the other
+            kind (sync memories take sync repositories, async memories async
+            ones), or ``window`` is not a :class:`~chatledger.window.Window`.
+    """
 
     def __init__(self, repository: ChatMemoryRepository, window: Window) -> None:
         """Keep ``window`` of each conversation stored in ``repository``."""
         if repository is None:
             raise TypeError("repository must not be None")
+        if not is_repository(repository):
+            kind = "a sync repository (its methods must not be coroutine functions)"
+            raise TypeError(
+                f"{type(repository).__name__} is not {kind}, as "
+                f"{type(self).__name__} needs; a sync repository goes with "
+                "MessageWindowChatMemory or TokenWindowChatMemory, an async one "
+                "with their Async twins"
+            )
         if not isinstance(window, Window):
             raise TypeError(f"window must be a Window, not {type(window).__name__}")
         self.repository = repository
@@ -122,11 +124,11 @@ class WindowChatMemory:
         if self._window_append:
             appender = cast(SupportsWindowAppend, repository)
             return appender.append_to_window(conversation_id, batch, self.window)
-        stored = self.repository.find_by_conversation_id(conversation_id)
+        stored = repository.find_by_conversation_id(conversation_id)
         update = rewrite_window(stored, batch, self.window)
         if update is None:
             return AppendResult()
-        self.repository.save_all(conversation_id, update.messages)
+        repository.save_all(conversation_id, update.messages)
         return AppendResult(update.appended, [m.id for m in update.evicted])
 
     def get(self, conversation_id: str) -> list[Message]:
@@ -147,16 +149,18 @@ class WindowChatMemory:
     ) -> TurnContext:
         """Open one model turn; see :mod:`chatledger.turn`.
 
-        ``with memory.turn("c1", Message.user("Hi")) as turn:`` reads the
-        history on entry (``turn.messages``: history and prompt, system
+        ``with memory.turn("c1", Message.user("Hi")) as turn:`` reads
+        the history on entry (``turn.messages``: history and prompt, system
         first), collects ``turn.reply(...)`` once per round and, on a normal
         exit, stores the new prompt messages and the replies in one append.
-        When the block raises, nothing is stored (``on_error="discard"``) or
-        the prompt alone (``"keep_prompt"``), and the exception propagates.
+        When the block raises (or, with asyncio, its task is cancelled),
+        nothing is stored (``on_error="discard"``) or the prompt alone
+        (``"keep_prompt"``), and the exception propagates. ``memory.turn``
+        and ``turn.reply`` are plain calls.
 
         Raises:
             InvalidConversationIdError, InvalidMessageError, ValueError: for a
-                bad id, prompt or ``on_error``, before any I/O.
+                bad id, prompt or ``on_error``, here, before any I/O.
         """
         return TurnContext(self, conversation_id, prompt, on_error)
 

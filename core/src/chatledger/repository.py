@@ -1,36 +1,55 @@
+# Written by tools/async_to_sync.py from async_repository.py: edit that one.
 """The storage contracts: what a repository of conversations must do.
 
 Example:
-    from chatledger import ChatMemoryRepository, InMemoryChatMemoryRepository, Message
+    from chatledger import (
+        ChatMemoryRepository,
+        InMemoryChatMemoryRepository,
+        Message,
+    )
 
     repository: ChatMemoryRepository = InMemoryChatMemoryRepository()
     repository.save_all("c1", [Message.user("hi")])
     repository.find_by_conversation_id("c1")
 
 Repositories do not subclass these protocols; the conformance suite in
-:mod:`chatledger.testing` checks their behaviour. An async twin of each protocol
-(``AsyncChatMemoryRepository`` with the same method names as coroutines) can be
-added beside these without changing them.
+:mod:`chatledger.testing` checks their behaviour. Each protocol comes twice,
+with the same method names, arguments, results and contract: for sync code
+(``ChatMemoryRepository``, plain methods) and for asyncio (the same name
+with an ``Async`` prefix, every method a coroutine).
+
+``isinstance`` checks of these protocols look at method names only, as for
+every runtime-checkable protocol, so a sync and an async repository pass for
+each other; :func:`is_repository` also checks the kind of the methods.
 """
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from chatledger.messages import Message
+from chatledger.results import AppendResult, ConversationPage
 from chatledger.window import Window
 
 __all__ = [
-    "AppendResult",
     "ChatMemoryRepository",
-    "ConversationPage",
     "SupportsConversationPages",
     "SupportsCountMessages",
     "SupportsSaveMany",
     "SupportsWindowAppend",
+    "is_repository",
 ]
+# What the protocols return, importable from here as from chatledger.results.
+__all__ += ["AppendResult", "ConversationPage"]
+
+_OPERATIONS = (
+    "find_conversation_ids",
+    "find_by_conversation_id",
+    "save_all",
+    "delete_by_conversation_id",
+)
 
 
 @runtime_checkable
@@ -63,21 +82,6 @@ class ChatMemoryRepository(Protocol):
     def delete_by_conversation_id(self, conversation_id: str) -> None:
         """Remove a conversation; removing an unknown id does nothing."""
         ...
-
-
-@dataclass(frozen=True, slots=True)
-class AppendResult:
-    """What an atomic window append did.
-
-    Attributes:
-        appended: The messages written, with ``created_at`` set. Messages whose
-            id the conversation already held, and redundant system messages,
-            are not in it.
-        evicted_ids: The ids of the messages removed from the conversation.
-    """
-
-    appended: list[Message] = field(default_factory=list)
-    evicted_ids: list[str] = field(default_factory=list)
 
 
 @runtime_checkable
@@ -115,7 +119,9 @@ class SupportsWindowAppend(Protocol):
        is evicted).
 
     The result equals what :func:`chatledger.window.apply_window` gives on the
-    same history; the conformance suite checks it.
+    same history; the conformance suite checks it. A call interrupted or
+    cancelled midway leaves the conversation as it was before the append or
+    as it is after it, never in between.
     """
 
     def append_to_window(
@@ -123,19 +129,6 @@ class SupportsWindowAppend(Protocol):
     ) -> AppendResult:
         """Append ``messages`` and evict by ``window`` in one atomic step."""
         ...
-
-
-@dataclass(frozen=True, slots=True)
-class ConversationPage:
-    """One page of conversation ids.
-
-    Attributes:
-        ids: The ids on this page, in the repository's paging order.
-        next_cursor: Pass it to get the next page; ``None`` on the last page.
-    """
-
-    ids: list[str]
-    next_cursor: str | None
 
 
 @runtime_checkable
@@ -167,6 +160,7 @@ class SupportsConversationPages(Protocol):
                 :data:`chatledger.validation.MAX_PAGE_SIZE`, or ``cursor`` is
                 not one this repository gave; before any I/O.
         """
+        ...
 
 
 @runtime_checkable
@@ -188,3 +182,19 @@ class SupportsSaveMany(Protocol):
     def save_many(self, conversations: Mapping[str, Sequence[Message]]) -> None:
         """Replace each conversation in ``conversations``, all in one step."""
         ...
+
+
+def is_repository(repository: object) -> bool:
+    """True when ``repository`` has the four :class:`ChatMemoryRepository` calls.
+
+    A sync and an async repository have the same method names, so
+    ``isinstance`` alone cannot tell them apart: this also checks that each
+    operation is a coroutine function on an async repository and a plain
+    method on a sync one. A memory refuses a repository of the other kind
+    with this check, before any I/O.
+    """
+    methods = [getattr(repository, name, None) for name in _OPERATIONS]
+    return all(
+        callable(method) and not inspect.iscoroutinefunction(method)
+        for method in methods
+    )
