@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import inspect
 import random
 import textwrap
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -11,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import chatledger
 from chatledger import (
     AsyncChatMemoryRepository,
     AsyncInMemoryChatMemoryRepository,
@@ -310,3 +312,22 @@ def test_the_async_planner_reads_further_when_a_turn_runs_long() -> None:
     store.append([Message.user("U1")])
     assert store.async_reads == 30
     assert [m.content for m in store.messages] == ["U1"]
+
+
+def test_every_repository_protocol_has_an_async_twin_with_the_same_calls() -> None:
+    sync_module = importlib.import_module("chatledger.repository")
+    async_module = importlib.import_module("chatledger.async_repository")
+    protocols = [
+        name
+        for name in sync_module.__all__
+        if name == "ChatMemoryRepository" or name.startswith("Supports")
+    ]
+    assert "SupportsSaveMany" in protocols
+    for name in protocols:
+        sync_protocol = getattr(sync_module, name)
+        async_protocol = getattr(async_module, f"Async{name}")
+        assert getattr(chatledger, f"Async{name}") is async_protocol
+        calls = [n for n in vars(sync_protocol) if not n.startswith("_")]
+        assert calls
+        for call in calls:
+            assert inspect.iscoroutinefunction(getattr(async_protocol, call)), call

@@ -26,6 +26,7 @@ from chatledger.async_repository import (
     AsyncChatMemoryRepository,
     AsyncSupportsConversationPages,
     AsyncSupportsCountMessages,
+    AsyncSupportsSaveMany,
     AsyncSupportsWindowAppend,
     is_async_repository,
 )
@@ -79,6 +80,7 @@ __all__ = [
     "AsyncMessageWindowChatMemory",
     "AsyncSupportsConversationPages",
     "AsyncSupportsCountMessages",
+    "AsyncSupportsSaveMany",
     "AsyncSupportsWindowAppend",
     "AsyncTokenWindowChatMemory",
     "AsyncTurnContext",
