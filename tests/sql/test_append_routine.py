@@ -1,6 +1,6 @@
 """Server-side appends: one round trip, and the portable append's result.
 
-PostgreSQL's function (``chatledger_sql.dialects.append_routine``) and
+PostgreSQL's function (``chatledger_sql.dialects.postgresql_routine``) and
 MariaDB's procedure (``chatledger_sql.dialects.mariadb_routine``) are the
 window rule in each server's language. Beside the conformance suite, which
 checks the stored window against ``apply_window`` on random histories, these
@@ -38,8 +38,9 @@ from chatledger_sql import (
     SqlChatMemoryRepository,
 )
 from chatledger_sql.dialects import MariaDBDialect
-from chatledger_sql.dialects.append_routine import AppendRoutine, PostgresAppendRoutine
+from chatledger_sql.dialects.append_routine import AppendRoutine
 from chatledger_sql.dialects.mariadb_routine import MariaDBAppendRoutine
+from chatledger_sql.dialects.postgresql_routine import PostgresAppendRoutine
 from tests.backends import backend_url
 from tests.conformance.test_async_sql import with_driver
 from tests.sql.conftest import unique_table

@@ -21,11 +21,22 @@ BRIDGES = [
 #: What a bridge may import from core.
 PUBLIC_CORE = {"chatledger", "chatledger.convert"}
 
+#: The storage adapters whose imports from core are checked; add an adapter
+#: here once it imports nothing else.
+ADAPTERS = [
+    SourceRoot(ROOT / "packages" / "sql" / "src", "chatledger_sql"),
+]
+
+#: What a storage adapter may import from core: the public API and the
+#: adapter toolkit.
+ADAPTER_CORE = {"chatledger", "chatledger.adapters"}
+
 #: The packages whose modules must not import one another in a cycle (imports
 #: under ``if TYPE_CHECKING:`` aside); add a package here once it has none.
 ACYCLIC_PACKAGES = [
     CORE,
     SourceRoot(ROOT, "bench"),
+    *ADAPTERS,
 ]
 
 
@@ -38,6 +49,19 @@ def test_bridges_import_only_the_public_core(bridge: SourceRoot) -> None:
         for found in imports(module, path, known)
         if found.module.partition(".")[0] == CORE.package
         and found.module not in PUBLIC_CORE
+    ]
+    assert private == []
+
+
+@pytest.mark.parametrize("adapter", ADAPTERS, ids=str)
+def test_adapters_import_only_the_adapter_api(adapter: SourceRoot) -> None:
+    known = modules([CORE, adapter])
+    private = [
+        f"{found.path.relative_to(ROOT)}:{found.line} imports {found.module}"
+        for module, path in modules([adapter]).items()
+        for found in imports(module, path, known)
+        if found.module.partition(".")[0] == CORE.package
+        and found.module not in ADAPTER_CORE
     ]
     assert private == []
 

@@ -24,7 +24,9 @@ meaning within a minor version. It holds
   :func:`system_key` for server-side translations of rule 1) and the append
   planner (:func:`plan_append` and its :class:`StoredWindow`,
   :class:`StoredEntry`, :class:`AppendPlan`), which every adapter that plans
-  in Python calls instead of reworking the window arithmetic;
+  in Python calls instead of reworking the window arithmetic, and how far it
+  reads first (:data:`TURN_SLACK`, :data:`TOKEN_WINDOW_FIRST_READ`), for an
+  append translated to run in the server;
 - the record of evicted ids that keeps a late retry a no-op
   (:data:`EVICTED_IDS_KEPT`, :class:`EvictedIds`, :func:`kept_newest`,
   :func:`list_trim_count`, :func:`trim_due`, :func:`trim_below`; see
@@ -63,6 +65,8 @@ from __future__ import annotations
 
 from chatledger import codec
 from chatledger.append_plan import (
+    TOKEN_WINDOW_FIRST_READ,
+    TURN_SLACK,
     AppendPlan,
     StoredEntry,
     StoredWindow,
@@ -132,6 +136,8 @@ __all__ = [
     "FAULT_POINTS",
     "MAX_CONVERSATION_ID_BYTES",
     "MAX_PAGE_SIZE",
+    "TOKEN_WINDOW_FIRST_READ",
+    "TURN_SLACK",
     "AppendPlan",
     "AppendResult",
     "AsyncChatMemoryRepository",

@@ -43,7 +43,7 @@ conformance suite's ``test_window_matches_the_pure_policy`` on its backend:
 - MongoDB: the aggregation pipeline in ``chatledger_mongodb.pipeline``
   (rules 1-4, system messages compared by :func:`system_key`).
 - PostgreSQL: the PL/pgSQL function in
-  ``chatledger_sql.dialects.append_routine``, and MariaDB: the stored
+  ``chatledger_sql.dialects.postgresql_routine``, and MariaDB: the stored
   procedure in ``chatledger_sql.dialects.mariadb_routine`` (rules 2-4,
   :func:`count_evictions`; a batch holding a system message is planned in
   Python). Their tests also compare every row they write with the

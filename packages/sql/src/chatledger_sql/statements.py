@@ -94,9 +94,9 @@ class Statements:
         #: nothing when its row says it has expired (an uncorrelated probe of
         #: the conversation's primary key, evaluated once).
         #: ``created_at`` comes back raw, as the dialect's ``raw_timestamp``
-        #: selects it, for ``repository._moment``: the column type's own
-        #: conversion parses SQLite's text with a regular expression, then
-        #: converts again.
+        #: selects it, for :func:`chatledger_sql.rows.moment`: the column
+        #: type's own conversion parses SQLite's text with a regular
+        #: expression, then converts again.
         self.read: Select[Any] = (
             select(
                 m.message_id,

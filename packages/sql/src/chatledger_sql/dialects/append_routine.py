@@ -1,4 +1,4 @@
-"""PostgreSQL: a window append in one round trip, through a PL/pgSQL function.
+"""A window append in one round trip: what every server-side routine shares.
 
 Example (needs a PostgreSQL server; the repository creates and calls it):
     from chatledger import Message, MessageWindow
@@ -12,14 +12,16 @@ Example (needs a PostgreSQL server; the repository creates and calls it):
 
 The portable append locks the conversation row, reads what the window needs,
 plans in Python and writes: two round trips at best, and the planning costs
-client CPU. The function created here with the tables does the same inside
-the server, in the statement's own transaction: it creates or locks the
-conversation row, counts which of the oldest rows the window drops (a
-translation of :func:`chatledger.window.count_evictions`, reading the oldest
-rows only as far as the count needs), deletes them, inserts the new rows,
-records the evicted ids as :mod:`chatledger.evicted_ids` says and updates
-the row. Sizes are measured by the client (a token counter is Python code)
-and passed in.
+client CPU. A routine created with the tables does the same inside the
+server, in one statement: it creates or locks the conversation row, counts
+which of the oldest rows the window drops (a translation of
+:func:`chatledger.window.count_evictions`), deletes them, inserts the new
+rows, records the evicted ids as :mod:`chatledger.evicted_ids` says and
+updates the row. Sizes are measured by the client (a token counter is Python
+code) and passed in. PostgreSQL's is a PL/pgSQL function
+(:mod:`chatledger_sql.dialects.postgresql_routine`), MariaDB's a stored
+procedure (:mod:`chatledger_sql.dialects.mariadb_routine`); the dialects that
+create and call them derive from :class:`chatledger_sql.dialects.base.RoutineDialect`.
 
 Its ``outcome`` is ``appended``; or ``known`` when the conversation holds
 or evicted every id of the batch (a retry: nothing to write, as in the
@@ -30,8 +32,8 @@ stored sizes measured by another counter. The
 repository then runs the portable append, which reads everything again
 under its own lock.
 
-The function's name carries a version: a change to its parameters or its
-rules is a new function, so an older one left in a database is never called
+The routine's name carries a version: a change to its parameters or its
+rules is a new routine, so an older one left in a database is never called
 with arguments it does not take. A database made before it existed (opened
 with ``create_schema=False``) has none: the first call fails without writing,
 and the repository keeps to the portable path.
@@ -40,13 +42,11 @@ and the repository keeps to the portable path.
 from __future__ import annotations
 
 import json
-import warnings
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from sqlalchemy import TextClause, bindparam, exc, text
-from sqlalchemy.dialects.postgresql.base import PGDialect
+from sqlalchemy import TextClause, bindparam, text
 
 from chatledger.adapters import (
     AppendResult,
@@ -55,235 +55,16 @@ from chatledger.adapters import (
     needs_stored_system,
     stamp_messages,
 )
-from chatledger.evicted_ids import EVICTED_IDS_KEPT, EVICTED_IDS_TRIM_STEP
-from chatledger_sql.dialects.base import SqlDialect
 from chatledger_sql.rows import encode, literal_bytes, statement_limit
 from chatledger_sql.schema import derived_name
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection
-
     from chatledger_sql.schema import Tables
-    from chatledger_sql.statements import Statements
 
-__all__ = [
-    "ROUTINE_SUFFIX",
-    "AppendRoutine",
-    "PostgresAppendRoutine",
-    "RoutineDialect",
-]
+__all__ = ["ROUTINE_SUFFIX", "AppendRoutine"]
 
-#: The function's name is the messages table's name followed by this.
+#: The routine's name is the messages table's name followed by this.
 ROUTINE_SUFFIX = "_append_v1"
-
-_PG = PGDialect()  # type: ignore[no-untyped-call]
-
-_ARGUMENTS = (
-    "p_cid TEXT, p_now TIMESTAMPTZ, p_expires_at TIMESTAMPTZ, p_limit BIGINT, "
-    "p_counter TEXT, p_batch JSON"
-)
-_ARGUMENT_TYPES = "TEXT, TIMESTAMPTZ, TIMESTAMPTZ, BIGINT, TEXT, JSON"
-
-# The body. {m}, {c}, {e}: the messages, conversations and evicted-id tables.
-# Comments name the Python each part translates.
-_BODY = """
-DECLARE
-  v_next BIGINT; v_system_count INTEGER; v_other_count INTEGER;
-  v_counter TEXT; v_system_weight BIGINT; v_other_weight BIGINT;
-  v_expires TIMESTAMPTZ;
-  v_n INTEGER;
-  v_new_ids TEXT[]; v_new_roles TEXT[]; v_new_sizes BIGINT[];
-  v_counted BOOLEAN := p_counter IS NULL;
-  v_system_size BIGINT; v_stored BIGINT; v_total BIGINT; v_excess BIGINT;
-  v_cut INTEGER := 0; v_index INTEGER := 0; v_dropped BIGINT := 0;
-  v_last_user INTEGER; v_found BOOLEAN := FALSE;
-  v_known INTEGER := 0; v_id TEXT;
-  v_evict INTEGER; v_drop_new INTEGER;
-  v_evicted_size BIGINT := 0; v_kept_size BIGINT;
-  v_ids TEXT[] := '{{}}'; v_seqs BIGINT[] := '{{}}';
-  v_oldest REFCURSOR; v_reading BOOLEAN := TRUE; v_new INTEGER := 0;
-  v_role TEXT; v_size BIGINT; v_seq BIGINT;
-  v_read BIGINT[] := '{{}}'; v_read_ids TEXT[] := '{{}}';
-  v_row TID; v_rows TID[] := '{{}}';
-  v_read_sizes BIGINT[] := '{{}}';
-  v_first BIGINT; v_last BIGINT; v_bound BIGINT;
-BEGIN
-  outcome := 'declined';
-  evicted_ids := '{{}}';
-  -- The batch: one JSON array of rows, which the client packs faster than
-  -- it binds six arrays.
-  SELECT array_agg(k.id ORDER BY k.n), array_agg(k.role ORDER BY k.n),
-      array_agg(k.size ORDER BY k.n)
-    INTO v_new_ids, v_new_roles, v_new_sizes
-    FROM ROWS FROM (json_to_recordset(p_batch) AS (id TEXT, role TEXT, size BIGINT))
-      WITH ORDINALITY AS k(id, role, size, n);
-  v_n := coalesce(cardinality(v_new_ids), 0);
-  IF v_n = 0 OR 'system' = ANY (v_new_roles) THEN
-    RETURN;
-  END IF;
-  -- The lock (dialect.lock_conversation): create the row or lock it.
-  INSERT INTO {c} AS c (conversation_id, next_seq, version, system_count,
-      other_count, weight_counter, system_weight, other_weight, updated_at,
-      expires_at)
-    VALUES (p_cid, 0, 0, 0, 0, NULL, 0, 0, p_now, NULL)
-    ON CONFLICT (conversation_id) DO UPDATE SET version = c.version + 1
-    RETURNING c.next_seq, c.system_count, c.other_count, c.weight_counter,
-      c.system_weight, c.other_weight, c.expires_at
-    INTO v_next, v_system_count, v_other_count, v_counter, v_system_weight,
-      v_other_weight, v_expires;
-  -- An expired conversation is forgotten (write_steps.forgotten), judged by
-  -- the client's clock as of now, after the lock wait.
-  IF v_expires IS NOT NULL
-      AND v_expires <= p_now + (clock_timestamp() - statement_timestamp()) THEN
-    DELETE FROM {m} WHERE conversation_id = p_cid;
-    DELETE FROM {e} WHERE conversation_id = p_cid;
-    v_system_count := 0;
-    v_other_count := 0;
-  END IF;
-  IF v_system_count + v_other_count > 0 AND NOT v_counted
-      AND v_counter IS DISTINCT FROM p_counter THEN
-    RETURN;
-  END IF;
-  -- Stored or evicted ids: all of them make the append a no-op (a retry),
-  -- some of them leave it to the portable path.
-  -- One lookup of the unique key per id. A cached generic plan may think a
-  -- conversation holds one row, and then filter it through the primary key
-  -- at the same cost; ordering by the unique key's columns makes that path
-  -- need a sort, so the unique key's lookup is chosen. ("= ANY (v_new_ids)" is
-  -- filtered the same way.)
-  FOREACH v_id IN ARRAY v_new_ids LOOP
-    IF EXISTS (SELECT 1 FROM {m} WHERE conversation_id = p_cid AND message_id = v_id
-               ORDER BY conversation_id, message_id LIMIT 1)
-        OR EXISTS (SELECT 1 FROM {e}
-                   WHERE conversation_id = p_cid AND message_id = v_id) THEN
-      v_known := v_known + 1;
-    END IF;
-  END LOOP;
-  IF v_known > 0 THEN
-    IF v_known = v_n THEN
-      outcome := 'known';
-    END IF;
-    RETURN;
-  END IF;
-  -- write_steps.stored_window: sizes from the row.
-  IF v_counted THEN
-    v_system_size := v_system_count;
-    v_total := v_other_count;
-  ELSIF v_system_count + v_other_count = 0 THEN
-    v_system_size := 0;
-    v_total := 0;
-  ELSE
-    v_system_size := coalesce(v_system_weight, 0);
-    v_total := coalesce(v_other_weight, 0);
-  END IF;
-  v_stored := v_total;
-  v_total := v_total + (SELECT sum(s) FROM unnest(v_new_sizes) AS s);
-  v_excess := v_system_size + v_total - p_limit;
-  -- window.count_evictions over the stored non-system rows, oldest first,
-  -- then the new ones, read only as far as the answer needs (a cursor in
-  -- the primary key's order: no sort of the whole conversation).
-  OPEN v_oldest FOR
-    SELECT ctid, seq, message_id, role,
-        CASE WHEN v_counted THEN 1 ELSE weight END
-      FROM {m} WHERE conversation_id = p_cid AND role <> 'system'
-      ORDER BY seq;
-  LOOP
-    IF v_reading THEN
-      FETCH v_oldest INTO v_row, v_seq, v_id, v_role, v_size;
-      v_reading := FOUND;
-      IF v_reading THEN
-        v_rows := v_rows || v_row;
-        v_read := v_read || v_seq;
-        v_read_ids := v_read_ids || v_id;
-        v_read_sizes := v_read_sizes || v_size;
-      END IF;
-    END IF;
-    IF NOT v_reading THEN
-      v_new := v_new + 1;
-      EXIT WHEN v_new > v_n;
-      v_role := v_new_roles[v_new];
-      v_size := v_new_sizes[v_new];
-    END IF;
-    IF v_excess <= 0 THEN
-      -- Rule 4 alone: only leading tool messages go.
-      EXIT WHEN v_role <> 'tool';
-      v_cut := v_cut + 1;
-    ELSIF v_dropped >= v_excess THEN
-      IF v_role = 'user' THEN
-        v_cut := v_index;
-        v_found := TRUE;
-        EXIT;
-      END IF;
-    ELSE
-      IF v_role = 'user' THEN
-        v_last_user := v_index;
-      END IF;
-      v_dropped := v_dropped + v_size;
-    END IF;
-    v_index := v_index + 1;
-  END LOOP;
-  CLOSE v_oldest;
-  IF v_excess > 0 AND NOT v_found THEN
-    v_cut := coalesce(v_last_user, v_index);
-  END IF;
-  -- append_plan.plan_append: the cut's stored rows go, then new ones.
-  v_evict := least(v_cut, cardinality(v_read));
-  v_drop_new := v_cut - v_evict;
-  IF v_evict > 0 THEN
-    v_seqs := v_read[1:v_evict];
-    v_ids := v_read_ids[1:v_evict];
-    SELECT sum(s) INTO v_evicted_size FROM unnest(v_read_sizes[1:v_evict]) AS s;
-    -- Row by row, by the address the cursor read, which cannot change while
-    -- the conversation is locked. A cached generic plan of any condition on
-    -- conversation_id may think the conversation holds one row and filter
-    -- all of it through either index; a single address is always one fetch.
-    FOREACH v_row IN ARRAY v_rows[1:v_evict] LOOP
-      DELETE FROM {m} WHERE ctid = v_row;
-    END LOOP;
-  END IF;
-  INSERT INTO {m} (conversation_id, seq, message_id, role, content, payload,
-      weight, created_at)
-    SELECT p_cid, v_next + k.n - 1 - v_drop_new, k.id, k.role, k.content,
-        k.payload, CASE WHEN v_counted THEN NULL ELSE k.size END, k.created
-      FROM ROWS FROM (json_to_recordset(p_batch) AS (id TEXT, role TEXT,
-          content TEXT, payload TEXT, size BIGINT, created TIMESTAMPTZ))
-        WITH ORDINALITY AS k(id, role, content, payload, size, created, n)
-      WHERE k.n > v_drop_new;
-  SELECT coalesce(sum(s), 0) INTO v_kept_size
-    FROM unnest(v_new_sizes) WITH ORDINALITY AS k(s, n) WHERE k.n > v_drop_new;
-  -- write_steps.append_writes: new messages dropped at once are numbered
-  -- after the inserted rows.
-  IF v_drop_new > 0 THEN
-    v_ids := v_ids || v_new_ids[1:v_drop_new];
-    v_seqs := v_seqs || ARRAY(SELECT v_next + v_n - v_drop_new + g
-                              FROM generate_series(0, v_drop_new - 1) AS g);
-  END IF;
-  IF v_cut > 0 THEN
-    -- evicted_ids.trim_due and trim_below.
-    v_first := v_seqs[1];
-    v_last := v_seqs[cardinality(v_seqs)];
-    v_bound := v_last - {kept};
-    IF v_bound >= 0 AND v_first <= v_last
-        AND (v_first / {step} <> v_last / {step} OR v_first % {step} = 0) THEN
-      DELETE FROM {e} WHERE conversation_id = p_cid AND seq <= v_bound;
-    END IF;
-    INSERT INTO {e} (conversation_id, message_id, seq)
-      SELECT p_cid, k.id, k.seq FROM unnest(v_ids, v_seqs) AS k(id, seq)
-      WHERE k.seq > v_bound;
-  END IF;
-  UPDATE {c} SET next_seq = v_next + v_n, version = version + 1,
-      system_count = v_system_count,
-      other_count = v_other_count - v_evict + (v_n - v_drop_new),
-      weight_counter = p_counter,
-      system_weight = CASE WHEN v_counted THEN NULL ELSE v_system_size END,
-      other_weight = CASE WHEN v_counted THEN NULL
-        ELSE v_stored - v_evicted_size + v_kept_size END,
-      updated_at = p_now, expires_at = p_expires_at
-    WHERE conversation_id = p_cid;
-  outcome := 'appended';
-  evicted_ids := v_ids;
-END
-"""
 
 
 class AppendRoutine:
@@ -292,7 +73,10 @@ class AppendRoutine:
     The Python side every routine shares: the name, the parameters (the
     batch packed as one JSON array of rows) and the reading of the answer.
     Each database's subclass gives the routine's text and how its call is
-    written; :class:`PostgresAppendRoutine` is PostgreSQL's, and
+    written, and names the SQLAlchemy dialect whose identifier rules quote
+    its name (:attr:`sql_dialect`):
+    :class:`chatledger_sql.dialects.postgresql_routine.PostgresAppendRoutine`
+    is PostgreSQL's, and
     :class:`chatledger_sql.dialects.mariadb_routine.MariaDBAppendRoutine`
     MariaDB's.
 
@@ -305,7 +89,7 @@ class AppendRoutine:
     __slots__ = ("_tables", "call", "name", "qualified")
 
     #: The SQLAlchemy dialect whose identifier rules name the routine.
-    sql_dialect: Any = _PG
+    sql_dialect: ClassVar[Any]
     #: The routine begins and commits its own transaction; otherwise it is
     #: called in autocommit, a statement's transaction of its own.
     commits_itself = False
@@ -429,99 +213,3 @@ class AppendRoutine:
         if outcome == "known":
             return AppendResult()
         return None
-
-
-class PostgresAppendRoutine(AppendRoutine):
-    """PostgreSQL's: a PL/pgSQL function returning ``outcome, evicted_ids``."""
-
-    __slots__ = ()
-
-    def call_sql(self) -> str:
-        """``SELECT outcome, evicted_ids FROM name(...)``."""
-        return (
-            f"SELECT outcome, evicted_ids FROM {self.qualified}(:cid, :now, "
-            ":expires_at, :limit, :counter, CAST(:batch AS JSON))"
-        )
-
-    def create_sql(self) -> str:
-        """``CREATE FUNCTION``."""
-        body = _BODY.format(
-            **self.table_names(), kept=EVICTED_IDS_KEPT, step=EVICTED_IDS_TRIM_STEP
-        )
-        return (
-            f"CREATE FUNCTION {self.qualified}({_ARGUMENTS}, "
-            "OUT outcome TEXT, OUT evicted_ids TEXT[]) "
-            f"LANGUAGE plpgsql AS $chatledger${body}$chatledger$"
-        )
-
-    def exists_sql(self) -> str:
-        """``to_regprocedure`` of the function's signature."""
-        signature = f"{self.qualified}({_ARGUMENT_TYPES})"
-        return f"SELECT to_regprocedure('{signature}')"
-
-    def drop_sql(self) -> str:
-        """``DROP FUNCTION IF EXISTS``."""
-        return f"DROP FUNCTION IF EXISTS {self.qualified}({_ARGUMENT_TYPES})"
-
-
-class RoutineDialect(SqlDialect):
-    """A dialect whose database runs window appends in a routine of its own.
-
-    The routine is created with the tables, dropped with them, and called for
-    the appends it takes (:meth:`AppendRoutine.takes`); every other append,
-    and every append with ``server_append=False``, takes the portable path.
-
-    Args:
-        server_append: Call the routine (one round trip per append); false
-            keeps every append on the portable path.
-    """
-
-    def __init__(self, *, server_append: bool = True) -> None:
-        """Call the routine unless ``server_append`` is false."""
-        self.server_append = bool(server_append)
-
-    def __repr__(self) -> str:
-        options = "" if self.server_append else "server_append=False"
-        return f"{type(self).__name__}({options})"
-
-    def routine(self, statements: Statements) -> AppendRoutine:
-        """The routine of these tables, called or not."""
-        raise NotImplementedError
-
-    def append_routine(self, statements: Statements) -> AppendRoutine | None:
-        """:meth:`routine`, unless ``server_append`` is false."""
-        return self.routine(statements) if self.server_append else None
-
-    def runs_routines(self, connection: Connection) -> bool:
-        """Whether the server can run the routine: the product itself."""
-        return self.native(connection)
-
-    def refuses_routine(self, error: exc.DBAPIError) -> bool:
-        """True when the role may not create the routine (then appends keep
-        to the portable path, with a warning)."""
-        return False
-
-    def create_routines(self, connection: Connection, statements: Statements) -> None:
-        """Create the routine unless it exists (on the product itself)."""
-        routine = statements.append_routine
-        if routine is None or not self.runs_routines(connection):
-            return
-        if connection.execute(text(routine.exists_sql())).scalar() is not None:
-            return
-        try:
-            connection.execute(text(routine.create_sql()))
-        except exc.DBAPIError as error:
-            if not self.refuses_routine(error):
-                raise
-            connection.rollback()
-            warnings.warn(
-                f"cannot create the routine {routine.name!r} ({error.orig}); "
-                "window appends take the portable path instead of one round trip",
-                stacklevel=2,
-            )
-
-    def drop_routines(self, connection: Connection, statements: Statements) -> None:
-        """Drop the routine (on the product itself), even when this dialect
-        does not call it: another repository may have made it."""
-        if self.native(connection):
-            connection.execute(text(self.routine(statements).drop_sql()))

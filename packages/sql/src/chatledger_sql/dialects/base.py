@@ -11,20 +11,22 @@ Example:
 
 A dialect never imports a database driver: the engine owns the driver. The base
 class holds the portable defaults; each built-in dialect overrides only what its
-database does differently.
+database does differently. :class:`RoutineDialect` is the base of those whose
+database runs a window append in a routine of its own
+(:mod:`chatledger_sql.dialects.append_routine`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from sqlalchemy import (
-    BigInteger,
     Integer,
     Select,
     String,
@@ -34,6 +36,7 @@ from sqlalchemy import (
     false,
     func,
     select,
+    text,
     type_coerce,
 )
 from sqlalchemy.schema import CreateTable, ExecutableDDLElement
@@ -51,6 +54,7 @@ __all__ = [
     "MAX_IDS_PER_STATEMENT",
     "ConversationState",
     "RetryTransaction",
+    "RoutineDialect",
     "SqlDialect",
     "StoredRow",
 ]
@@ -202,18 +206,10 @@ class SqlDialect:
     def raw_timestamp(self, column: Any) -> Any:
         """``column`` (a timestamp) as the read gets it, without result processing.
 
-        The driver's value goes to ``repository._moment``: ISO text in UTC, a
-        naive ``datetime`` in UTC, or an aware ``datetime``.
+        The driver's value goes to :func:`chatledger_sql.rows.moment`: ISO
+        text in UTC, a naive ``datetime`` in UTC, or an aware ``datetime``.
         """
         return type_coerce(column, NullType())
-
-    def sequence_type(self) -> TypeEngine[Any]:
-        """Sequence numbers and versions."""
-        return BigInteger()
-
-    def count_type(self) -> TypeEngine[Any]:
-        """Counts and weights."""
-        return Integer()
 
     def table_options(self) -> dict[str, Any]:
         """Extra ``Table`` keyword arguments (``mysql_charset`` and the like)."""
@@ -569,3 +565,67 @@ class SqlDialect:
                 raise RetryTransaction from error
             found.update((cid, 0) for cid in missing)
         return found
+
+
+class RoutineDialect(SqlDialect):
+    """A dialect whose database runs window appends in a routine of its own.
+
+    The routine (an :class:`~chatledger_sql.dialects.append_routine.AppendRoutine`)
+    is created with the tables, dropped with them, and called for the appends
+    it takes (its ``takes``); every other append, and every append with
+    ``server_append=False``, takes the portable path.
+
+    Args:
+        server_append: Call the routine (one round trip per append); false
+            keeps every append on the portable path.
+    """
+
+    def __init__(self, *, server_append: bool = True) -> None:
+        """Call the routine unless ``server_append`` is false."""
+        self.server_append = bool(server_append)
+
+    def __repr__(self) -> str:
+        options = "" if self.server_append else "server_append=False"
+        return f"{type(self).__name__}({options})"
+
+    def routine(self, statements: Statements) -> AppendRoutine:
+        """The routine of these tables, called or not."""
+        raise NotImplementedError
+
+    def append_routine(self, statements: Statements) -> AppendRoutine | None:
+        """:meth:`routine`, unless ``server_append`` is false."""
+        return self.routine(statements) if self.server_append else None
+
+    def runs_routines(self, connection: Connection) -> bool:
+        """Whether the server can run the routine: the product itself."""
+        return self.native(connection)
+
+    def refuses_routine(self, error: exc.DBAPIError) -> bool:
+        """True when the role may not create the routine (then appends keep
+        to the portable path, with a warning)."""
+        return False
+
+    def create_routines(self, connection: Connection, statements: Statements) -> None:
+        """Create the routine unless it exists (on the product itself)."""
+        routine = statements.append_routine
+        if routine is None or not self.runs_routines(connection):
+            return
+        if connection.execute(text(routine.exists_sql())).scalar() is not None:
+            return
+        try:
+            connection.execute(text(routine.create_sql()))
+        except exc.DBAPIError as error:
+            if not self.refuses_routine(error):
+                raise
+            connection.rollback()
+            warnings.warn(
+                f"cannot create the routine {routine.name!r} ({error.orig}); "
+                "window appends take the portable path instead of one round trip",
+                stacklevel=2,
+            )
+
+    def drop_routines(self, connection: Connection, statements: Statements) -> None:
+        """Drop the routine (on the product itself), even when this dialect
+        does not call it: another repository may have made it."""
+        if self.native(connection):
+            connection.execute(text(self.routine(statements).drop_sql()))

@@ -9,15 +9,16 @@ Example (needs a MariaDB server; the repository creates and calls it):
     repository.append_to_window("c1", [Message.user("hi")], window)  # one CALL
 
 The same append as PostgreSQL's function
-(:mod:`chatledger_sql.dialects.append_routine`, which says what it takes and
-what it declines), written in MariaDB's SQL: the procedure begins and commits
-its own transaction, locks the conversation row with the upsert the portable
-append uses, counts the evictions with a translation of
-:func:`chatledger.window.count_evictions`, and answers one row, ``outcome``
-and the evicted ids as a JSON array. A MariaDB cursor holds its whole result
-once opened, so the oldest rows are read in chunks, as the portable append
-reads them: first as many as the excess needs, then twice as many each time.
-JSON_TABLE (MariaDB 10.6 and later) reads the batch.
+(:mod:`chatledger_sql.dialects.postgresql_routine`; what every routine takes
+and declines is in :mod:`chatledger_sql.dialects.append_routine`), written in
+MariaDB's SQL: the procedure begins and commits its own transaction, locks
+the conversation row with the upsert the portable append uses, counts the
+evictions with a translation of :func:`chatledger.window.count_evictions`,
+and answers one row, ``outcome`` and the evicted ids as a JSON array. A
+MariaDB cursor holds its whole result once opened, so the oldest rows are
+read in chunks, as the portable append reads them: first as many as the
+excess needs, then twice as many each time. JSON_TABLE (MariaDB 10.6 and
+later) reads the batch.
 """
 
 from __future__ import annotations
@@ -28,8 +29,12 @@ from typing import Any
 
 from sqlalchemy.dialects.mysql.base import MySQLDialect as SAMySQLDialect
 
-from chatledger.append_plan import TOKEN_WINDOW_FIRST_READ, TURN_SLACK
-from chatledger.evicted_ids import EVICTED_IDS_KEPT, EVICTED_IDS_TRIM_STEP
+from chatledger.adapters import (
+    EVICTED_IDS_KEPT,
+    EVICTED_IDS_TRIM_STEP,
+    TOKEN_WINDOW_FIRST_READ,
+    TURN_SLACK,
+)
 from chatledger_sql.dialects.append_routine import AppendRoutine
 
 __all__ = ["MariaDBAppendRoutine"]

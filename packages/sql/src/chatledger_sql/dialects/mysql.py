@@ -35,8 +35,7 @@ from sqlalchemy.dialects.mysql import CHAR, DATETIME, LONGTEXT, VARCHAR
 from sqlalchemy.dialects.mysql import insert as mysql_insert
 from sqlalchemy.types import NullType, TypeEngine
 
-from chatledger_sql.dialects.append_routine import RoutineDialect
-from chatledger_sql.dialects.base import ConversationState, SqlDialect
+from chatledger_sql.dialects.base import ConversationState, RoutineDialect, SqlDialect
 from chatledger_sql.dialects.compound import PARAMSTYLES, CompoundStatement
 from chatledger_sql.dialects.mariadb_routine import MariaDBAppendRoutine
 from chatledger_sql.types import UtcDateTime

@@ -28,9 +28,9 @@ from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.postgresql.base import PGDialect
 from sqlalchemy.types import TypeEngine
 
-from chatledger_sql.dialects.append_routine import PostgresAppendRoutine, RoutineDialect
-from chatledger_sql.dialects.base import ConversationState
+from chatledger_sql.dialects.base import ConversationState, RoutineDialect
 from chatledger_sql.dialects.pipeline import PipelinedWrite
+from chatledger_sql.dialects.postgresql_routine import PostgresAppendRoutine
 from chatledger_sql.types import UtcDateTime
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ class PostgresDialect(RoutineDialect):
     Args:
         server_append: Run window appends through the PL/pgSQL function made
             with the tables, one round trip each
-            (:mod:`chatledger_sql.dialects.append_routine`); false keeps every
+            (:mod:`chatledger_sql.dialects.postgresql_routine`); false keeps every
             append on the portable two-round-trip path.
     """
 
@@ -106,7 +106,7 @@ class PostgresDialect(RoutineDialect):
         return connection.dialect.name == "postgresql"
 
     def routine(self, statements: Statements) -> PostgresAppendRoutine:
-        """The PL/pgSQL append of :mod:`chatledger_sql.dialects.append_routine`."""
+        """The PL/pgSQL append of :mod:`chatledger_sql.dialects.postgresql_routine`."""
         return PostgresAppendRoutine(statements.tables, self.timestamp_type())
 
     def refuses_routine(self, error: exc.DBAPIError) -> bool:
