@@ -99,3 +99,24 @@ def test_both_repositories_share_the_evicted_record(
         assert list(client.scan_iter(match=f"{prefix}*")) == []
     finally:
         sync.close()
+
+
+def test_the_async_floor_writes_reads_and_removes_its_lists(
+    redis_url: str, client: Redis
+) -> None:
+    prefix = f"chatledger-test:{uuid.uuid4().hex[:12]}:"
+
+    async def scenario() -> None:
+        async with AsyncRedisChatMemoryRepository.from_url(
+            redis_url, key_prefix=prefix
+        ) as repository:
+            floor = await repository.benchmark_floor()
+            await floor.insert("c", 0, '{"role":"user"}')
+            await floor.insert("c", 1, '{"role":"assistant"}')
+            assert len(await floor.select("c")) == 2
+            assert floor.name == "redis-py"
+            assert list(client.scan_iter(match=f"{prefix}*"))
+            await floor.aclose()
+
+    asyncio.run(scenario())
+    assert list(client.scan_iter(match=f"{prefix}*")) == []

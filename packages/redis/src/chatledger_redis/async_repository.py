@@ -1,26 +1,54 @@
-"""``AsyncRedisChatMemoryRepository``: conversations in Redis or Valkey, for asyncio.
+# sync twin: repository.py
+# sync rename: redis.asyncio -> redis
+"""``AsyncRedisChatMemoryRepository``: conversations in plain Redis 6.2+ or Valkey.
 
 Example (needs a Redis server):
-    import asyncio
+    from datetime import timedelta
 
     from chatledger import AsyncMessageWindowChatMemory, Message
     from chatledger_redis import AsyncRedisChatMemoryRepository
 
-    async def main():
-        url = "redis://localhost:6379/0"
-        repository = AsyncRedisChatMemoryRepository.from_url(url)
-        memory = AsyncMessageWindowChatMemory(repository, max_messages=20)
-        await memory.add("c1", Message.user("Hello"))
-        await repository.aclose()
+    repository = AsyncRedisChatMemoryRepository.from_url(
+        "redis://localhost:6379/0", ttl=timedelta(days=7)
+    )
+    memory = AsyncMessageWindowChatMemory(repository, max_messages=20)
+    await memory.add("c1", Message.user("Hello"))
+    await repository.aclose()
 
-    asyncio.run(main())
+No module is needed (no RedisJSON, no search). Each conversation is six keys
+in one hash slot (:mod:`chatledger_redis.keys`); every write is one Lua script
+or one command, so it is atomic and, once the scripts are cached on the
+server, one round trip. A window append pushes the new messages, applies the
+system-message rule and evicts whole turns in the same script, reading only
+compact markers (:mod:`chatledger_redis.markers`) and only as many of the
+oldest as the eviction needs. What each call sends and how its answer is read
+is in :mod:`chatledger_redis.steps`, shared by the sync and the async
+repository (one module is generated from the other), so both read and write
+the same conversations.
 
-The async twin of :class:`chatledger_redis.RedisChatMemoryRepository`, on
-``redis.asyncio`` (``Redis`` or ``RedisCluster``): the same key layout, the
-same Lua scripts with the same arguments (:mod:`chatledger_redis.steps`),
-so both read and write the same conversations. Every write is one script or
-one command, so it is atomic on the server: a cancelled call either reached
-the server whole or not at all.
+The evicted-id record (:mod:`chatledger.evicted_ids`) lives in the
+``<prefix>{<tag>}:evicted`` list (at least the newest
+:data:`~chatledger.evicted_ids.EVICTED_IDS_KEPT` ids the window took out,
+oldest first, trimmed in steps), each of its ids marked with an empty value
+in the ``ids`` hash: the same script checks and updates it, so a late retry
+of an evicted message is a no-op.
+
+Why listing uses ``SCAN`` rather than an index key: an index of ids is one key
+in one slot, so on Redis Cluster it cannot be updated in the same script as the
+conversation (cross-slot), and keeping it in step would cost a second,
+non-atomic call on every write plus lazy repair of stale entries. Instead
+:meth:`AsyncRedisChatMemoryRepository.find_conversation_ids` scans for the
+per-conversation ``meta`` keys (on Cluster, redis-py scans every primary). The
+keys are the truth, so the listing is complete, uncapped, and agrees with
+deletes and with expiry by construction (the server hides expired keys from
+``SCAN``); the price is a pass over the database's keyspace, which is fine for
+an administrative listing and never touches the append path. During a Cluster
+resharding a scan may miss a key that moves; repeat the listing if that
+matters.
+
+Durability is the server's: with asynchronous replication or
+``appendfsync everysec`` about a second of acknowledged writes can be lost in a
+crash. Call ``client.wait(...)`` after a write if you need more.
 """
 
 from __future__ import annotations
@@ -45,13 +73,22 @@ from chatledger.adapters import (
     validate_conversation_id,
     validate_messages,
 )
+from chatledger_redis.async_clients import async_redis_client
+from chatledger_redis.async_floor import AsyncRedisBenchmarkFloor
 from chatledger_redis.bulk_limit import (
     PROTO_MAX_BULK_LEN,
     check_arguments,
     limit_from_reply,
     may_pass_smallest_limit,
 )
-from chatledger_redis.clients import async_redis_client
+from chatledger_redis.keys import (
+    ConversationKeys,
+    evicted_key_pattern,
+    meta_key_pattern,
+    validate_key_prefix,
+)
+from chatledger_redis.loop_clients import LoopClients  # async-only
+from chatledger_redis.scripts import APPEND, RESIZE, SAVE
 from chatledger_redis.steps import (
     RESIZE_ATTEMPTS,
     append_args,
@@ -66,13 +103,6 @@ from chatledger_redis.steps import (
     save_args,
     ttl_milliseconds,
 )
-from chatledger_redis.keys import (
-    ConversationKeys,
-    evicted_key_pattern,
-    meta_key_pattern,
-    validate_key_prefix,
-)
-from chatledger_redis.scripts import APPEND, RESIZE, SAVE
 
 __all__ = ["AsyncRedisChatMemoryRepository"]
 
@@ -80,12 +110,14 @@ AsyncClient = Redis | RedisCluster
 
 
 class AsyncRedisChatMemoryRepository(AsyncClosingContext):
-    """An :class:`~chatledger.AsyncChatMemoryRepository` with atomic window appends.
+    """Conversations in Redis or Valkey, with atomic window appends.
+
+    Implements :class:`~chatledger.AsyncChatMemoryRepository`.
 
     Args:
-        client: A ``redis.asyncio.Redis`` or ``redis.asyncio.cluster.RedisCluster``;
-            ``decode_responses`` may be on or off. The repository does not close
-            a client it was given.
+        client: A ``redis.asyncio.Redis`` or ``redis.asyncio.cluster.RedisCluster``
+            (or a Valkey server behind either); ``decode_responses`` may be on
+            or off. The repository does not close a client it was given.
         key_prefix: Starts every key; letters, digits and ``_ : . -`` only.
         ttl: Time to live of a conversation after its last write
             (a ``timedelta`` or seconds), sliding; ``None`` keeps it forever.
@@ -103,17 +135,27 @@ class AsyncRedisChatMemoryRepository(AsyncClosingContext):
         ttl: timedelta | float | None = None,
     ) -> None:
         """Store conversations through ``client`` under ``key_prefix``."""
-        if not isinstance(client, (Redis, RedisCluster)):
-            raise TypeError(
-                "client must be a redis.asyncio.Redis or RedisCluster, not "
-                f"{type(client).__name__}"
-            )
+        if True:  # async
+            if not isinstance(client, (Redis, RedisCluster)):
+                raise TypeError(
+                    "client must be a redis.asyncio.Redis or RedisCluster, not "
+                    f"{type(client).__name__}"
+                )
+        else:
+            if client is None:
+                raise TypeError(
+                    "client must be a redis.Redis or RedisCluster, not None"
+                )
         self.key_prefix = validate_key_prefix(key_prefix)
         self._ttl_ms = ttl_milliseconds(ttl)
         self.ttl = None if ttl is None else timedelta(milliseconds=self._ttl_ms)
-        self.client = client
+        if True:  # async
+            self._clients = LoopClients(client, None)
+        else:
+            self._client = client
         self.fault_points = FaultPoints()
         self._owns_client = False
+        # Registered once; each call names the client it runs on.
         self._append = client.register_script(APPEND)
         self._save = client.register_script(SAVE)
         self._resize = client.register_script(RESIZE)
@@ -122,7 +164,7 @@ class AsyncRedisChatMemoryRepository(AsyncClosingContext):
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> AsyncRedisChatMemoryRepository:
-        """Make a client for ``url`` that this repository owns (see :meth:`aclose`).
+        """Connect to ``url`` with a client this repository owns (see :meth:`aclose`).
 
         No I/O: the client connects on the first call. ``redis://``,
         ``rediss://`` and ``unix://`` URLs make a ``redis.asyncio.Redis``;
@@ -131,26 +173,52 @@ class AsyncRedisChatMemoryRepository(AsyncClosingContext):
         ``ttl`` go to the repository, every other option to the client's
         ``from_url``.
 
-        A ``Redis`` client made here takes its connections from a
-        ``BlockingConnectionPool``: when ``max_connections`` (100 by default)
-        calls are in flight, the next one waits for a connection (up to the
-        pool's ``timeout``) instead of failing with "Too many connections",
-        as an SQL engine's pool does. Pass ``connection_pool`` to choose.
+        A ``Redis`` client made here sends a command again, on a new
+        connection, when its connection broke
+        (:mod:`chatledger_redis.async_clients`, one policy for the sync and
+        the async repository); pass ``retry`` to choose.
 
-        It sends a command again, on a new connection, when its connection
-        broke, with the sync repository's policy (:mod:`chatledger_redis.clients`);
-        pass ``retry`` to choose.
+        Raises:
+            InvalidOptionError: an option neither the repository nor the
+                ``redis.asyncio.Redis`` client takes (checked before any
+                connection; a cluster client's options are its own to check).
         """
+        # Our own options are validated before a client (and its pool) exists.
         url, cluster, repository_options = client_url(url, options)
         client = async_redis_client(url, cluster=cluster, options=options)
         repository = cls(client, **repository_options)
         repository._owns_client = True
+        if True:  # async
+            if "connection_pool" not in options:
+                # Each event loop gets a client of its own (see client).
+                repository._clients = LoopClients(
+                    client,
+                    lambda: async_redis_client(url, cluster=cluster, options=options),
+                )
         return repository
+
+    @property
+    def client(self) -> AsyncClient:
+        """The client calls go through.
+
+        An asyncio client serves one event loop, so the async repository
+        made by ``from_url`` makes a client for each loop that calls it
+        (``asyncio.run`` twice, threads each running a loop), the first loop
+        taking the first one (:mod:`chatledger_redis.loop_clients`). A client
+        given to the constructor serves every call as given.
+        """
+        if True:  # async
+            return self._clients.current()
+        else:
+            return self._client
 
     async def aclose(self) -> None:
         """Close the client if :meth:`from_url` made it; a given client stays open."""
         if self._owns_client:
-            await self.client.aclose()
+            if True:  # async
+                await self._clients.aclose()
+            else:
+                self._client.close()
 
     def __repr__(self) -> str:
         return (
@@ -162,29 +230,34 @@ class AsyncRedisChatMemoryRepository(AsyncClosingContext):
         return conversation_keys(self.key_prefix, conversation_id)[0]
 
     async def create_schema(self) -> None:
-        """Do nothing: a conversation's keys appear with its first write."""
+        """Do nothing: a conversation's keys appear with its first write.
+
+        Here so that every adapter offers the same schema calls.
+        """
 
     async def drop_schema(self) -> None:
         """Delete every conversation under this repository's key prefix.
 
-        Only keys of the layout this repository writes are touched, the
-        evicted-id records of emptied conversations included.
+        Only keys of the layout this repository writes are touched; other keys
+        that share the prefix stay. The evicted-id record a window left when
+        it emptied a conversation (no ``meta``, so not listed) goes too.
         """
+        client = self.client
         pattern = evicted_key_pattern(self.key_prefix)
-        records = [k async for k in self.client.scan_iter(match=pattern, count=1000)]
-        doomed = set(await self.find_conversation_ids())
-        doomed.update(ids_of_evicted_keys(self.key_prefix, records))
+        records = [k async for k in client.scan_iter(match=pattern, count=1000)]
+        doomed = ids_of_evicted_keys(self.key_prefix, records)
+        doomed.update(await self.find_conversation_ids())
         for conversation_id in doomed:
-            await self.client.unlink(*self._keys(conversation_id).all())
+            await client.unlink(*self._keys(conversation_id).all())
+
+    async def benchmark_floor(self) -> AsyncRedisBenchmarkFloor:
+        """The driver's bare RPUSH and LRANGE, for ``chatledger bench``."""
+        return AsyncRedisBenchmarkFloor(self.client, self.key_prefix)
 
     async def find_conversation_ids(self) -> list[str]:
-        """Return the id of every stored conversation (a SCAN of the meta keys).
-
-        See :meth:`chatledger_redis.RedisChatMemoryRepository.find_conversation_ids`
-        for why a SCAN, and what it costs.
-        """
+        """Return the id of every stored conversation (a SCAN of the meta keys)."""
         pattern = meta_key_pattern(self.key_prefix)
-        found = [key async for key in self.client.scan_iter(match=pattern, count=1000)]
+        found = [k async for k in self.client.scan_iter(match=pattern, count=1000)]
         return ids_of_meta_keys(self.key_prefix, found)
 
     async def count_messages(self, conversation_id: str) -> int:
@@ -197,8 +270,12 @@ class AsyncRedisChatMemoryRepository(AsyncClosingContext):
     ) -> ConversationPage:
         """Return up to ``limit`` conversation ids after ``cursor``, in id order.
 
-        Each page scans every meta key under the prefix, as the sync
-        repository's does.
+        Redis cannot range over keys in order, and ``SCAN`` may return a key
+        twice while the keyspace is resized, so each page scans every meta key
+        under the prefix (as :meth:`find_conversation_ids` does) and cuts its
+        page from the sorted ids: every conversation that exists throughout
+        comes exactly once, and each page costs a full scan. Page with a large
+        ``limit`` (up to 10,000) to scan less often.
         """
         page_of([], cursor, limit)  # a bad cursor or limit: before any I/O
         return page_of(await self.find_conversation_ids(), cursor, limit)
@@ -216,12 +293,15 @@ class AsyncRedisChatMemoryRepository(AsyncClosingContext):
         validate_conversation_id(conversation_id)
         batch = stamp_messages(validate_messages(messages))
         args = save_args(batch, self._ttl_ms)
-        await self._check_arguments(args, first=3, per_message=4)
+        client = self.client
+        await self._check_arguments(client, args, first=3, per_message=4)
         # The script is the atomic unit: a fault before it leaves the old
         # conversation whole, a fault after it leaves the new one whole.
         for point in ("after_lock", "after_delete", "after_insert", "before_commit"):
             self.fault_points.reach(point)
-        await self._save(keys=self._keys(conversation_id).all(), args=args)
+        await self._save(
+            keys=self._keys(conversation_id).all(), args=args, client=client
+        )
         self.fault_points.reach("after_commit")
 
     async def delete_by_conversation_id(self, conversation_id: str) -> None:
@@ -238,7 +318,9 @@ class AsyncRedisChatMemoryRepository(AsyncClosingContext):
         """Append and trim in one script (see ``AsyncSupportsWindowAppend``).
 
         One round trip when the stored sizes were measured by ``window``'s
-        counter; otherwise the history is measured once with it first.
+        counter (always for a message window). When a token window with another
+        counter meets a conversation, the history is measured once with the new
+        counter, then the append runs.
         """
         validate_conversation_id(conversation_id)
         batch = validate_messages(messages)
@@ -248,15 +330,16 @@ class AsyncRedisChatMemoryRepository(AsyncClosingContext):
         counter = window.counter_id
         key_names = conversation_keys(self.key_prefix, conversation_id)[1]
         args = append_args(stamped, window, self._ttl_ms)
-        await self._check_arguments(args, first=1, per_message=1)
+        client = self.client
+        await self._check_arguments(client, args, first=1, per_message=1)
         for point in ("after_lock", "after_insert", "after_evict", "before_commit"):
             self.fault_points.reach(point)
         for _ in range(RESIZE_ATTEMPTS):
-            outcome = await self._run_append(key_names, args)
+            outcome = await self._run_append(client, key_names, args)
             if outcome != -1:
                 break
             assert counter is not None  # the script asks only for a named counter
-            await self._remeasure(self._keys(conversation_id), counter, window)
+            await self._remeasure(client, self._keys(conversation_id), counter, window)
         else:
             raise ContentionError(
                 conversation_id,
@@ -267,7 +350,7 @@ class AsyncRedisChatMemoryRepository(AsyncClosingContext):
         return append_result(outcome, stamped)
 
     async def _check_arguments(
-        self, args: list[Any], *, first: int, per_message: int
+        self, client: AsyncClient, args: list[Any], *, first: int, per_message: int
     ) -> None:
         """Refuse, before sending, a script argument the server would not read.
 
@@ -279,7 +362,7 @@ class AsyncRedisChatMemoryRepository(AsyncClosingContext):
             return
         if self._max_bulk_bytes is None:
             try:
-                reply = await self.client.config_get(PROTO_MAX_BULK_LEN)
+                reply = await client.config_get(PROTO_MAX_BULK_LEN)
             except ResponseError:  # CONFIG refused (an ACL, a managed server)
                 reply = None
             self._max_bulk_bytes = limit_from_reply(reply)
@@ -287,28 +370,33 @@ class AsyncRedisChatMemoryRepository(AsyncClosingContext):
             args, self._max_bulk_bytes, first=first, per_message=per_message
         )
 
-    async def _run_append(self, keys: tuple[str, ...], args: list[str]) -> Any:
-        # EVALSHA sent directly, as the sync repository does; the script
-        # object loads the script after a NOSCRIPT (a restarted server).
+    async def _run_append(
+        self, client: AsyncClient, keys: tuple[str, ...], args: list[str]
+    ) -> Any:
+        # EVALSHA sent directly: Script.__call__ copies the arguments and
+        # imports on every call. It is still the fallback that loads the
+        # script after a NOSCRIPT (a restarted or flushed server, a new node).
         try:
-            return await self.client.execute_command(
+            return await client.execute_command(  # type: ignore[no-untyped-call]
                 "EVALSHA", self._append.sha, len(keys), *keys, *args
             )
         except NoScriptError:
-            return await self._append(keys=keys, args=args)
+            return await self._append(keys=keys, args=args, client=client)
 
     async def _remeasure(
-        self, keys: ConversationKeys, counter: str, window: Window
+        self, client: AsyncClient, keys: ConversationKeys, counter: str, window: Window
     ) -> None:
         """Measure the stored history with ``window`` and store its sizes.
 
         The write token is read before the messages, and the rewrite only
         happens if it is unchanged, so the sizes always match the markers.
         """
-        pipe = self.client.pipeline(transaction=False)
+        pipe = client.pipeline(transaction=False)
         pipe.hget(keys.meta, "ver")
         pipe.hgetall(keys.msgs)
         token, stored = await pipe.execute()
         args = resize_args(counter, token, stored, window)
         if args is not None:
-            await self._resize(keys=[keys.meta, keys.turns, keys.system], args=args)
+            await self._resize(
+                keys=[keys.meta, keys.turns, keys.system], args=args, client=client
+            )

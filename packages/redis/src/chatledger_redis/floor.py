@@ -1,3 +1,4 @@
+# Written by tools/async_to_sync.py from async_floor.py: edit that one.
 """The driver's floor for ``chatledger bench``: RPUSH to append, LRANGE to read.
 
 Example (needs a Redis server):
@@ -6,44 +7,46 @@ Example (needs a Redis server):
     repository = RedisChatMemoryRepository.from_url(
         "redis://127.0.0.1:6379/0", key_prefix="floor-example:"
     )
-    floor = repository.benchmark_floor()     # lists under the key prefix
+    floor = repository.benchmark_floor()   # lists under the key prefix
     floor.insert("c1", 0, '{"role":"user"}')
     assert len(floor.select("c1")) == 1
-    floor.close()                            # deletes those lists
+    floor.close()                         # deletes those lists
     repository.close()
 
 One list per conversation on the repository's own client (same URL, same
 connection settings, cluster or not): an append is one RPUSH, a read one
 LRANGE of the whole list, nothing decoded. The lists live under the
 repository's key prefix, in a space no conversation key can take (those all
-carry a ``{...}`` hash tag), and :meth:`close` deletes every one it made.
+carry a ``{...}`` hash tag), and :meth:`RedisBenchmarkFloor.close`
+deletes every one it made.
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from chatledger_redis.repository import RedisChatMemoryRepository
+from redis import Redis
+from redis.cluster import RedisCluster
 
 __all__ = ["RedisBenchmarkFloor"]
 
 
 class RedisBenchmarkFloor:
-    """Plain lists beside the repository's keys, on its client.
+    """Plain lists beside a repository's keys, on its client.
 
     Args:
-        repository: Whose client and key prefix the floor uses.
+        client: The repository's client.
+        key_prefix: The repository's key prefix.
     """
 
     name = "redis-py"
 
-    def __init__(self, repository: RedisChatMemoryRepository) -> None:
-        """Pick a fresh key space under the repository's prefix; nothing is written."""
-        self._client: Any = repository.client
-        self._space = f"{repository.key_prefix}clfloor_{uuid.uuid4().hex[:12]}:"
+    def __init__(self, client: Redis | RedisCluster, key_prefix: str) -> None:
+        """Pick a fresh key space under ``key_prefix``; nothing is written."""
+        self._client: Any = client
+        self._space = f"{key_prefix}clfloor_{uuid.uuid4().hex[:12]}:"
         self._keys: set[str] = set()
 
     def insert(self, conversation_id: str, seq: int, payload: str) -> None:

@@ -1,9 +1,10 @@
+# Written by tools/async_to_sync.py from async_repository.py: edit that one.
 """``RedisChatMemoryRepository``: conversations in plain Redis 6.2+ or Valkey.
 
 Example (needs a Redis server):
     from datetime import timedelta
 
-    from chatledger import Message, MessageWindowChatMemory
+    from chatledger import MessageWindowChatMemory, Message
     from chatledger_redis import RedisChatMemoryRepository
 
     repository = RedisChatMemoryRepository.from_url(
@@ -19,7 +20,10 @@ or one command, so it is atomic and, once the scripts are cached on the
 server, one round trip. A window append pushes the new messages, applies the
 system-message rule and evicts whole turns in the same script, reading only
 compact markers (:mod:`chatledger_redis.markers`) and only as many of the
-oldest as the eviction needs.
+oldest as the eviction needs. What each call sends and how its answer is read
+is in :mod:`chatledger_redis.steps`, shared by the sync and the async
+repository (one module is generated from the other), so both read and write
+the same conversations.
 
 The evicted-id record (:mod:`chatledger.evicted_ids`) lives in the
 ``<prefix>{<tag>}:evicted`` list (at least the newest
@@ -75,6 +79,14 @@ from chatledger_redis.bulk_limit import (
     may_pass_smallest_limit,
 )
 from chatledger_redis.clients import redis_client
+from chatledger_redis.floor import RedisBenchmarkFloor
+from chatledger_redis.keys import (
+    ConversationKeys,
+    evicted_key_pattern,
+    meta_key_pattern,
+    validate_key_prefix,
+)
+from chatledger_redis.scripts import APPEND, RESIZE, SAVE
 from chatledger_redis.steps import (
     RESIZE_ATTEMPTS,
     append_args,
@@ -89,25 +101,21 @@ from chatledger_redis.steps import (
     save_args,
     ttl_milliseconds,
 )
-from chatledger_redis.floor import RedisBenchmarkFloor
-from chatledger_redis.keys import (
-    ConversationKeys,
-    evicted_key_pattern,
-    meta_key_pattern,
-    validate_key_prefix,
-)
-from chatledger_redis.scripts import APPEND, RESIZE, SAVE
 
 __all__ = ["RedisChatMemoryRepository"]
 
+Client = Redis | RedisCluster
+
 
 class RedisChatMemoryRepository(ClosingContext):
-    """A :class:`~chatledger.ChatMemoryRepository` with atomic window appends.
+    """Conversations in Redis or Valkey, with atomic window appends.
+
+    Implements :class:`~chatledger.ChatMemoryRepository`.
 
     Args:
-        client: A ``redis.Redis`` or ``redis.cluster.RedisCluster`` (or a
-            Valkey server behind either); ``decode_responses`` may be on or
-            off. The repository does not close a client it was given.
+        client: A ``redis.Redis`` or ``redis.cluster.RedisCluster``
+            (or a Valkey server behind either); ``decode_responses`` may be on
+            or off. The repository does not close a client it was given.
         key_prefix: Starts every key; letters, digits and ``_ : . -`` only.
         ttl: Time to live of a conversation after its last write
             (a ``timedelta`` or seconds), sliding; ``None`` keeps it forever.
@@ -119,7 +127,7 @@ class RedisChatMemoryRepository(ClosingContext):
 
     def __init__(
         self,
-        client: Redis | RedisCluster,
+        client: Client,
         *,
         key_prefix: str = "chatledger:",
         ttl: timedelta | float | None = None,
@@ -130,9 +138,10 @@ class RedisChatMemoryRepository(ClosingContext):
         self.key_prefix = validate_key_prefix(key_prefix)
         self._ttl_ms = ttl_milliseconds(ttl)
         self.ttl = None if ttl is None else timedelta(milliseconds=self._ttl_ms)
-        self.client = client
+        self._client = client
         self.fault_points = FaultPoints()
         self._owns_client = False
+        # Registered once; each call names the client it runs on.
         self._append = client.register_script(APPEND)
         self._save = client.register_script(SAVE)
         self._resize = client.register_script(RESIZE)
@@ -143,19 +152,22 @@ class RedisChatMemoryRepository(ClosingContext):
     def from_url(cls, url: str, **options: Any) -> RedisChatMemoryRepository:
         """Connect to ``url`` with a client this repository owns (see :meth:`close`).
 
-        ``redis://``, ``rediss://`` and ``unix://`` URLs make a ``redis.Redis``;
+        No I/O: the client connects on the first call. ``redis://``,
+        ``rediss://`` and ``unix://`` URLs make a ``redis.Redis``;
         ``redis+cluster://`` and ``rediss+cluster://`` (or ``cluster=True``)
-        make a ``RedisCluster``. ``key_prefix`` and ``ttl`` go to the
-        repository, every other option to the client's ``from_url``.
+        make a ``redis.cluster.RedisCluster``. ``key_prefix`` and
+        ``ttl`` go to the repository, every other option to the client's
+        ``from_url``.
 
         A ``Redis`` client made here sends a command again, on a new
-        connection, when its connection broke (:mod:`chatledger_redis.clients`,
-        the same policy as the async repository's); pass ``retry`` to choose.
+        connection, when its connection broke
+        (:mod:`chatledger_redis.clients`, one policy for the sync and
+        the async repository); pass ``retry`` to choose.
 
         Raises:
             InvalidOptionError: an option neither the repository nor the
-                ``redis.Redis`` client takes (checked before any connection;
-                a cluster client's options are its own to check).
+                ``redis.Redis`` client takes (checked before any
+                connection; a cluster client's options are its own to check).
         """
         # Our own options are validated before a client (and its pool) exists.
         url, cluster, repository_options = client_url(url, options)
@@ -164,10 +176,22 @@ class RedisChatMemoryRepository(ClosingContext):
         repository._owns_client = True
         return repository
 
+    @property
+    def client(self) -> Client:
+        """The client calls go through.
+
+        An asyncio client serves one event loop, so the async repository
+        made by ``from_url`` makes a client for each loop that calls it
+        (``asyncio.run`` twice, threads each running a loop), the first loop
+        taking the first one (:mod:`chatledger_redis.loop_clients`). A client
+        given to the constructor serves every call as given.
+        """
+        return self._client
+
     def close(self) -> None:
         """Close the client if :meth:`from_url` made it; a given client stays open."""
         if self._owns_client:
-            self.client.close()
+            self._client.close()
 
     def __repr__(self) -> str:
         return (
@@ -191,21 +215,22 @@ class RedisChatMemoryRepository(ClosingContext):
         that share the prefix stay. The evicted-id record a window left when
         it emptied a conversation (no ``meta``, so not listed) goes too.
         """
+        client = self.client
         pattern = evicted_key_pattern(self.key_prefix)
-        records = self.client.scan_iter(match=pattern, count=1000)
+        records = [k for k in client.scan_iter(match=pattern, count=1000)]
         doomed = ids_of_evicted_keys(self.key_prefix, records)
         doomed.update(self.find_conversation_ids())
         for conversation_id in doomed:
-            self.client.unlink(*self._keys(conversation_id).all())
+            client.unlink(*self._keys(conversation_id).all())
 
     def benchmark_floor(self) -> RedisBenchmarkFloor:
         """The driver's bare RPUSH and LRANGE, for ``chatledger bench``."""
-        return RedisBenchmarkFloor(self)
+        return RedisBenchmarkFloor(self.client, self.key_prefix)
 
     def find_conversation_ids(self) -> list[str]:
         """Return the id of every stored conversation (a SCAN of the meta keys)."""
         pattern = meta_key_pattern(self.key_prefix)
-        found = self.client.scan_iter(match=pattern, count=1000)
+        found = [k for k in self.client.scan_iter(match=pattern, count=1000)]
         return ids_of_meta_keys(self.key_prefix, found)
 
     def count_messages(self, conversation_id: str) -> int:
@@ -239,12 +264,13 @@ class RedisChatMemoryRepository(ClosingContext):
         validate_conversation_id(conversation_id)
         batch = stamp_messages(validate_messages(messages))
         args = save_args(batch, self._ttl_ms)
-        self._check_arguments(args, first=3, per_message=4)
+        client = self.client
+        self._check_arguments(client, args, first=3, per_message=4)
         # The script is the atomic unit: a fault before it leaves the old
         # conversation whole, a fault after it leaves the new one whole.
         for point in ("after_lock", "after_delete", "after_insert", "before_commit"):
             self.fault_points.reach(point)
-        self._save(keys=self._keys(conversation_id).all(), args=args)
+        self._save(keys=self._keys(conversation_id).all(), args=args, client=client)
         self.fault_points.reach("after_commit")
 
     def delete_by_conversation_id(self, conversation_id: str) -> None:
@@ -273,15 +299,16 @@ class RedisChatMemoryRepository(ClosingContext):
         counter = window.counter_id
         key_names = conversation_keys(self.key_prefix, conversation_id)[1]
         args = append_args(stamped, window, self._ttl_ms)
-        self._check_arguments(args, first=1, per_message=1)
+        client = self.client
+        self._check_arguments(client, args, first=1, per_message=1)
         for point in ("after_lock", "after_insert", "after_evict", "before_commit"):
             self.fault_points.reach(point)
         for _ in range(RESIZE_ATTEMPTS):
-            outcome = self._run_append(key_names, args)
+            outcome = self._run_append(client, key_names, args)
             if outcome != -1:
                 break
             assert counter is not None  # the script asks only for a named counter
-            self._remeasure(self._keys(conversation_id), counter, window)
+            self._remeasure(client, self._keys(conversation_id), counter, window)
         else:
             raise ContentionError(
                 conversation_id,
@@ -292,7 +319,7 @@ class RedisChatMemoryRepository(ClosingContext):
         return append_result(outcome, stamped)
 
     def _check_arguments(
-        self, args: list[Any], *, first: int, per_message: int
+        self, client: Client, args: list[Any], *, first: int, per_message: int
     ) -> None:
         """Refuse, before sending, a script argument the server would not read.
 
@@ -304,7 +331,7 @@ class RedisChatMemoryRepository(ClosingContext):
             return
         if self._max_bulk_bytes is None:
             try:
-                reply = self.client.config_get(PROTO_MAX_BULK_LEN)
+                reply = client.config_get(PROTO_MAX_BULK_LEN)
             except ResponseError:  # CONFIG refused (an ACL, a managed server)
                 reply = None
             self._max_bulk_bytes = limit_from_reply(reply)
@@ -312,27 +339,33 @@ class RedisChatMemoryRepository(ClosingContext):
             args, self._max_bulk_bytes, first=first, per_message=per_message
         )
 
-    def _run_append(self, keys: tuple[str, ...], args: list[str]) -> Any:
+    def _run_append(
+        self, client: Client, keys: tuple[str, ...], args: list[str]
+    ) -> Any:
         # EVALSHA sent directly: Script.__call__ copies the arguments and
         # imports on every call. It is still the fallback that loads the
-        # script after a NOSCRIPT (a restarted or flushed server).
+        # script after a NOSCRIPT (a restarted or flushed server, a new node).
         try:
-            return self.client.execute_command(  # type: ignore[no-untyped-call]
+            return client.execute_command(  # type: ignore[no-untyped-call]
                 "EVALSHA", self._append.sha, len(keys), *keys, *args
             )
         except NoScriptError:
-            return self._append(keys=keys, args=args)
+            return self._append(keys=keys, args=args, client=client)
 
-    def _remeasure(self, keys: ConversationKeys, counter: str, window: Window) -> None:
+    def _remeasure(
+        self, client: Client, keys: ConversationKeys, counter: str, window: Window
+    ) -> None:
         """Measure the stored history with ``window`` and store its sizes.
 
         The write token is read before the messages, and the rewrite only
         happens if it is unchanged, so the sizes always match the markers.
         """
-        pipe = self.client.pipeline(transaction=False)
+        pipe = client.pipeline(transaction=False)
         pipe.hget(keys.meta, "ver")
         pipe.hgetall(keys.msgs)
         token, stored = pipe.execute()
         args = resize_args(counter, token, stored, window)
         if args is not None:
-            self._resize(keys=[keys.meta, keys.turns, keys.system], args=args)
+            self._resize(
+                keys=[keys.meta, keys.turns, keys.system], args=args, client=client
+            )
