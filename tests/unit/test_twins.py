@@ -34,9 +34,6 @@ TWINS = [
 
 #: Twins that still differ, and how; each entry goes when its adapter is fixed.
 DRIFTED = {
-    "SqlChatMemoryRepository": "the async one lacks save_many and benchmark_floor",
-    "RedisChatMemoryRepository": "the async one lacks benchmark_floor",
-    "Neo4jChatMemoryRepository": "the sync one lacks the driver property",
 }
 
 
