@@ -72,7 +72,7 @@ def test_connect_async_refuses_what_connect_refuses() -> None:
 @pytest.fixture
 def only_memory(monkeypatch: pytest.MonkeyPatch) -> None:
     """Hide every installed adapter, as on a machine with the core alone."""
-    module = importlib.import_module("chatledger.connect")
+    module = importlib.import_module("chatledger.backends")
     everything = module.entry_points
     monkeypatch.setattr(
         module,

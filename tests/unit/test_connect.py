@@ -129,8 +129,7 @@ _HINTS = {
 @pytest.fixture
 def only_memory(monkeypatch: pytest.MonkeyPatch) -> None:
     """Hide every installed adapter, as on a machine with the core alone."""
-    # The package's `connect` attribute is the function, so fetch the module.
-    module = importlib.import_module("chatledger.connect")
+    module = importlib.import_module("chatledger.backends")
     everything = module.entry_points
     monkeypatch.setattr(
         module,

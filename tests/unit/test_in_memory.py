@@ -21,9 +21,7 @@ def test_the_sync_repository_closes_as_a_context_and_has_the_schema_calls() -> N
         repository.drop_schema()
         assert repository.find_conversation_ids() == []
         repository.save_all("a", [Message.user("again")])
-        assert [m.content for m in repository.find_by_conversation_id("a")] == [
-            "again"
-        ]
+        assert [m.content for m in repository.find_by_conversation_id("a")] == ["again"]
     repository.close()
 
 
