@@ -1,37 +1,36 @@
-"""Chat memory in a SQL database for asyncio, through SQLAlchemy's ``AsyncEngine``.
+# sync twin: repository.py
+# sync rename: sqlalchemy.ext.asyncio -> sqlalchemy
+# sync rename: create_async_engine -> create_engine
+# sync rename: asyncio -> time
+"""Chat memory in a SQL database, through SQLAlchemy Core's ``AsyncEngine``.
 
-Example:
-    import asyncio
-
+Example (needs a PostgreSQL server):
     from chatledger import AsyncMessageWindowChatMemory, Message
     from chatledger_sql import AsyncSqlChatMemoryRepository
 
-    async def main():
-        repository = AsyncSqlChatMemoryRepository.from_url(
-            "sqlite+aiosqlite:///chat.db"  # or postgresql+asyncpg://..., ...
-        )
-        memory = AsyncMessageWindowChatMemory(repository, max_messages=20)
-        await memory.add("c1", Message.user("Hello"))
-        await memory.get("c1")
-        await repository.aclose()
+    repository = AsyncSqlChatMemoryRepository.from_url(
+        "postgresql+psycopg://postgres@localhost/app"
+    )
+    memory = AsyncMessageWindowChatMemory(repository, max_messages=20)
+    await memory.add("c1", Message.user("Hello"))
+    await repository.aclose()
 
-    asyncio.run(main())
+One repository serves every supported database; the dialect (detected from the
+engine, or given) decides column types, guarded DDL and how a conversation is
+locked. Every write is one transaction that locks the row of its conversation
+only, so writers of one conversation queue while others go on.
 
-The async twin of :class:`chatledger_sql.SqlChatMemoryRepository`: the same
-tables, statements, dialects, row encoding, append planner, retries and
-write path (one transaction that locks the conversation's row), on the
-database's asyncio driver: ``postgresql+psycopg`` (psycopg 3's async
-connection), ``postgresql+asyncpg``, ``sqlite+aiosqlite``, ``mysql+asyncmy``
-and ``mysql+aiomysql`` (MariaDB too, also as ``mariadb+...``). The
-repository's own statements are awaited on an ``AsyncConnection``; a
-dialect's hooks, written against a ``Connection``, run through
-``AsyncConnection.run_sync``, SQLAlchemy's bridge that runs them on the same
-async connection and driver.
+With ``ttl=timedelta(days=7)`` (or ``ttl=604800`` seconds) a conversation
+expires whole, seven days after its last write: see the class docstring.
 
-Nothing here does I/O before the first call: the dialect, when it can only be
-told after connecting (MariaDB behind ``mysql+...://``), is detected then, and
-the tables are created then, once, behind a lock (or by ``await
-repository.create_schema()``).
+The same code runs on the database's async driver too:
+``postgresql+psycopg`` (psycopg 3's async connection), ``postgresql+asyncpg``,
+``sqlite+aiosqlite``, ``mysql+asyncmy`` and ``mysql+aiomysql`` (MariaDB too,
+also as ``mariadb+...``). A dialect's hooks, written for a sync connection, run
+there through SQLAlchemy's ``run_sync`` bridge, on the same connection and
+driver, and nothing does I/O before the first call: the dialect, when it can
+only be told after connecting (MariaDB behind ``mysql+...://``), is detected
+then, and the tables are created then, once, behind a lock.
 """
 
 from __future__ import annotations
@@ -39,28 +38,40 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import inspect
+import threading
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
-from sqlalchemy import Connection, event, exc
+import sqlalchemy
+from sqlalchemy import Connection, Engine, event, exc
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, create_async_engine
 
 from chatledger.adapters import (
     AppendResult,
     AsyncClosingContext,
     AsyncStoredWindow,
+    ChatLedgerError,
     ConversationPage,
     FaultPoints,
+    InvalidOptionError,
     Message,
     StoredEntry,
+    StoreNotFoundError,
     Window,
     needs_stored_system,
     plan_append_async,
     rows_to_peek,
-    settled,
     stamp_messages,
     to_ttl,
     utc_now,
@@ -68,19 +79,22 @@ from chatledger.adapters import (
     validate_messages,
     validate_page_request,
 )
+from chatledger_sql.compiled import CompiledStatement, fetch_all, runs_raw
 from chatledger_sql.dialects import DialectSpec, resolve_dialect
 from chatledger_sql.dialects.base import (
+    MAX_IDS_PER_STATEMENT,
     ConversationState,
     RetryTransaction,
     SqlDialect,
 )
-from chatledger_sql.repository import MAX_PURGE_BATCH, _sqlite_on_connect
+from chatledger_sql.floor import AsyncSqlBenchmarkFloor, open_floor_async
 from chatledger_sql.rows import check_ids, check_sizes, decode_raw
 from chatledger_sql.schema import Tables, build_tables, check_name, check_table_name
 from chatledger_sql.statements import Statements
 from chatledger_sql.urls import async_engine_url, check_database_file, missing_driver
 from chatledger_sql.write_steps import (
     MAX_ATTEMPTS,
+    MAX_PURGE_BATCH,
     append_writes,
     check_retry,
     forgotten,
@@ -97,35 +111,69 @@ from chatledger_sql.write_steps import (
 if TYPE_CHECKING:
     from chatledger_sql.dialects.append_routine import AppendRoutine
 
+T = TypeVar("T")
+P = ParamSpec("P")
+
+if True:  # async
+    from chatledger.adapters import settled
+
+    #: A step run on a connection (a read, a write, a schema step).
+    Work = Callable[[AsyncConnection], Awaitable[T]]
+else:
+    #: A step run on a connection (a read, a write, a schema step).
+    Work = Callable[[Connection], T]  # type: ignore[misc,no-redef]
+
 __all__ = ["AsyncSqlChatMemoryRepository"]
 
-T = TypeVar("T")
-Work = Callable[[AsyncConnection], Awaitable[T]]
-
 _UNKNOWN: Any = object()
+#: The read options a read on the DBAPI cursor can honour (see ``fetch_all``).
+_RAW_READ_OPTIONS: tuple[dict[str, Any], ...] = ({}, {"isolation_level": "AUTOCOMMIT"})
+#: The MySQL protocol's status bit for an open transaction.
+_SERVER_STATUS_IN_TRANS = 1
+
 _engine_locks: weakref.WeakKeyDictionary[AsyncEngine, asyncio.Lock] = (
     weakref.WeakKeyDictionary()
 )
+_engine_locks_guard = threading.Lock()
 
 
 def _engine_lock(engine: AsyncEngine) -> asyncio.Lock:
-    lock = _engine_locks.get(engine)
-    if lock is None:
-        lock = _engine_locks[engine] = asyncio.Lock()
-    return lock
+    with _engine_locks_guard:
+        lock = _engine_locks.get(engine)
+        if lock is None:
+            lock = _engine_locks[engine] = asyncio.Lock()
+        return lock
 
 
-def _detectable_now(engine: AsyncEngine) -> bool:
-    """The product is known without connecting (see ``dialects.product_name``)."""
-    dialect = engine.dialect
-    return dialect.name != "mysql" or dialect.server_version_info is not None
+def _engine_of(engine: AsyncEngine) -> Engine:
+    """The ``Engine`` that dialect detection and event listeners take."""
+    if True:  # async
+        return engine.sync_engine
+    else:
+        return engine
 
 
 def _sync(connection: AsyncConnection) -> Connection:
-    """The ``Connection`` a connected ``AsyncConnection`` drives (for dialect hooks)."""
-    sync = connection.sync_connection
-    assert sync is not None, "the connection has not started"
-    return sync
+    """The ``Connection`` that dialect hooks take (a started one)."""
+    if True:  # async
+        sync = connection.sync_connection
+        assert sync is not None, "the connection has not started"
+        return sync
+    else:
+        return connection
+
+
+async def _run(
+    connection: AsyncConnection,
+    hook: Callable[Concatenate[Connection, P], T],
+    *args: P.args,
+    **kwargs: P.kwargs,
+) -> T:
+    """Run a dialect hook, written against a ``Connection``, on ``connection``."""
+    if True:  # async
+        return await connection.run_sync(hook, *args, **kwargs)
+    else:
+        return hook(connection, *args, **kwargs)
 
 
 def _enter(connection: Connection, context: AbstractContextManager[None]) -> None:
@@ -147,38 +195,78 @@ def _leave(
             raise
 
 
+def _missing_tables(connection: Connection, tables: Tables) -> list[str]:
+    """The names of ``tables``' tables the database lacks."""
+    present = sqlalchemy.inspect(connection)
+    schema = tables.messages.schema
+    return [
+        table.name
+        for table in (tables.messages, tables.conversations, tables.evicted)
+        if not present.has_table(table.name, schema=schema)
+    ]
+
+
 class AsyncSqlChatMemoryRepository(AsyncClosingContext):
-    """A chat memory repository in one SQL table, for asyncio.
+    """A chat memory repository in one SQL table (plus one row per conversation).
 
     Implements :class:`chatledger.AsyncChatMemoryRepository`,
-    :class:`chatledger.AsyncSupportsWindowAppend`, and counting and paging.
-    Every option, name and rule is :class:`chatledger_sql.SqlChatMemoryRepository`'s
-    (TTL included: see its docstring); only the I/O is awaited.
+    :class:`chatledger.AsyncSupportsWindowAppend` and
+    :class:`chatledger.AsyncSupportsSaveMany`.
 
     Args:
-        engine: A SQLAlchemy ``AsyncEngine``. The repository never disposes it.
+        engine: A SQLAlchemy 2 ``AsyncEngine``. The repository never disposes it.
         dialect: A :class:`~chatledger_sql.dialects.SqlDialect` (instance,
             class, or registered product name) to use instead of the detected
             one; a mismatch with the detected product warns.
         table_name: The messages table; the conversations table is named
-            ``<table_name>_conversation``, the record of evicted ids
-            ``<table_name>_evicted``.
-        schema: The database schema (namespace) holding the tables.
-        create_schema: Create the tables, if missing, on the first call.
+            ``<table_name>_conversation`` and the record of evicted ids
+            ``<table_name>_evicted``, so a name ending in ``_conversation``
+            or ``_evicted`` is refused (it would be another repository's).
+        schema: The database schema (namespace) holding the tables; it must
+            exist. ``None`` uses the connection's default.
+        create_schema: Create the tables if they are missing (idempotent and
+            safe to run from several processes at once); on an async
+            driver, on the first call.
         ttl: Time to live of a conversation after its last write, as a
-            ``timedelta`` or seconds; ``None`` keeps conversations.
+            ``datetime.timedelta`` or seconds (``int`` or ``float``); ``None``
+            (the default) keeps conversations until they are deleted.
+
+    Time to live is sliding and whole-conversation: every write (``save_all``,
+    ``append_to_window``) sets the conversation's ``expires_at`` to now plus
+    ``ttl``, in the transaction of the write. Time is the application's clock
+    in UTC (:func:`chatledger.validation.utc_now`), never the database's, so
+    the clocks of the processes sharing a database should agree. Expiry is
+    read from the stored row, so a repository without ``ttl`` also hides a
+    conversation another repository gave a TTL, and its own writes clear it.
+
+    Deletion is lazy. From the moment it expires, a conversation reads as
+    empty and leaves :meth:`find_conversation_ids`; its rows stay until the
+    next write to it (which deletes them, in the same locked transaction,
+    before appending, so the new conversation starts empty) or until
+    :meth:`purge_expired` removes them.
+
+    A window append that takes messages out of the window records their ids
+    in ``<table_name>_evicted`` (:mod:`chatledger.evicted_ids`), in its own
+    transaction, so that a late retry of them is a no-op: one row per id,
+    numbered by the message's sequence number and trimmed to the newest
+    ``EVICTED_IDS_KEPT`` numbers (at most ``EVICTED_IDS_KEPT +
+    EVICTED_IDS_TRIM_STEP`` rows per conversation). Writes that replace or
+    delete a conversation, and its expiry, clear them.
 
     Attributes:
-        dialect: The dialect in use; ``None`` until the first call when the
-            product is only known after connecting (MariaDB behind a
-            ``mysql+...://`` URL; ``mariadb+...://`` is known at once).
+        dialect: The dialect in use; on an async driver ``None`` until the
+            first call when the product is only known after connecting
+            (MariaDB behind a ``mysql+...://`` URL; ``mariadb+...://`` is
+            known at once).
         engine: The engine.
+        tables: The SQLAlchemy ``Table`` objects (once ``dialect`` is known).
         fault_points: Test-only hooks called at the named steps of a write.
         ttl: The time to live as a ``timedelta``, or ``None``.
 
     Raises:
         InvalidNameError: ``table_name`` or ``schema`` is not an allowed name.
-        InvalidTTLError: ``ttl`` is not a positive duration.
+        InvalidTTLError: ``ttl`` is not a positive duration
+            (:class:`chatledger_sql.InvalidTTLError`, a ``ValueError``).
         TypeError: ``engine`` is not an ``AsyncEngine``.
     """
 
@@ -192,7 +280,8 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         create_schema: bool = True,
         ttl: timedelta | float | None = None,
     ) -> None:
-        """Check the options; detect the dialect when that needs no connection."""
+        """Check the options and detect the dialect (on an async driver, when
+        that needs no connection); create the tables unless told not to."""
         self.ttl: timedelta | None = to_ttl(ttl)
         self._table_name = check_table_name(table_name)
         self._schema = None if schema is None else check_name(schema, "schema name")
@@ -203,20 +292,29 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
             )
         self.engine = engine
         self.fault_points = FaultPoints()
-        self.dialect: SqlDialect | None = None
         self._explicit = dialect
-        self._create = bool(create_schema)
-        self._ready = False
-        self._ready_lock = asyncio.Lock()
+        #: ``self._sql.read`` compiled for the engine on first use.
+        self._raw_read: CompiledStatement | None = None
+        #: The append routine's call, compiled likewise.
+        self._raw_routine: CompiledStatement | None = None
         self._owns_engine = False
         self._closed = False
         self._statement_limit: int | None = _UNKNOWN
-        if _detectable_now(engine):
-            self._use(resolve_dialect(engine.sync_engine, dialect))
+        if True:  # async
+            self.dialect: SqlDialect | None = None
+            self._create = bool(create_schema)
+            self._ready = False
+            self._ready_lock = asyncio.Lock()
+            if _detectable_now(engine):
+                self._use(resolve_dialect(engine.sync_engine, dialect))
+        else:
+            self._use(resolve_dialect(engine, dialect))
+            if create_schema:
+                self.create_schema()
 
     def _use(self, dialect: SqlDialect) -> None:
         self.dialect = dialect
-        self.tables: Tables = build_tables(dialect, self._table_name, self._schema)
+        self.tables = build_tables(dialect, self._table_name, self._schema)
         self._sql = Statements(self.tables, dialect)
         #: The dialect's one-statement append, until a call finds it missing.
         self._routine: AppendRoutine | None = self._sql.append_routine
@@ -232,41 +330,66 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         engine_options: dict[str, Any] | None = None,
         **options: Any,
     ) -> AsyncSqlChatMemoryRepository:
-        """Make an ``AsyncEngine`` for ``url`` and a repository that owns it.
-
-        No I/O: the engine connects on the repository's first call.
+        """Make an engine for ``url`` and a repository that owns it.
 
         Args:
-            url: A SQLAlchemy URL with an asyncio driver, e.g.
-                ``sqlite+aiosqlite:///chat.db``,
-                ``postgresql+psycopg://user@host/db``,
-                ``postgresql+asyncpg://user@host/db`` or
-                ``mysql+asyncmy://user@host/db``; without a driver
-                (``sqlite:///chat.db``, ``postgres://...``) the backend's
-                installed asyncio driver is used
+            url: A SQLAlchemy URL, e.g. ``sqlite:///chat.db`` or
+                ``postgresql+psycopg://user@host/db``; the scheme's case does
+                not matter, ``postgres://`` means PostgreSQL, and a URL
+                without a driver uses the backend's driver that the
+                package's extra installs
                 (:func:`chatledger_sql.urls.async_engine_url`).
             engine_options: Keyword arguments for ``create_async_engine``.
             **options: Keyword arguments of the constructor.
 
-        :meth:`aclose` disposes the engine made here.
+        :meth:`aclose` disposes the engine made here; so does a failure to make
+        the repository. With ``create_schema=False`` a missing SQLite or
+        DuckDB file is an error, never created. On an async driver this
+        does no I/O: the engine connects on the repository's first call.
 
         Raises:
-            chatledger.InvalidUrlError: the URL names a sync driver, or a
-                backend the async repository does not run on.
-            chatledger.MissingDriverError: the asyncio driver is not
-                installed (the message gives the ``pip install`` line).
-            chatledger.StoreNotFoundError: a SQLite file's folder is missing.
+            InvalidOptionError: an option the constructor does not take; the
+                message lists those it does.
+            InvalidUrlError: a URL that cannot work as written
+                (``sqlite://chat.db``: two slashes, a host where a path was
+                meant; a driver of the other kind, sync or async).
+            MissingDriverError: the database driver is not installed; the
+                message names the ``pip install`` line.
+            StoreNotFoundError: the folder of a database file is missing, or
+                the file is, with ``create_schema=False``.
         """
+        _check_options(cls, options)
         to_ttl(options.get("ttl"))
+        # No pool_pre_ping: it costs a round trip per operation. A connection
+        # the server dropped fails its first statement instead, and every
+        # operation runs once more on a fresh one (see _write and _read).
+        settings: dict[str, Any] = dict(engine_options or {})
         parsed = async_engine_url(url)
-        check_database_file(parsed, must_exist=not options.get("create_schema", True))
+        skip_idle_rollback = (
+            parsed.get_backend_name() in ("mysql", "mariadb")
+            and parsed.get_driver_name() == "pymysql"
+            and "pool_reset_on_return" not in settings
+        )
+        if skip_idle_rollback:
+            settings["pool_reset_on_return"] = None
         try:
-            engine = create_async_engine(parsed, **dict(engine_options or {}))
+            engine = create_async_engine(parsed, **settings)
         except (ImportError, exc.NoSuchModuleError) as error:
             raise missing_driver(parsed, error) from error
-        if engine.dialect.name == "sqlite":
-            event.listen(engine.sync_engine, "connect", _sqlite_on_connect)
-        repository = cls(engine, **options)
+        # The engine has not connected yet: its pool holds nothing to close,
+        # so disposing it here needs no I/O, and SQLite has created no file.
+        try:
+            check_database_file(
+                parsed, must_exist=not options.get("create_schema", True)
+            )
+            if engine.dialect.name == "sqlite":
+                event.listen(_engine_of(engine), "connect", _sqlite_on_connect)
+            if skip_idle_rollback:
+                event.listen(_engine_of(engine), "reset", _rollback_unless_idle)
+            repository = cls(engine, **options)
+        except BaseException:
+            _engine_of(engine).dispose()
+            raise
         repository._owns_engine = True
         return repository
 
@@ -289,27 +412,35 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
 
     async def _detected(self) -> SqlDialect:
         """The dialect, detected on a first connect when it needs one."""
-        if self.dialect is None:
-            async with self.engine.connect():
-                pass  # SQLAlchemy's first connect tells MariaDB from MySQL
+        if True:  # async
             if self.dialect is None:
-                self._use(resolve_dialect(self.engine.sync_engine, self._explicit))
-        assert self.dialect is not None
+                async with self.engine.connect():
+                    pass  # SQLAlchemy's first connect tells MariaDB from MySQL
+                if self.dialect is None:
+                    self._use(resolve_dialect(self.engine.sync_engine, self._explicit))
+            assert self.dialect is not None
         return self.dialect
 
     async def _prepared(self) -> SqlDialect:
         """The dialect, once the first call has detected it and made the tables."""
-        if self._ready:
+        if True:  # async
+            if self._ready:
+                assert self.dialect is not None
+                return self.dialect
+            async with self._ready_lock:
+                if not self._ready:
+                    await self._detected()
+                    if self._create:
+                        await self._create_tables()
+                    self._ready = True
             assert self.dialect is not None
-            return self.dialect
-        async with self._ready_lock:
-            if not self._ready:
-                await self._detected()
-                if self._create:
-                    await self._create_tables()
-                self._ready = True
-        assert self.dialect is not None
         return self.dialect
+
+    def _dialect(self) -> SqlDialect:
+        """The dialect of a repository that has detected it."""
+        dialect = self.dialect
+        assert dialect is not None
+        return dialect
 
     async def create_schema(self) -> None:
         """Create the tables if missing; idempotent, safe against a racing creator.
@@ -321,32 +452,35 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         await self._create_tables()
 
     async def _create_tables(self) -> None:
-        dialect = self.dialect
-        assert dialect is not None
-        await self._schema_step(lambda c: c.run_sync(dialect.prepare_database))
+        dialect = self._dialect()
+
+        async def prepare(connection: AsyncConnection) -> None:
+            await _run(connection, dialect.prepare_database)
+
+        await self._schema_step(prepare)
         for statement in dialect.create_statements(self.tables.all):
             # The write path's begin: on SQLite a deferred DDL transaction
             # cannot upgrade its lock past a racing creator.
             async def create(connection: AsyncConnection, ddl: Any = statement) -> None:
-                await connection.run_sync(dialect.begin_write)
+                await _run(connection, dialect.begin_write)
                 await connection.execute(ddl)
 
             await self._schema_step(create)
 
         async def create_routines(connection: AsyncConnection) -> None:
-            await connection.run_sync(dialect.create_routines, self._sql)
+            await _run(connection, dialect.create_routines, self._sql)
 
         await self._schema_step(create_routines)
 
-    async def _schema_step(self, step: Work[Any]) -> None:
+    async def _schema_step(self, step: Work[None]) -> None:
         """Run and commit one schema step, again while another creator races it.
 
-        A step whose connection was lost runs once more on a fresh one, as
-        :meth:`_write` does; every step is guarded, so running it again after
-        it had committed changes nothing.
+        A step whose connection was lost (a pooled connection the server
+        dropped) runs once more on a fresh one, as :meth:`_write` does. Every
+        step is guarded (``IF NOT EXISTS``, ``checkfirst``), so running one
+        again after it had committed changes nothing.
         """
-        dialect = self.dialect
-        assert dialect is not None
+        dialect = self._dialect()
         reconnected = False
         attempt = 0
         while True:
@@ -360,6 +494,10 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
                 if error.connection_invalidated and not reconnected:
                     reconnected = True
                     continue
+                # Another creator won between the guard and the CREATE (or, on
+                # DuckDB, at commit): the guarded statement is now a no-op. On
+                # SQLite the switch to WAL fails at once, without waiting,
+                # while another connection makes the same switch.
                 racing = dialect.is_already_exists(error) or dialect.is_retryable(error)
                 if attempt >= MAX_ATTEMPTS or not racing:
                     raise
@@ -374,13 +512,17 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         dialect = await self._detected()
 
         async def drop_routines(connection: AsyncConnection) -> None:
-            await connection.run_sync(dialect.drop_routines, self._sql)
+            await _run(connection, dialect.drop_routines, self._sql)
 
         async def drop_tables(connection: AsyncConnection) -> None:
-            await connection.run_sync(self.tables.metadata.drop_all, checkfirst=True)
+            await _run(connection, self.tables.metadata.drop_all, checkfirst=True)
 
         await self._schema_step(drop_routines)
         await self._schema_step(drop_tables)
+
+    async def benchmark_floor(self) -> AsyncSqlBenchmarkFloor:
+        """The driver's bare INSERT and SELECT, for ``chatledger bench``."""
+        return await open_floor_async(self.engine, self._schema)
 
     # -- reads -----------------------------------------------------------------
 
@@ -405,9 +547,22 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
 
         async def work(connection: AsyncConnection) -> list[Message]:
             options = dialect.read_options(_sync(connection))
-            if options:
-                await connection.execution_options(**options)
-            rows = (await connection.execute(self._sql.read, parameters)).all()
+            # Never on an asyncio driver: runs_raw knows sync drivers only.
+            if options in _RAW_READ_OPTIONS and runs_raw(self.engine):
+                if self._raw_read is None:
+                    self._raw_read = CompiledStatement(
+                        connection.dialect, [self._sql.read]
+                    )
+                rows: Sequence[Any] = fetch_all(
+                    _sync(connection),
+                    self._raw_read,
+                    parameters,
+                    autocommit=bool(options),
+                )
+            else:
+                if options:
+                    await connection.execution_options(**options)
+                rows = (await connection.execute(self._sql.read, parameters)).all()
             return [decode_raw(*row) for row in rows]
 
         return await self._read(work)
@@ -427,7 +582,11 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
     async def find_conversation_ids_page(
         self, cursor: str | None = None, limit: int = 100
     ) -> ConversationPage:
-        """Return up to ``limit`` conversation ids after ``cursor``, in id order."""
+        """Return up to ``limit`` conversation ids after ``cursor``, in id order.
+
+        One indexed range query per page on the conversations table: the
+        cursor is the last id of the previous page.
+        """
         after, limit = validate_page_request(cursor, limit)
         await self._prepared()
         parameters: dict[str, Any] = {"now": utc_now()}
@@ -455,16 +614,23 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         if not batch:
             await self.delete_by_conversation_id(conversation_id)
             return
-        await self._prepared()
+        dialect = await self._prepared()
         await self._check_sizes(batch)
 
         async def work(connection: AsyncConnection) -> None:
             now = utc_now()
-            state = await self._lock(connection, conversation_id, now, probe_ids=[])
-            self.fault_points.reach("after_lock")
-            await connection.run_sync(
-                self._dialect().forget, self._sql, conversation_id
+            state = await _run(
+                connection,
+                dialect.lock_conversation,
+                self._sql,
+                conversation_id,
+                now,
+                create=True,
+                probe_ids=[],
             )
+            assert state is not None
+            self.fault_points.reach("after_lock")
+            await _run(connection, dialect.forget, self._sql, conversation_id)
             self.fault_points.reach("after_delete")
             stamped = stamp_messages(batch, now)
             rows, update = save_writes(
@@ -476,13 +642,80 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
 
         await self._write(conversation_id, work)
 
+    async def save_many(self, conversations: Mapping[str, Sequence[Message]]) -> None:
+        """Replace several conversations in one transaction; ``[]`` deletes one.
+
+        The effect of :meth:`save_all` on each, all or none, for the cost of
+        one transaction and a few statements per batch instead of several per
+        conversation (see :class:`chatledger.AsyncSupportsSaveMany`). Every id and
+        message is checked before any write. Rows are locked in id order.
+        """
+        batches: dict[str, list[Message]] = {}
+        for conversation_id, messages in conversations.items():
+            validate_conversation_id(conversation_id)
+            with _naming(conversation_id):
+                batch = validate_messages(messages)
+                check_ids(batch)
+            batches[conversation_id] = batch
+        if not batches:
+            return
+        await self._prepared()
+        for conversation_id, batch in batches.items():
+            if batch:
+                with _naming(conversation_id):
+                    await self._check_sizes(batch)
+        label = f"{len(batches)} conversations, from {min(batches)}"
+        await self._write(label, functools.partial(self._save_many, batches=batches))
+
+    async def _save_many(
+        self, connection: AsyncConnection, batches: dict[str, list[Message]]
+    ) -> None:
+        dialect = self._dialect()
+        now = utc_now()
+        ids = sorted(batches)
+        kept = [cid for cid in ids if batches[cid]]
+        gone = [cid for cid in ids if not batches[cid]]
+        next_seq = await _run(connection, dialect.lock_many, self._sql, kept, now)
+        for conversation_id in gone:
+            await _run(
+                connection,
+                dialect.lock_conversation,
+                self._sql,
+                conversation_id,
+                now,
+                create=False,
+            )
+        self.fault_points.reach("after_lock")
+        for start in range(0, len(ids), MAX_IDS_PER_STATEMENT):
+            chunk = ids[start : start + MAX_IDS_PER_STATEMENT]
+            await connection.execute(self._sql.purge_messages, {"ids": chunk})
+            await connection.execute(self._sql.purge_evicted, {"ids": chunk})
+        for start in range(0, len(gone), MAX_IDS_PER_STATEMENT):
+            chunk = gone[start : start + MAX_IDS_PER_STATEMENT]
+            await connection.execute(self._sql.purge_conversations, {"ids": chunk})
+        self.fault_points.reach("after_delete")
+        rows: list[dict[str, Any]] = []
+        updates: list[dict[str, Any]] = []
+        for conversation_id in kept:
+            stamped = stamp_messages(batches[conversation_id], now)
+            written, update = save_writes(
+                conversation_id, stamped, next_seq[conversation_id], now, self.ttl
+            )
+            rows += written
+            updates.append(update)
+        if rows:
+            await connection.execute(self._sql.insert_messages, rows)
+            self.fault_points.reach("after_insert")
+            await connection.execute(self._sql.update_conversation, updates)
+
     async def delete_by_conversation_id(self, conversation_id: str) -> None:
         """Remove a conversation; an unknown id does nothing."""
         validate_conversation_id(conversation_id)
         dialect = await self._prepared()
 
         async def work(connection: AsyncConnection) -> None:
-            await connection.run_sync(
+            await _run(
+                connection,
                 dialect.lock_conversation,
                 self._sql,
                 conversation_id,
@@ -490,7 +723,7 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
                 create=False,
             )
             self.fault_points.reach("after_lock")
-            await connection.run_sync(dialect.forget, self._sql, conversation_id)
+            await _run(connection, dialect.forget, self._sql, conversation_id)
             self.fault_points.reach("after_delete")
             await connection.execute(
                 self._sql.delete_conversation, {"cid": conversation_id}
@@ -503,8 +736,9 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
     ) -> AppendResult:
         """Append and evict in one transaction that locks this conversation only.
 
-        See :class:`chatledger.AsyncSupportsWindowAppend`; what is read and
-        written is :meth:`chatledger_sql.SqlChatMemoryRepository.append_to_window`'s.
+        Reads only the system messages (when the batch has one) and the oldest
+        rows it may evict; the counts and size totals live in the conversation
+        row. See :class:`chatledger.AsyncSupportsWindowAppend` for the contract.
         """
         validate_conversation_id(conversation_id)
         batch = validate_messages(messages)
@@ -527,10 +761,19 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
     async def purge_expired(self, *, batch_size: int = 500) -> int:
         """Delete every conversation that has expired; return how many.
 
-        See :meth:`chatledger_sql.SqlChatMemoryRepository.purge_expired`.
+        Reads already hide expired conversations; this reclaims their storage.
+        Run it now and then (from a scheduled job, say). Each batch of up to
+        ``batch_size`` conversations is one transaction that locks their rows,
+        checks again that they have expired (a write may have just renewed
+        one), then deletes their messages and rows. Finding candidates scans
+        the conversations table, which has no index on ``expires_at``, so that
+        writes stay cheap.
+
+        Args:
+            batch_size: Conversations per transaction, 1 to 1000.
 
         Raises:
-            ValueError: ``batch_size`` is not an int from 1 to 1000.
+            ValueError: ``batch_size`` is out of range.
         """
         if (
             isinstance(batch_size, bool)
@@ -567,17 +810,44 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
                 return await work(connection)
         except exc.DBAPIError as error:
             if not error.connection_invalidated:
+                await self._raise_if_tables_missing(error)
                 raise
         async with self._connect() as connection:
             return await work(connection)
 
+    async def _raise_if_tables_missing(self, error: exc.DBAPIError) -> None:
+        """Name the missing table when a read or write failed for want of one.
+
+        A table goes missing under a repository opened with
+        ``create_schema=False``; the check runs on the failure path only. A
+        database made before the record of evicted ids existed lacks only
+        its table, which writes need and :meth:`create_schema` adds.
+        """
+        try:
+            async with self._connect() as connection:
+                missing = await _run(connection, _missing_tables, self.tables)
+        except exc.DBAPIError:
+            return
+        if not missing:
+            return
+        where = self.engine.url.render_as_string(hide_password=True)
+        if missing == [self.tables.evicted.name]:
+            raise StoreNotFoundError(
+                f"table {missing[0]!r} does not exist in {where}: the store was "
+                "made by an earlier version; create_schema() adds the table (as "
+                "does opening it with create_schema=True, the default)"
+            ) from error
+        raise StoreNotFoundError(
+            f"table {missing[0]!r} does not exist in {where} (check table_name "
+            "and schema; a read never creates it)"
+        ) from error
+
     async def _check_sizes(self, batch: list[Message]) -> None:
         """Refuse, before writing, a message whose row the server would refuse."""
         if self._statement_limit is _UNKNOWN:
-            dialect = self.dialect
-            assert dialect is not None
+            dialect = self._dialect()
             async with self._connect() as connection:
-                limit = await connection.run_sync(dialect.max_statement_bytes)
+                limit = await _run(connection, dialect.max_statement_bytes)
             self._statement_limit = limit
         if self._statement_limit is not None:
             check_sizes(batch, self._statement_limit)
@@ -587,12 +857,19 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
     ) -> T:
         """Run a write transaction, again after a deadlock, race or lost connection.
 
-        The retries are :meth:`chatledger_sql.SqlChatMemoryRepository._write`'s
-        (:func:`chatledger_sql.write_steps.check_retry`): at most
-        ``MAX_ATTEMPTS``, then :class:`chatledger.ContentionError`. With
+        Gives up with :class:`chatledger.ContentionError` after ``MAX_ATTEMPTS``
+        (:func:`chatledger_sql.write_steps.check_retry`). With
         ``commits_itself``, ``work`` runs one statement that commits on its
-        own (in autocommit, or a procedure that commits).
+        own (in autocommit, or a stored procedure that begins and commits its
+        transaction) on the connection it is given, which has no transaction
+        open: no ``BEGIN`` or ``COMMIT`` round trip goes with it.
+
+        A write whose connection was lost (the server restarted, a pooled
+        connection timed out) runs once more on a fresh connection. That is
+        safe even if the lost attempt had committed: an append of stored
+        message ids is a no-op, ``save_all`` replaces, a delete deletes.
         """
+        dialect = self._dialect()
         attempt = 0
         reconnected = False
         while True:
@@ -607,13 +884,46 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
                 if error.connection_invalidated and not reconnected:
                     reconnected = True
                     continue
-                check_retry(error, attempt, self._dialect(), conversation_id)
+                try:
+                    check_retry(error, attempt, dialect, conversation_id)
+                except exc.DBAPIError:
+                    await self._raise_if_tables_missing(error)
+                    raise
             except RetryTransaction as error:
-                check_retry(error, attempt, self._dialect(), conversation_id)
+                check_retry(error, attempt, dialect, conversation_id)
             else:
                 self.fault_points.reach("after_commit")
                 return result
             await asyncio.sleep(retry_pause(attempt))
+
+    async def _transaction(self, connection: AsyncConnection, work: Work[T]) -> T:
+        """Run ``work`` in the dialect's write transaction and commit it.
+
+        Leaving by an error (a cancellation included) rolls back: the
+        connection's close does, as it goes back to the pool. On an async
+        driver a cancellation that comes once the commit is under way waits
+        for its answer (:func:`chatledger.adapters.settled`): the write has
+        then landed or not, for good.
+        """
+        dialect = self._dialect()
+        writing = dialect.writing(_sync(connection))
+        await _run(connection, _enter, writing)
+        try:
+            result = await work(connection)
+            self.fault_points.reach("before_commit")
+            if True:  # async
+                commit = connection.run_sync(dialect.commit_write)
+                if dialect.settles_commit(_sync(connection)):
+                    await settled(commit)
+                else:
+                    await commit
+            else:
+                dialect.commit_write(connection)
+        except BaseException as error:
+            await _run(connection, _leave, writing, error)
+            raise
+        await _run(connection, _leave, writing, None)
+        return result
 
     async def _append_by_routine(
         self,
@@ -622,7 +932,15 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         batch: list[Message],
         window: Window,
     ) -> AppendResult | None:
-        """:meth:`chatledger_sql.SqlChatMemoryRepository._append_by_routine`."""
+        """Append in one call of the dialect's server-side routine.
+
+        ``None`` when the routine left the append to the portable path, or
+        the database has none (a product the dialect serves as a fallback, a
+        store made before it existed): then none is called again. A batch
+        whose call would not fit a statement (:meth:`AppendRoutine.fits`)
+        goes to the portable path unsent.
+        """
+        dialect = self._dialect()
         parameters, stamped = routine.parameters(
             conversation_id, batch, window, utc_now(), self.ttl
         )
@@ -630,17 +948,35 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
             return None
 
         async def call(connection: AsyncConnection) -> Any:
-            if not self._dialect().runs_routines(_sync(connection)):
+            if not dialect.runs_routines(_sync(connection)):
                 return None
-            if not routine.commits_itself:
+            commits_itself = routine.commits_itself
+            # Never on an asyncio driver: runs_raw knows sync drivers only.
+            if runs_raw(self.engine):
+                if self._raw_routine is None:
+                    self._raw_routine = CompiledStatement(
+                        connection.dialect, [routine.call]
+                    )
+                return fetch_all(
+                    _sync(connection),
+                    self._raw_routine,
+                    parameters,
+                    autocommit=not commits_itself,
+                    commits_itself=commits_itself,
+                )[0]
+            if not commits_itself:
                 await connection.execution_options(isolation_level="AUTOCOMMIT")
             return (await connection.execute(routine.call, parameters)).one()
 
         try:
-            writing = self._write(conversation_id, call, commits_itself=True)
-            row = await settled(writing)
+            if True:  # async
+                row = await settled(
+                    self._write(conversation_id, call, commits_itself=True)
+                )
+            else:
+                row = self._write(conversation_id, call, commits_itself=True)
         except exc.DBAPIError as error:
-            if not self._dialect().is_missing_routine(error):
+            if not dialect.is_missing_routine(error):
                 raise
             row = None
         if row is None:
@@ -648,53 +984,30 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
             return None
         return routine.result(row, stamped)
 
-    async def _transaction(self, connection: AsyncConnection, work: Work[T]) -> T:
-        """Run ``work`` in the dialect's write transaction and commit it.
+    if True:  # async
+        # On a cancellation the connection is closed, not pooled again.
+        @contextlib.asynccontextmanager
+        async def _connect(self) -> AsyncIterator[AsyncConnection]:
+            """A pooled connection, discarded rather than pooled after a cancellation.
 
-        Leaving by an error (a cancellation included) rolls back: the
-        connection's close does, as it goes back to the pool. A cancellation
-        that comes once the commit is under way waits for its answer
-        (:func:`chatledger.adapters.settled`): the write has then landed or
-        not, for good.
-        """
-        dialect = self._dialect()
-        writing = dialect.writing(_sync(connection))
-        await connection.run_sync(_enter, writing)
-        try:
-            result = await work(connection)
-            self.fault_points.reach("before_commit")
-            commit = connection.run_sync(dialect.commit_write)
-            if dialect.settles_commit(_sync(connection)):
-                await settled(commit)
-            else:
-                await commit
-        except BaseException as error:
-            await connection.run_sync(_leave, writing, error)
-            raise
-        await connection.run_sync(_leave, writing, None)
-        return result
-
-    def _dialect(self) -> SqlDialect:
-        assert self.dialect is not None
-        return self.dialect
-
-    @contextlib.asynccontextmanager
-    async def _connect(self) -> AsyncIterator[AsyncConnection]:
-        """A pooled connection, discarded rather than pooled after a cancellation.
-
-        A statement cancelled while its answer was on the way leaves the
-        driver's connection in a state nobody knows (a reply still to read, a
-        transaction the rollback did not reach); closing it is the one sure
-        way that the next user of the pool does not read it. The server rolls
-        back whatever the closed connection had begun.
-        """
-        async with self.engine.connect() as connection:
-            try:
-                yield connection
-            except BaseException as error:
-                if not isinstance(error, Exception):
-                    await connection.invalidate(error)
-                raise
+            A statement cancelled while its answer was on the way leaves the
+            driver's connection in a state nobody knows (a reply still to read,
+            a transaction the rollback did not reach); closing it is the one
+            sure way that the next user of the pool does not read it. The
+            server rolls back whatever the closed connection had begun.
+            """
+            async with self.engine.connect() as connection:
+                try:
+                    yield connection
+                except BaseException as error:
+                    if not isinstance(error, Exception):
+                        await connection.invalidate(error)
+                    raise
+    else:
+        # The pool's connection, as it is.
+        def _connect(self) -> Connection:
+            """A pooled connection."""
+            return self.engine.connect()
 
     @contextlib.asynccontextmanager
     async def _serialized(self) -> AsyncIterator[None]:
@@ -704,28 +1017,6 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         else:
             async with lock:
                 yield
-
-    async def _lock(
-        self,
-        connection: AsyncConnection,
-        conversation_id: str,
-        now: datetime,
-        *,
-        probe_ids: list[str],
-        peek: int = 0,
-    ) -> ConversationState:
-        """Create or lock the conversation's row: the dialect's own statements."""
-        state = await connection.run_sync(
-            self._dialect().lock_conversation,
-            self._sql,
-            conversation_id,
-            now,
-            create=True,
-            probe_ids=probe_ids,
-            peek=peek,
-        )
-        assert state is not None
-        return state
 
     async def _purge(
         self, connection: AsyncConnection, ids: list[str], now: datetime
@@ -745,12 +1036,12 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         conversation_id: str,
         chunk: int,
         state: ConversationState,
-    ) -> AsyncIterator[Any]:
-        """Stream the oldest non-system rows: the lock's peek, then by ``chunk``."""
+    ) -> AsyncIterator[Sequence[Any]]:
+        """Stream the oldest non-system rows, a batch at a time: the lock's
+        peek, then by ``chunk``, doubled each time."""
         after = -1
         if state.oldest is not None:
-            for row in state.oldest:
-                yield row
+            yield state.oldest
             if len(state.oldest) < state.peek:
                 return
             if state.oldest:
@@ -761,8 +1052,7 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
                 {"cid": conversation_id, "after": after},
             )
             rows = found.all()
-            for row in rows:
-                yield row
+            yield rows
             if len(rows) < chunk:
                 return
             after = rows[-1].seq
@@ -775,22 +1065,28 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         batch: list[Message],
         window: Window,
     ) -> AppendResult:
+        dialect = self._dialect()
         now = utc_now()
         ids = [m.id for m in batch]
         counter = window.counter_id
-        state = await self._lock(
+        # The lock statement (where the dialect can) also reads the oldest
+        # rows, as many as a steady-state eviction of this batch needs.
+        state = await _run(
             connection,
+            dialect.lock_conversation,
+            self._sql,
             conversation_id,
             now,
+            create=True,
             probe_ids=ids,
             peek=rows_to_peek(window, len(batch)),
         )
+        assert state is not None
         if state.expires_at is not None:
             now = utc_now()  # the lock may have waited: judge expiry as of now
             if state.expires_at <= now:
-                await connection.run_sync(
-                    self._dialect().forget, self._sql, conversation_id
-                )
+                # An expired conversation's messages and evicted ids go first.
+                await _run(connection, dialect.forget, self._sql, conversation_id)
                 state = forgotten(state)
         self.fault_points.reach("after_lock")
         known: set[str] = set()
@@ -804,6 +1100,7 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         if not fresh:
             return AppendResult()
         if counter is not None and state.weight_counter != counter:
+            # The stored weights are stale: measure every stored message once.
             rows = await connection.execute(
                 self._sql.all_rows, {"cid": conversation_id}
             )
@@ -817,8 +1114,9 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         writes = append_writes(
             plan, conversation_id, state, counter, now, self.ttl, system_seqs
         )
-        if await connection.run_sync(
-            self._dialect().write_append,
+        if await _run(
+            connection,
+            dialect.write_append,
             self._sql,
             writes.rows,
             drop_system=writes.drop_system,
@@ -870,8 +1168,66 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
             system, system_seqs = stored_system(found)
 
         async def read_oldest(expected: int) -> AsyncIterator[StoredEntry]:
-            async for row in self._oldest(connection, conversation_id, expected, state):
-                yield stored_entry(row, counted)
+            oldest = self._oldest(connection, conversation_id, expected, state)
+            async for rows in oldest:
+                for row in rows:
+                    yield stored_entry(row, counted)
 
         stored = stored_window(AsyncStoredWindow, window, state, system, read_oldest)
         return stored, system_seqs
+
+
+def _detectable_now(engine: AsyncEngine) -> bool:  # async-only
+    """The product is known without connecting (see ``dialects.product_name``)."""
+    dialect = engine.dialect
+    return dialect.name != "mysql" or dialect.server_version_info is not None
+
+
+@contextlib.contextmanager
+def _naming(conversation_id: str) -> Iterator[None]:
+    """Say which conversation of a ``save_many`` call a refusal is about."""
+    try:
+        yield
+    except ChatLedgerError as error:
+        raise type(error)(f"conversation {conversation_id!r}: {error}") from error
+
+
+def _check_options(
+    cls: type[AsyncSqlChatMemoryRepository], options: dict[str, Any]
+) -> None:
+    """Refuse an option the constructor would not take, listing those it takes."""
+    parameters = inspect.signature(cls.__init__).parameters.values()
+    valid = {p.name for p in parameters if p.kind is p.KEYWORD_ONLY}
+    unknown = sorted(set(options) - valid)
+    if unknown:
+        listed = ", ".join(sorted(valid | {"engine_options"}))
+        raise InvalidOptionError(
+            f"{cls.__name__}.from_url takes no option {unknown[0]!r}; "
+            f"its options are: {listed}"
+        )
+
+
+def _rollback_unless_idle(
+    dbapi_connection: Any, connection_record: Any, reset_state: Any
+) -> None:
+    # The pool rolls back every connection it takes back, and PyMySQL sends
+    # that ROLLBACK even after a COMMIT: one round trip per operation for
+    # nothing. The server flags an open transaction in every reply
+    # (SERVER_STATUS_IN_TRANS); roll back unless it says none is open.
+    if reset_state.terminate_only or reset_state.transaction_was_reset:
+        return
+    status = getattr(dbapi_connection, "server_status", None)
+    if isinstance(status, int) and not status & _SERVER_STATUS_IN_TRANS:
+        return
+    dbapi_connection.rollback()
+
+
+def _sqlite_on_connect(dbapi_connection: Any, connection_record: Any) -> None:
+    # Engines made by from_url: WAL (readers never wait on the writer) and a
+    # generous busy timeout for every pooled connection.
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("PRAGMA busy_timeout = 30000")
+        cursor.execute("PRAGMA journal_mode=WAL")
+    finally:
+        cursor.close()

@@ -26,12 +26,15 @@ listener (logging, tracing) would miss the statement.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import exc
 from sqlalchemy.engine import Connection, Dialect, Engine
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ClauseElement
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
 
 __all__ = [
     "PARAMSTYLES",
@@ -134,16 +137,21 @@ class CompiledStatement:
         return tuple([parameters[name] for name in self._order])
 
 
-def runs_raw(engine: Engine) -> bool:
+def runs_raw(engine: Engine | AsyncEngine) -> bool:
     """Whether reads on ``engine`` may run on the DBAPI cursor right now.
 
     Checked on every call: logging (``echo``) or a listener added after the
-    repository was made sends the reads back through SQLAlchemy.
+    repository was made sends the reads back through SQLAlchemy. An asyncio
+    driver never runs raw (psycopg's is named as its sync one).
     """
     dialect = engine.dialect
-    if (dialect.name, dialect.driver) not in RAW_DRIVERS or engine.echo:
+    if (
+        dialect.is_async
+        or (dialect.name, dialect.driver) not in RAW_DRIVERS
+        or engine.echo
+    ):
         return False
-    dispatch = engine.dispatch
+    dispatch = cast("Engine", engine).dispatch
     return not (dispatch.before_cursor_execute or dispatch.after_cursor_execute)
 
 

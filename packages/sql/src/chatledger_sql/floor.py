@@ -15,6 +15,10 @@ The floor runs on a raw DB-API connection of the repository's own engine
 autocommit, so one INSERT is one statement and one commit: the least any
 library on that driver can do to store a message. psycopg prepares the
 INSERT on the server. Rows are never decoded.
+
+An ``AsyncEngine``'s floor (:class:`AsyncSqlBenchmarkFloor`) runs the same
+statements on its asyncio driver, through the DB-API face SQLAlchemy gives
+that driver, each call one switch into SQLAlchemy's greenlet bridge.
 """
 
 from __future__ import annotations
@@ -23,10 +27,19 @@ import uuid
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from chatledger_sql.repository import SqlChatMemoryRepository
+from sqlalchemy.util import greenlet_spawn
 
-__all__ = ["SqlBenchmarkFloor"]
+if TYPE_CHECKING:
+    from sqlalchemy.engine import Dialect, Engine
+    from sqlalchemy.ext.asyncio import AsyncEngine
+    from sqlalchemy.pool import PoolProxiedConnection
+
+__all__ = [
+    "AsyncSqlBenchmarkFloor",
+    "SqlBenchmarkFloor",
+    "open_floor",
+    "open_floor_async",
+]
 
 #: SQLAlchemy's name of a driver where it is not the module people import.
 _DRIVER_NAMES = {"pysqlite": "sqlite3", "duckdb_engine": "duckdb"}
@@ -53,12 +66,11 @@ def _placeholders(paramstyle: str) -> tuple[str, str, str]:
 class _Autocommit:
     """Switches a DB-API connection to autocommit and back, whatever its driver."""
 
-    def __init__(self, connection: Any) -> None:
+    def __init__(self, connection: Any, *, sqlite: bool) -> None:
         self.connection = connection
-        if hasattr(connection, "isolation_level") and hasattr(
-            connection, "total_changes"
-        ):
-            # sqlite3: no implicit BEGIN before an INSERT.
+        if sqlite:
+            # sqlite3 (or aiosqlite behind SQLAlchemy's adapter): no implicit
+            # BEGIN before an INSERT.
             self.attribute, self.saved = "isolation_level", connection.isolation_level
             connection.isolation_level = None
         elif callable(getattr(connection, "get_autocommit", None)):
@@ -78,19 +90,43 @@ class _Autocommit:
             setattr(self.connection, self.attribute, self.saved)
 
 
+def open_floor(engine: Engine, schema: str | None) -> SqlBenchmarkFloor:
+    """A floor on a connection of ``engine``, its table in ``schema``."""
+    pooled = engine.raw_connection()
+    return SqlBenchmarkFloor(pooled, pooled.driver_connection, engine.dialect, schema)
+
+
+async def open_floor_async(
+    engine: AsyncEngine, schema: str | None
+) -> AsyncSqlBenchmarkFloor:
+    """A floor on a connection of the ``AsyncEngine``, its table in ``schema``."""
+    pooled = await engine.raw_connection()
+    # The adapted connection: the asyncio driver behind a DB-API face.
+    floor = await greenlet_spawn(
+        SqlBenchmarkFloor, pooled, pooled.dbapi_connection, engine.dialect, schema
+    )
+    return AsyncSqlBenchmarkFloor(floor)
+
+
 class SqlBenchmarkFloor:
     """A table of its own beside the repository's, on a raw pooled connection.
 
     Args:
-        repository: Whose engine (and schema) the floor uses.
+        pooled: The pooled connection, given back on :meth:`close`.
+        connection: Its DB-API connection.
+        dialect: The engine's SQLAlchemy dialect.
+        schema: The schema of the repository's tables, or ``None``.
     """
 
-    def __init__(self, repository: SqlChatMemoryRepository) -> None:
-        """Check out a connection, switch it to autocommit, create the table."""
-        engine = repository.engine
-        dialect = engine.dialect
+    def __init__(
+        self,
+        pooled: PoolProxiedConnection,
+        connection: Any,
+        dialect: Dialect,
+        schema: str | None,
+    ) -> None:
+        """Switch the connection to autocommit and create the table."""
         self.name = _DRIVER_NAMES.get(dialect.driver, str(dialect.driver))
-        schema = repository.tables.messages.schema
         name = f"clfloor_{uuid.uuid4().hex[:12]}"
         self.table = f"{schema}.{name}" if schema else name
         first, second, third = _placeholders(str(dialect.paramstyle))
@@ -102,13 +138,17 @@ class SqlBenchmarkFloor:
             f"SELECT payload FROM {self.table} WHERE conversation_id = {first} "
             "ORDER BY seq"
         )
-        self._pooled = engine.raw_connection()
-        self._prepare = dialect.driver == "psycopg"
+        self._pooled = pooled
+        # psycopg's own cursor: SQLAlchemy's adapter of its async one takes no
+        # ``prepare``.
+        self._prepare = dialect.driver == "psycopg" and not dialect.is_async
         try:
-            self._connection: Any = self._pooled.driver_connection
+            self._connection: Any = connection
             if self._connection is None:
                 raise RuntimeError(f"{self.name} lent no driver connection")
-            self._autocommit = _Autocommit(self._connection)
+            self._autocommit = _Autocommit(
+                self._connection, sqlite=dialect.name == "sqlite"
+            )
             self._cursor: Any = self._connection.cursor()
             payload = _PAYLOAD_TYPES.get(dialect.name, "TEXT")
             self._cursor.execute(
@@ -148,3 +188,31 @@ class SqlBenchmarkFloor:
                 self._autocommit.restore()
             finally:
                 self._pooled.close()
+
+
+class AsyncSqlBenchmarkFloor:
+    """:class:`SqlBenchmarkFloor` on an asyncio driver, each call awaited.
+
+    Args:
+        floor: The floor, made on the adapted connection (see
+            :func:`open_floor_async`).
+    """
+
+    def __init__(self, floor: SqlBenchmarkFloor) -> None:
+        """Wrap ``floor``."""
+        self._floor = floor
+        self.name = floor.name
+        self.table = floor.table
+
+    async def insert(self, conversation_id: str, seq: int, payload: str) -> None:
+        """One INSERT, committed on its own."""
+        await greenlet_spawn(self._floor.insert, conversation_id, seq, payload)
+
+    async def select(self, conversation_id: str) -> Sequence[Any]:
+        """One ordered SELECT of the conversation's rows, undecoded."""
+        rows: Sequence[Any] = await greenlet_spawn(self._floor.select, conversation_id)
+        return rows
+
+    async def aclose(self) -> None:
+        """Drop the table and give the connection back as it was lent."""
+        await greenlet_spawn(self._floor.close)

@@ -1,7 +1,8 @@
-"""Chat memory in a SQL database, through SQLAlchemy Core.
+# Written by tools/async_to_sync.py from async_repository.py: edit that one.
+"""Chat memory in a SQL database, through SQLAlchemy Core's ``Engine``.
 
 Example (needs a PostgreSQL server):
-    from chatledger import Message, MessageWindowChatMemory
+    from chatledger import MessageWindowChatMemory, Message
     from chatledger_sql import SqlChatMemoryRepository
 
     repository = SqlChatMemoryRepository.from_url(
@@ -9,6 +10,7 @@ Example (needs a PostgreSQL server):
     )
     memory = MessageWindowChatMemory(repository, max_messages=20)
     memory.add("c1", Message.user("Hello"))
+    repository.close()
 
 One repository serves every supported database; the dialect (detected from the
 engine, or given) decides column types, guarded DDL and how a conversation is
@@ -17,6 +19,15 @@ only, so writers of one conversation queue while others go on.
 
 With ``ttl=timedelta(days=7)`` (or ``ttl=604800`` seconds) a conversation
 expires whole, seven days after its last write: see the class docstring.
+
+The same code runs on the database's async driver too:
+``postgresql+psycopg`` (psycopg 3's async connection), ``postgresql+asyncpg``,
+``sqlite+aiosqlite``, ``mysql+asyncmy`` and ``mysql+aiomysql`` (MariaDB too,
+also as ``mariadb+...``). A dialect's hooks, written for a sync connection, run
+there through SQLAlchemy's ``run_sync`` bridge, on the same connection and
+driver, and nothing does I/O before the first call: the dialect, when it can
+only be told after connecting (MariaDB behind ``mysql+...://``), is detected
+then, and the tables are created then, once, behind a lock.
 """
 
 from __future__ import annotations
@@ -27,9 +38,15 @@ import inspect
 import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import (
+    Callable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
+from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
 
 import sqlalchemy
 from sqlalchemy import Connection, Engine, create_engine, event, exc
@@ -64,13 +81,14 @@ from chatledger_sql.dialects.base import (
     RetryTransaction,
     SqlDialect,
 )
-from chatledger_sql.floor import SqlBenchmarkFloor
+from chatledger_sql.floor import SqlBenchmarkFloor, open_floor
 from chatledger_sql.rows import check_ids, check_sizes, decode_raw
 from chatledger_sql.schema import Tables, build_tables, check_name, check_table_name
 from chatledger_sql.statements import Statements
 from chatledger_sql.urls import check_database_file, engine_url, missing_driver
 from chatledger_sql.write_steps import (
     MAX_ATTEMPTS,
+    MAX_PURGE_BATCH,
     append_writes,
     check_retry,
     forgotten,
@@ -87,13 +105,13 @@ from chatledger_sql.write_steps import (
 if TYPE_CHECKING:
     from chatledger_sql.dialects.append_routine import AppendRoutine
 
-__all__ = ["SqlChatMemoryRepository"]
-
 T = TypeVar("T")
+P = ParamSpec("P")
 
-#: The most conversations :meth:`SqlChatMemoryRepository.purge_expired`
-#: removes in one transaction (Oracle caps an ``IN`` list at 1000).
-MAX_PURGE_BATCH = 1000
+#: A step run on a connection (a read, a write, a schema step).
+Work = Callable[[Connection], T]  # type: ignore[misc,no-redef]
+
+__all__ = ["SqlChatMemoryRepository"]
 
 _UNKNOWN: Any = object()
 #: The read options a read on the DBAPI cursor can honour (see ``fetch_all``).
@@ -115,6 +133,56 @@ def _engine_lock(engine: Engine) -> threading.Lock:
         return lock
 
 
+def _engine_of(engine: Engine) -> Engine:
+    """The ``Engine`` that dialect detection and event listeners take."""
+    return engine
+
+
+def _sync(connection: Connection) -> Connection:
+    """The ``Connection`` that dialect hooks take (a started one)."""
+    return connection
+
+
+def _run(
+    connection: Connection,
+    hook: Callable[Concatenate[Connection, P], T],
+    *args: P.args,
+    **kwargs: P.kwargs,
+) -> T:
+    """Run a dialect hook, written against a ``Connection``, on ``connection``."""
+    return hook(connection, *args, **kwargs)
+
+
+def _enter(connection: Connection, context: AbstractContextManager[None]) -> None:
+    context.__enter__()
+
+
+def _leave(
+    connection: Connection,
+    context: AbstractContextManager[None],
+    error: BaseException | None,
+) -> None:
+    if error is None:
+        context.__exit__(None, None, None)
+        return
+    try:
+        context.__exit__(type(error), error, error.__traceback__)
+    except BaseException as raised:
+        if raised is not error:
+            raise
+
+
+def _missing_tables(connection: Connection, tables: Tables) -> list[str]:
+    """The names of ``tables``' tables the database lacks."""
+    present = sqlalchemy.inspect(connection)
+    schema = tables.messages.schema
+    return [
+        table.name
+        for table in (tables.messages, tables.conversations, tables.evicted)
+        if not present.has_table(table.name, schema=schema)
+    ]
+
+
 class SqlChatMemoryRepository(ClosingContext):
     """A chat memory repository in one SQL table (plus one row per conversation).
 
@@ -123,7 +191,7 @@ class SqlChatMemoryRepository(ClosingContext):
     :class:`chatledger.SupportsSaveMany`.
 
     Args:
-        engine: A SQLAlchemy 2 engine. The repository never disposes it.
+        engine: A SQLAlchemy 2 ``Engine``. The repository never disposes it.
         dialect: A :class:`~chatledger_sql.dialects.SqlDialect` (instance,
             class, or registered product name) to use instead of the detected
             one; a mismatch with the detected product warns.
@@ -134,7 +202,8 @@ class SqlChatMemoryRepository(ClosingContext):
         schema: The database schema (namespace) holding the tables; it must
             exist. ``None`` uses the connection's default.
         create_schema: Create the tables if they are missing (idempotent and
-            safe to run from several processes at once).
+            safe to run from several processes at once); on an async
+            driver, on the first call.
         ttl: Time to live of a conversation after its last write, as a
             ``datetime.timedelta`` or seconds (``int`` or ``float``); ``None``
             (the default) keeps conversations until they are deleted.
@@ -162,9 +231,12 @@ class SqlChatMemoryRepository(ClosingContext):
     delete a conversation, and its expiry, clear them.
 
     Attributes:
-        dialect: The dialect in use.
+        dialect: The dialect in use; on an async driver ``None`` until the
+            first call when the product is only known after connecting
+            (MariaDB behind a ``mysql+...://`` URL; ``mariadb+...://`` is
+            known at once).
         engine: The engine.
-        tables: The SQLAlchemy ``Table`` objects.
+        tables: The SQLAlchemy ``Table`` objects (once ``dialect`` is known).
         fault_points: Test-only hooks called at the named steps of a write.
         ttl: The time to live as a ``timedelta``, or ``None``.
 
@@ -172,6 +244,7 @@ class SqlChatMemoryRepository(ClosingContext):
         InvalidNameError: ``table_name`` or ``schema`` is not an allowed name.
         InvalidTTLError: ``ttl`` is not a positive duration
             (:class:`chatledger_sql.InvalidTTLError`, a ``ValueError``).
+        TypeError: ``engine`` is not an ``Engine``.
     """
 
     def __init__(
@@ -184,22 +257,19 @@ class SqlChatMemoryRepository(ClosingContext):
         create_schema: bool = True,
         ttl: timedelta | float | None = None,
     ) -> None:
-        """Detect the dialect and create the tables unless told not to."""
+        """Check the options and detect the dialect (on an async driver, when
+        that needs no connection); create the tables unless told not to."""
         self.ttl: timedelta | None = to_ttl(ttl)
-        check_table_name(table_name)
-        if schema is not None:
-            check_name(schema, "schema name")
+        self._table_name = check_table_name(table_name)
+        self._schema = None if schema is None else check_name(schema, "schema name")
         if not isinstance(engine, Engine):
             raise TypeError(
-                f"engine must be a sqlalchemy Engine, not {type(engine).__name__}"
+                "engine must be a sqlalchemy Engine (create_engine), "
+                f"not {type(engine).__name__}"
             )
         self.engine = engine
-        self.dialect: SqlDialect = resolve_dialect(engine, dialect)
-        self.tables: Tables = build_tables(self.dialect, table_name, schema)
         self.fault_points = FaultPoints()
-        self._sql = Statements(self.tables, self.dialect)
-        #: The dialect's one-statement append, until a call finds it missing.
-        self._routine: AppendRoutine | None = self._sql.append_routine
+        self._explicit = dialect
         #: ``self._sql.read`` compiled for the engine on first use.
         self._raw_read: CompiledStatement | None = None
         #: The append routine's call, compiled likewise.
@@ -207,11 +277,19 @@ class SqlChatMemoryRepository(ClosingContext):
         self._owns_engine = False
         self._closed = False
         self._statement_limit: int | None = _UNKNOWN
-        self._writer_lock: threading.Lock | None = (
-            _engine_lock(engine) if self.dialect.serialize_in_process() else None
-        )
+        self._use(resolve_dialect(engine, dialect))
         if create_schema:
             self.create_schema()
+
+    def _use(self, dialect: SqlDialect) -> None:
+        self.dialect = dialect
+        self.tables = build_tables(dialect, self._table_name, self._schema)
+        self._sql = Statements(self.tables, dialect)
+        #: The dialect's one-statement append, until a call finds it missing.
+        self._routine: AppendRoutine | None = self._sql.append_routine
+        self._writer_lock: threading.Lock | None = (
+            _engine_lock(self.engine) if dialect.serialize_in_process() else None
+        )
 
     @classmethod
     def from_url(
@@ -227,22 +305,23 @@ class SqlChatMemoryRepository(ClosingContext):
             url: A SQLAlchemy URL, e.g. ``sqlite:///chat.db`` or
                 ``postgresql+psycopg://user@host/db``; the scheme's case does
                 not matter, ``postgres://`` means PostgreSQL, and a URL
-                without a driver uses the one the package's extra installs
-                when SQLAlchemy's default is missing
+                without a driver uses the backend's driver that the
+                package's extra installs
                 (:func:`chatledger_sql.urls.engine_url`).
-            engine_options: Keyword arguments for ``sqlalchemy.create_engine``.
+            engine_options: Keyword arguments for ``create_engine``.
             **options: Keyword arguments of the constructor.
 
-        :meth:`close` disposes the engine made here. With
-        ``create_schema=False`` a missing SQLite or DuckDB file is an error,
-        never created.
+        :meth:`close` disposes the engine made here; so does a failure to make
+        the repository. With ``create_schema=False`` a missing SQLite or
+        DuckDB file is an error, never created. On an async driver this
+        does no I/O: the engine connects on the repository's first call.
 
         Raises:
             InvalidOptionError: an option the constructor does not take; the
                 message lists those it does.
             InvalidUrlError: a URL that cannot work as written
                 (``sqlite://chat.db``: two slashes, a host where a path was
-                meant).
+                meant; a driver of the other kind, sync or async).
             MissingDriverError: the database driver is not installed; the
                 message names the ``pip install`` line.
             StoreNotFoundError: the folder of a database file is missing, or
@@ -266,30 +345,28 @@ class SqlChatMemoryRepository(ClosingContext):
             engine = create_engine(parsed, **settings)
         except (ImportError, exc.NoSuchModuleError) as error:
             raise missing_driver(parsed, error) from error
+        # The engine has not connected yet: its pool holds nothing to close,
+        # so disposing it here needs no I/O, and SQLite has created no file.
         try:
-            # The engine has not connected yet: SQLite has created no file.
             check_database_file(
                 parsed, must_exist=not options.get("create_schema", True)
             )
-        except BaseException:
-            engine.dispose()
-            raise
-        if engine.dialect.name == "sqlite":
-            event.listen(engine, "connect", _sqlite_on_connect)
-        if skip_idle_rollback:
-            event.listen(engine, "reset", _rollback_unless_idle)
-        try:
+            if engine.dialect.name == "sqlite":
+                event.listen(_engine_of(engine), "connect", _sqlite_on_connect)
+            if skip_idle_rollback:
+                event.listen(_engine_of(engine), "reset", _rollback_unless_idle)
             repository = cls(engine, **options)
         except BaseException:
-            engine.dispose()
+            _engine_of(engine).dispose()
             raise
         repository._owns_engine = True
         return repository
 
     def __repr__(self) -> str:
         return (
-            f"SqlChatMemoryRepository({self.engine.url!r}, dialect={self.dialect!r}, "
-            f"table_name={self.tables.messages.name!r}, ttl={self.ttl!r})"
+            f"SqlChatMemoryRepository({self.engine.url!r}, "
+            f"dialect={self.dialect!r}, table_name={self._table_name!r}, "
+            f"ttl={self.ttl!r})"
         )
 
     def close(self) -> None:
@@ -302,24 +379,51 @@ class SqlChatMemoryRepository(ClosingContext):
 
     # -- schema ----------------------------------------------------------------
 
+    def _detected(self) -> SqlDialect:
+        """The dialect, detected on a first connect when it needs one."""
+        return self.dialect
+
+    def _prepared(self) -> SqlDialect:
+        """The dialect, once the first call has detected it and made the tables."""
+        return self.dialect
+
+    def _dialect(self) -> SqlDialect:
+        """The dialect of a repository that has detected it."""
+        dialect = self.dialect
+        assert dialect is not None
+        return dialect
+
     def create_schema(self) -> None:
         """Create the tables if missing; idempotent, safe against a racing creator.
 
         Each step runs once more on a fresh connection when its pooled one
         was dropped by the server, as writes do (:meth:`_schema_step`).
         """
-        self._schema_step(self.dialect.prepare_database)
-        for statement in self.dialect.create_statements(self.tables.all):
+        self._detected()
+        self._create_tables()
+
+    def _create_tables(self) -> None:
+        dialect = self._dialect()
+
+        def prepare(connection: Connection) -> None:
+            _run(connection, dialect.prepare_database)
+
+        self._schema_step(prepare)
+        for statement in dialect.create_statements(self.tables.all):
             # The write path's begin: on SQLite a deferred DDL transaction
             # cannot upgrade its lock past a racing creator.
-            def create(connection: Connection, statement: Any = statement) -> None:
-                self.dialect.begin_write(connection)
-                connection.execute(statement)
+            def create(connection: Connection, ddl: Any = statement) -> None:
+                _run(connection, dialect.begin_write)
+                connection.execute(ddl)
 
             self._schema_step(create)
-        self._schema_step(lambda c: self.dialect.create_routines(c, self._sql))
 
-    def _schema_step(self, step: Callable[[Connection], None]) -> None:
+        def create_routines(connection: Connection) -> None:
+            _run(connection, dialect.create_routines, self._sql)
+
+        self._schema_step(create_routines)
+
+    def _schema_step(self, step: Work[None]) -> None:
         """Run and commit one schema step, again while another creator races it.
 
         A step whose connection was lost (a pooled connection the server
@@ -327,12 +431,13 @@ class SqlChatMemoryRepository(ClosingContext):
         step is guarded (``IF NOT EXISTS``, ``checkfirst``), so running one
         again after it had committed changes nothing.
         """
+        dialect = self._dialect()
         reconnected = False
         attempt = 0
         while True:
             attempt += 1
             try:
-                with self._serialized(), self.engine.connect() as connection:
+                with self._serialized(), self._connect() as connection:
                     step(connection)
                     connection.commit()
                 return
@@ -344,12 +449,10 @@ class SqlChatMemoryRepository(ClosingContext):
                 # DuckDB, at commit): the guarded statement is now a no-op. On
                 # SQLite the switch to WAL fails at once, without waiting,
                 # while another connection makes the same switch.
-                racing = self.dialect.is_already_exists(
-                    error
-                ) or self.dialect.is_retryable(error)
+                racing = dialect.is_already_exists(error) or dialect.is_retryable(error)
                 if attempt >= MAX_ATTEMPTS or not racing:
                     raise
-                time.sleep(0.05 * attempt)
+            time.sleep(0.05 * attempt)
 
     def drop_schema(self) -> None:
         """Drop the tables and every conversation in them.
@@ -357,17 +460,26 @@ class SqlChatMemoryRepository(ClosingContext):
         Each step runs once more on a fresh connection when its pooled one
         was dropped by the server, so the routine and the tables go together.
         """
-        self._schema_step(lambda c: self.dialect.drop_routines(c, self._sql))
-        self._schema_step(lambda c: self.tables.metadata.drop_all(c, checkfirst=True))
+        dialect = self._detected()
+
+        def drop_routines(connection: Connection) -> None:
+            _run(connection, dialect.drop_routines, self._sql)
+
+        def drop_tables(connection: Connection) -> None:
+            _run(connection, self.tables.metadata.drop_all, checkfirst=True)
+
+        self._schema_step(drop_routines)
+        self._schema_step(drop_tables)
 
     def benchmark_floor(self) -> SqlBenchmarkFloor:
         """The driver's bare INSERT and SELECT, for ``chatledger bench``."""
-        return SqlBenchmarkFloor(self)
+        return open_floor(self.engine, self._schema)
 
     # -- reads -----------------------------------------------------------------
 
     def find_conversation_ids(self) -> list[str]:
         """Return the id of every stored, unexpired conversation, in no order."""
+        self._prepared()
 
         def work(connection: Connection) -> list[str]:
             found = connection.execute(self._sql.list_ids, {"now": utc_now()})
@@ -381,22 +493,27 @@ class SqlChatMemoryRepository(ClosingContext):
         An expired conversation reads as empty.
         """
         validate_conversation_id(conversation_id)
+        dialect = self._prepared()
         parameters = {"cid": conversation_id, "now": utc_now()}
 
         def work(connection: Connection) -> list[Message]:
-            options = self.dialect.read_options(connection)
+            options = dialect.read_options(_sync(connection))
+            # Never on an asyncio driver: runs_raw knows sync drivers only.
             if options in _RAW_READ_OPTIONS and runs_raw(self.engine):
                 if self._raw_read is None:
                     self._raw_read = CompiledStatement(
                         connection.dialect, [self._sql.read]
                     )
                 rows: Sequence[Any] = fetch_all(
-                    connection, self._raw_read, parameters, autocommit=bool(options)
+                    _sync(connection),
+                    self._raw_read,
+                    parameters,
+                    autocommit=bool(options),
                 )
             else:
                 if options:
                     connection.execution_options(**options)
-                rows = connection.execute(self._sql.read, parameters).all()
+                rows = (connection.execute(self._sql.read, parameters)).all()
             return [decode_raw(*row) for row in rows]
 
         return self._read(work)
@@ -404,6 +521,7 @@ class SqlChatMemoryRepository(ClosingContext):
     def count_messages(self, conversation_id: str) -> int:
         """Return how many messages a conversation holds, from its row alone."""
         validate_conversation_id(conversation_id)
+        self._prepared()
         parameters = {"cid": conversation_id, "now": utc_now()}
 
         def work(connection: Connection) -> int:
@@ -421,13 +539,18 @@ class SqlChatMemoryRepository(ClosingContext):
         cursor is the last id of the previous page.
         """
         after, limit = validate_page_request(cursor, limit)
+        self._prepared()
+        parameters: dict[str, Any] = {"now": utc_now()}
         if after is None:
             statement = self._sql.limited(self._sql.first_ids_page, limit + 1)
-            parameters: dict[str, Any] = {"now": utc_now()}
         else:
             statement = self._sql.limited(self._sql.ids_page_after, limit + 1)
-            parameters = {"now": utc_now(), "after_id": after}
-        ids = self._read(lambda c: list(c.execute(statement, parameters).scalars()))
+            parameters["after_id"] = after
+
+        def work(connection: Connection) -> list[str]:
+            return list((connection.execute(statement, parameters)).scalars())
+
+        ids = self._read(work)
         if len(ids) > limit:
             return ConversationPage(ids[:limit], ids[limit - 1])
         return ConversationPage(ids, None)
@@ -442,16 +565,23 @@ class SqlChatMemoryRepository(ClosingContext):
         if not batch:
             self.delete_by_conversation_id(conversation_id)
             return
+        dialect = self._prepared()
         self._check_sizes(batch)
 
         def work(connection: Connection) -> None:
             now = utc_now()
-            state = self.dialect.lock_conversation(
-                connection, self._sql, conversation_id, now, create=True, probe_ids=[]
+            state = _run(
+                connection,
+                dialect.lock_conversation,
+                self._sql,
+                conversation_id,
+                now,
+                create=True,
+                probe_ids=[],
             )
             assert state is not None
             self.fault_points.reach("after_lock")
-            self.dialect.forget(connection, self._sql, conversation_id)
+            _run(connection, dialect.forget, self._sql, conversation_id)
             self.fault_points.reach("after_delete")
             stamped = stamp_messages(batch, now)
             rows, update = save_writes(
@@ -469,35 +599,42 @@ class SqlChatMemoryRepository(ClosingContext):
         The effect of :meth:`save_all` on each, all or none, for the cost of
         one transaction and a few statements per batch instead of several per
         conversation (see :class:`chatledger.SupportsSaveMany`). Every id and
-        message is checked before any I/O. Rows are locked in id order.
+        message is checked before any write. Rows are locked in id order.
         """
         batches: dict[str, list[Message]] = {}
         for conversation_id, messages in conversations.items():
             validate_conversation_id(conversation_id)
-            try:
+            with _naming(conversation_id):
                 batch = validate_messages(messages)
                 check_ids(batch)
-                if batch:
-                    self._check_sizes(batch)
-            except ChatLedgerError as error:
-                named = f"conversation {conversation_id!r}: {error}"
-                raise type(error)(named) from error
             batches[conversation_id] = batch
-        if batches:
-            label = f"{len(batches)} conversations, from {min(batches)}"
-            self._write(label, functools.partial(self._save_many, batches=batches))
+        if not batches:
+            return
+        self._prepared()
+        for conversation_id, batch in batches.items():
+            if batch:
+                with _naming(conversation_id):
+                    self._check_sizes(batch)
+        label = f"{len(batches)} conversations, from {min(batches)}"
+        self._write(label, functools.partial(self._save_many, batches=batches))
 
     def _save_many(
         self, connection: Connection, batches: dict[str, list[Message]]
     ) -> None:
+        dialect = self._dialect()
         now = utc_now()
         ids = sorted(batches)
         kept = [cid for cid in ids if batches[cid]]
         gone = [cid for cid in ids if not batches[cid]]
-        next_seq = self.dialect.lock_many(connection, self._sql, kept, now)
+        next_seq = _run(connection, dialect.lock_many, self._sql, kept, now)
         for conversation_id in gone:
-            self.dialect.lock_conversation(
-                connection, self._sql, conversation_id, now, create=False
+            _run(
+                connection,
+                dialect.lock_conversation,
+                self._sql,
+                conversation_id,
+                now,
+                create=False,
             )
         self.fault_points.reach("after_lock")
         for start in range(0, len(ids), MAX_IDS_PER_STATEMENT):
@@ -525,13 +662,19 @@ class SqlChatMemoryRepository(ClosingContext):
     def delete_by_conversation_id(self, conversation_id: str) -> None:
         """Remove a conversation; an unknown id does nothing."""
         validate_conversation_id(conversation_id)
+        dialect = self._prepared()
 
         def work(connection: Connection) -> None:
-            self.dialect.lock_conversation(
-                connection, self._sql, conversation_id, utc_now(), create=False
+            _run(
+                connection,
+                dialect.lock_conversation,
+                self._sql,
+                conversation_id,
+                utc_now(),
+                create=False,
             )
             self.fault_points.reach("after_lock")
-            self.dialect.forget(connection, self._sql, conversation_id)
+            _run(connection, dialect.forget, self._sql, conversation_id)
             self.fault_points.reach("after_delete")
             connection.execute(self._sql.delete_conversation, {"cid": conversation_id})
 
@@ -551,6 +694,7 @@ class SqlChatMemoryRepository(ClosingContext):
         check_ids(batch)
         if not batch:
             return AppendResult()
+        self._prepared()
         self._check_sizes(batch)
         routine = self._routine
         if routine is not None and routine.takes(batch) and not self.fault_points.armed:
@@ -587,11 +731,16 @@ class SqlChatMemoryRepository(ClosingContext):
                 f"batch_size must be an int from 1 to {MAX_PURGE_BATCH}, "
                 f"not {batch_size!r}"
             )
+        self._prepared()
         now = utc_now()
         find = self._sql.expired_ids.limit(batch_size)
         removed = 0
         while True:
-            ids = self._read(lambda c: sorted(c.execute(find, {"now": now}).scalars()))
+
+            def candidates(connection: Connection) -> list[str]:
+                return sorted((connection.execute(find, {"now": now})).scalars())
+
+            ids = self._read(candidates)
             if not ids:
                 return removed
             purge = functools.partial(self._purge, ids=ids, now=now)
@@ -601,16 +750,16 @@ class SqlChatMemoryRepository(ClosingContext):
 
     # -- internals -------------------------------------------------------------
 
-    def _read(self, work: Callable[[Connection], T]) -> T:
+    def _read(self, work: Work[T]) -> T:
         """Run a read; once more on a fresh connection if the server dropped it."""
         try:
-            with self.engine.connect() as connection:
+            with self._connect() as connection:
                 return work(connection)
         except exc.DBAPIError as error:
             if not error.connection_invalidated:
                 self._raise_if_tables_missing(error)
                 raise
-        with self.engine.connect() as connection:
+        with self._connect() as connection:
             return work(connection)
 
     def _raise_if_tables_missing(self, error: exc.DBAPIError) -> None:
@@ -622,14 +771,8 @@ class SqlChatMemoryRepository(ClosingContext):
         its table, which writes need and :meth:`create_schema` adds.
         """
         try:
-            present = sqlalchemy.inspect(self.engine)
-            schema = self.tables.messages.schema
-            tables = self.tables
-            missing = [
-                table.name
-                for table in (tables.messages, tables.conversations, tables.evicted)
-                if not present.has_table(table.name, schema=schema)
-            ]
+            with self._connect() as connection:
+                missing = _run(connection, _missing_tables, self.tables)
         except exc.DBAPIError:
             return
         if not missing:
@@ -649,59 +792,78 @@ class SqlChatMemoryRepository(ClosingContext):
     def _check_sizes(self, batch: list[Message]) -> None:
         """Refuse, before writing, a message whose row the server would refuse."""
         if self._statement_limit is _UNKNOWN:
-            with self.engine.connect() as connection:
-                self._statement_limit = self.dialect.max_statement_bytes(connection)
+            dialect = self._dialect()
+            with self._connect() as connection:
+                limit = _run(connection, dialect.max_statement_bytes)
+            self._statement_limit = limit
         if self._statement_limit is not None:
             check_sizes(batch, self._statement_limit)
 
     def _write(
-        self,
-        conversation_id: str,
-        work: Callable[[Connection], T],
-        *,
-        commits_itself: bool = False,
+        self, conversation_id: str, work: Work[T], *, commits_itself: bool = False
     ) -> T:
         """Run a write transaction, again after a deadlock, race or lost connection.
 
-        Gives up with :class:`chatledger.ContentionError` after ``MAX_ATTEMPTS``.
-        With ``commits_itself``, ``work`` runs one statement that commits on
-        its own (in autocommit, or a stored procedure that begins and commits
-        its transaction) on the connection it is given, which has no
-        transaction open: no ``BEGIN`` or ``COMMIT`` round trip goes with it.
+        Gives up with :class:`chatledger.ContentionError` after ``MAX_ATTEMPTS``
+        (:func:`chatledger_sql.write_steps.check_retry`). With
+        ``commits_itself``, ``work`` runs one statement that commits on its
+        own (in autocommit, or a stored procedure that begins and commits its
+        transaction) on the connection it is given, which has no transaction
+        open: no ``BEGIN`` or ``COMMIT`` round trip goes with it.
 
         A write whose connection was lost (the server restarted, a pooled
         connection timed out) runs once more on a fresh connection. That is
         safe even if the lost attempt had committed: an append of stored
         message ids is a no-op, ``save_all`` replaces, a delete deletes.
         """
+        dialect = self._dialect()
         attempt = 0
         reconnected = False
         while True:
             attempt += 1
             try:
-                with self._serialized(), self.engine.connect() as connection:
+                with self._serialized(), self._connect() as connection:
                     if commits_itself:
                         result = work(connection)
                     else:
-                        with self.dialect.writing(connection):
-                            result = work(connection)
-                            self.fault_points.reach("before_commit")
-                            self.dialect.commit_write(connection)
+                        result = self._transaction(connection, work)
             except exc.DBAPIError as error:
                 if error.connection_invalidated and not reconnected:
                     reconnected = True
                     continue
                 try:
-                    check_retry(error, attempt, self.dialect, conversation_id)
+                    check_retry(error, attempt, dialect, conversation_id)
                 except exc.DBAPIError:
                     self._raise_if_tables_missing(error)
                     raise
             except RetryTransaction as error:
-                check_retry(error, attempt, self.dialect, conversation_id)
+                check_retry(error, attempt, dialect, conversation_id)
             else:
                 self.fault_points.reach("after_commit")
                 return result
             time.sleep(retry_pause(attempt))
+
+    def _transaction(self, connection: Connection, work: Work[T]) -> T:
+        """Run ``work`` in the dialect's write transaction and commit it.
+
+        Leaving by an error (a cancellation included) rolls back: the
+        connection's close does, as it goes back to the pool. On an async
+        driver a cancellation that comes once the commit is under way waits
+        for its answer (:func:`chatledger.adapters.settled`): the write has
+        then landed or not, for good.
+        """
+        dialect = self._dialect()
+        writing = dialect.writing(_sync(connection))
+        _run(connection, _enter, writing)
+        try:
+            result = work(connection)
+            self.fault_points.reach("before_commit")
+            dialect.commit_write(connection)
+        except BaseException as error:
+            _run(connection, _leave, writing, error)
+            raise
+        _run(connection, _leave, writing, None)
+        return result
 
     def _append_by_routine(
         self,
@@ -718,6 +880,7 @@ class SqlChatMemoryRepository(ClosingContext):
         whose call would not fit a statement (:meth:`AppendRoutine.fits`)
         goes to the portable path unsent.
         """
+        dialect = self._dialect()
         parameters, stamped = routine.parameters(
             conversation_id, batch, window, utc_now(), self.ttl
         )
@@ -725,16 +888,17 @@ class SqlChatMemoryRepository(ClosingContext):
             return None
 
         def call(connection: Connection) -> Any:
-            if not self.dialect.runs_routines(connection):
+            if not dialect.runs_routines(_sync(connection)):
                 return None
             commits_itself = routine.commits_itself
+            # Never on an asyncio driver: runs_raw knows sync drivers only.
             if runs_raw(self.engine):
                 if self._raw_routine is None:
                     self._raw_routine = CompiledStatement(
                         connection.dialect, [routine.call]
                     )
                 return fetch_all(
-                    connection,
+                    _sync(connection),
                     self._raw_routine,
                     parameters,
                     autocommit=not commits_itself,
@@ -742,12 +906,12 @@ class SqlChatMemoryRepository(ClosingContext):
                 )[0]
             if not commits_itself:
                 connection.execution_options(isolation_level="AUTOCOMMIT")
-            return connection.execute(routine.call, parameters).one()
+            return (connection.execute(routine.call, parameters)).one()
 
         try:
             row = self._write(conversation_id, call, commits_itself=True)
         except exc.DBAPIError as error:
-            if not self.dialect.is_missing_routine(error):
+            if not dialect.is_missing_routine(error):
                 raise
             row = None
         if row is None:
@@ -755,34 +919,19 @@ class SqlChatMemoryRepository(ClosingContext):
             return None
         return routine.result(row, stamped)
 
+    # The pool's connection, as it is.
+    def _connect(self) -> Connection:
+        """A pooled connection."""
+        return self.engine.connect()
+
     @contextlib.contextmanager
     def _serialized(self) -> Iterator[None]:
-        if self._writer_lock is None:
+        lock = getattr(self, "_writer_lock", None)
+        if lock is None:
             yield
         else:
-            with self._writer_lock:
+            with lock:
                 yield
-
-    def _reweigh(
-        self,
-        connection: Connection,
-        conversation_id: str,
-        window: Window,
-        state: ConversationState,
-    ) -> ConversationState:
-        """Measure every stored message once, when the stored weights are stale."""
-        found = connection.execute(self._sql.all_rows, {"cid": conversation_id})
-        updates, state = reweighed(found, conversation_id, window, state)
-        if updates:
-            connection.execute(self._sql.set_weight, updates)
-        return state
-
-    def _forget(
-        self, connection: Connection, conversation_id: str, state: ConversationState
-    ) -> ConversationState:
-        """Delete the messages and evicted ids of an expired, locked conversation."""
-        self.dialect.forget(connection, self._sql, conversation_id)
-        return forgotten(state)
 
     def _purge(self, connection: Connection, ids: list[str], now: datetime) -> int:
         """Delete those of ``ids`` that are still expired once locked."""
@@ -800,21 +949,23 @@ class SqlChatMemoryRepository(ClosingContext):
         conversation_id: str,
         chunk: int,
         state: ConversationState,
-    ) -> Iterator[Any]:
-        """Stream the oldest non-system rows: the lock's peek, then by ``chunk``."""
+    ) -> Iterator[Sequence[Any]]:
+        """Stream the oldest non-system rows, a batch at a time: the lock's
+        peek, then by ``chunk``, doubled each time."""
         after = -1
         if state.oldest is not None:
-            yield from state.oldest
+            yield state.oldest
             if len(state.oldest) < state.peek:
                 return
             if state.oldest:
                 after = state.oldest[-1].seq
         while True:
-            rows = connection.execute(
+            found = connection.execute(
                 self._sql.limited(self._sql.oldest, chunk),
                 {"cid": conversation_id, "after": after},
-            ).all()
-            yield from rows
+            )
+            rows = found.all()
+            yield rows
             if len(rows) < chunk:
                 return
             after = rows[-1].seq
@@ -827,13 +978,15 @@ class SqlChatMemoryRepository(ClosingContext):
         batch: list[Message],
         window: Window,
     ) -> AppendResult:
+        dialect = self._dialect()
         now = utc_now()
         ids = [m.id for m in batch]
         counter = window.counter_id
         # The lock statement (where the dialect can) also reads the oldest
         # rows, as many as a steady-state eviction of this batch needs.
-        state = self.dialect.lock_conversation(
+        state = _run(
             connection,
+            dialect.lock_conversation,
             self._sql,
             conversation_id,
             now,
@@ -845,31 +998,36 @@ class SqlChatMemoryRepository(ClosingContext):
         if state.expires_at is not None:
             now = utc_now()  # the lock may have waited: judge expiry as of now
             if state.expires_at <= now:
-                state = self._forget(connection, conversation_id, state)
+                # An expired conversation's messages and evicted ids go first.
+                _run(connection, dialect.forget, self._sql, conversation_id)
+                state = forgotten(state)
         self.fault_points.reach("after_lock")
         known: set[str] = set()
         if state.known is None or state.known > 0:
             for chunk in id_chunks(ids):
-                known.update(
-                    connection.execute(
-                        self._sql.known_ids, {"cid": conversation_id, "ids": chunk}
-                    ).scalars()
+                found = connection.execute(
+                    self._sql.known_ids, {"cid": conversation_id, "ids": chunk}
                 )
+                known.update(found.scalars())
         fresh = stamp_messages((m for m in batch if m.id not in known), now)
         if not fresh:
             return AppendResult()
         if counter is not None and state.weight_counter != counter:
-            state = self._reweigh(connection, conversation_id, window, state)
+            # The stored weights are stale: measure every stored message once.
+            rows = connection.execute(self._sql.all_rows, {"cid": conversation_id})
+            updates, state = reweighed(rows, conversation_id, window, state)
+            if updates:
+                connection.execute(self._sql.set_weight, updates)
         stored, system_seqs = self._stored_window(
             connection, conversation_id, window, state, fresh
         )
         plan = plan_append(stored, fresh, window)
-
         writes = append_writes(
             plan, conversation_id, state, counter, now, self.ttl, system_seqs
         )
-        if self.dialect.write_append(
+        if _run(
             connection,
+            dialect.write_append,
             self._sql,
             writes.rows,
             drop_system=writes.drop_system,
@@ -919,11 +1077,22 @@ class SqlChatMemoryRepository(ClosingContext):
             system, system_seqs = stored_system(found)
 
         def read_oldest(expected: int) -> Iterator[StoredEntry]:
-            for row in self._oldest(connection, conversation_id, expected, state):
-                yield stored_entry(row, counted)
+            oldest = self._oldest(connection, conversation_id, expected, state)
+            for rows in oldest:
+                for row in rows:
+                    yield stored_entry(row, counted)
 
         stored = stored_window(StoredWindow, window, state, system, read_oldest)
         return stored, system_seqs
+
+
+@contextlib.contextmanager
+def _naming(conversation_id: str) -> Iterator[None]:
+    """Say which conversation of a ``save_many`` call a refusal is about."""
+    try:
+        yield
+    except ChatLedgerError as error:
+        raise type(error)(f"conversation {conversation_id!r}: {error}") from error
 
 
 def _check_options(cls: type[SqlChatMemoryRepository], options: dict[str, Any]) -> None:

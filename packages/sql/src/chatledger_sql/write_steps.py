@@ -56,6 +56,7 @@ from chatledger_sql.rows import decode, encode
 
 __all__ = [
     "MAX_ATTEMPTS",
+    "MAX_PURGE_BATCH",
     "AppendWrites",
     "append_writes",
     "check_retry",
@@ -74,6 +75,9 @@ __all__ = [
 W = TypeVar("W")
 #: How often a write runs again after a deadlock, conflict or race.
 MAX_ATTEMPTS = 12
+#: The most conversations ``purge_expired`` removes in one transaction (Oracle
+#: caps an ``IN`` list at 1000).
+MAX_PURGE_BATCH = 1000
 _SYSTEM = Role.SYSTEM.value
 
 
