@@ -85,8 +85,7 @@ from chatledger_sql.floor import SqlBenchmarkFloor, open_floor
 from chatledger_sql.rows import check_ids, check_sizes, decode_raw
 from chatledger_sql.schema import Tables, build_tables, check_name, check_table_name
 from chatledger_sql.statements import Statements
-from chatledger_sql.urls import check_database_file, engine_url, missing_driver
-from chatledger_sql.write_steps import (
+from chatledger_sql.steps import (
     MAX_ATTEMPTS,
     MAX_PURGE_BATCH,
     append_writes,
@@ -101,6 +100,7 @@ from chatledger_sql.write_steps import (
     stored_system,
     stored_window,
 )
+from chatledger_sql.urls import check_database_file, engine_url, missing_driver
 
 if TYPE_CHECKING:
     from chatledger_sql.dialects.append_routine import AppendRoutine
@@ -805,7 +805,7 @@ class SqlChatMemoryRepository(ClosingContext):
         """Run a write transaction, again after a deadlock, race or lost connection.
 
         Gives up with :class:`chatledger.ContentionError` after ``MAX_ATTEMPTS``
-        (:func:`chatledger_sql.write_steps.check_retry`). With
+        (:func:`chatledger_sql.steps.check_retry`). With
         ``commits_itself``, ``work`` runs one statement that commits on its
         own (in autocommit, or a stored procedure that begins and commits its
         transaction) on the connection it is given, which has no transaction

@@ -6,7 +6,7 @@ Example:
     from chatledger import Message, MessageWindow
     from chatledger.adapters import StoredWindow, plan_append
     from chatledger_sql.dialects.base import ConversationState
-    from chatledger_sql.write_steps import append_writes, stored_window
+    from chatledger_sql.steps import append_writes, stored_window
 
     window = MessageWindow(20)
     state = ConversationState(0, 0, 0, None, None, None)  # the locked row: empty
