@@ -15,7 +15,7 @@ from importlib.metadata import entry_points
 from typing import Any
 
 import pytest
-from neo4j import GraphDatabase
+from neo4j import AsyncGraphDatabase, GraphDatabase
 
 from chatledger import (
     AppendResult,
@@ -207,6 +207,18 @@ def test_neo4j_repository_has_the_protocols(offline_driver: Any) -> None:
     repository = Neo4jChatMemoryRepository(offline_driver, create_schema=False)
     assert isinstance(repository, ChatMemoryRepository)
     assert isinstance(repository, SupportsWindowAppend)
+
+
+def test_neo4j_repository_shows_the_driver_it_was_given(offline_driver: Any) -> None:
+    repository = Neo4jChatMemoryRepository(offline_driver, create_schema=False)
+    assert repository.driver is offline_driver
+
+
+def test_neo4j_refuses_an_async_driver_before_any_io() -> None:
+    driver = AsyncGraphDatabase.driver(NOWHERE)
+    # Refused before the schema is made: no I/O, so no event loop is needed.
+    with pytest.raises(TypeError, match=r"neo4j\.Driver .*AsyncBoltDriver"):
+        Neo4jChatMemoryRepository(driver)  # type: ignore[arg-type]
 
 
 # -- validation before any I/O ---------------------------------------------------

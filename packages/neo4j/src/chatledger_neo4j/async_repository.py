@@ -1,42 +1,44 @@
-"""``AsyncNeo4jChatMemoryRepository``: conversations in Neo4j 5, for asyncio.
+# sync twin: repository.py
+# sync rename: asyncio -> threading
+"""``AsyncNeo4jChatMemoryRepository``: conversations in Neo4j 5 through ``neo4j``.
 
 Example (needs a Neo4j server):
-    import asyncio
-
     from chatledger import AsyncMessageWindowChatMemory, Message
     from chatledger_neo4j import AsyncNeo4jChatMemoryRepository
 
-    async def main():
-        url = "neo4j://neo4j:secret@localhost:7687"
-        repository = AsyncNeo4jChatMemoryRepository.from_url(url)  # no I/O yet
-        memory = AsyncMessageWindowChatMemory(repository, max_messages=20)
-        await memory.add("c1", Message.user("Hello"))
-        await memory.get("c1")
-        await repository.aclose()
+    url = "neo4j://neo4j:secret@localhost:7687"
+    repository = AsyncNeo4jChatMemoryRepository.from_url(url)
+    memory = AsyncMessageWindowChatMemory(repository, max_messages=20)
+    await memory.add("c1", Message.user("Hello"))
+    await memory.get("c1")
+    await repository.aclose()
 
-    asyncio.run(main())
+The sync repository is written from the async one, mechanically, so both
+have the same graph model, the same Cypher
+(:class:`chatledger_neo4j.cypher.Statements`), the same steps between
+statements (:mod:`chatledger_neo4j.steps`) and the same transactions, and read
+and write the same conversations.
 
-The async twin of :class:`chatledger_neo4j.Neo4jChatMemoryRepository`, on the
-driver's ``AsyncDriver`` (``AsyncGraphDatabase.driver``): the same graph
-model, the same Cypher (:class:`chatledger_neo4j.cypher.Statements`), the same
-steps between statements (:mod:`chatledger_neo4j.steps`) and the same
-transactions, so both read and write the same conversations. Every write is
-one managed transaction. A write cancelled before its commit makes the
-driver drop the connection it used, and the server rolls back what the
-transaction had not committed; one cancelled during its commit waits for
-the answer (:func:`chatledger.adapters.settled`), since a commit once sent is
-carried out whatever the client does. When the cancellation returns, the
-conversation is as it was or as the write left it, never a part, for good.
+Every operation is one managed transaction (``session.execute_write``, or
+``driver.execute_query`` for a conversation read); a replace is never split in
+two. Each write first locks the conversation node by writing a property to it
+(Neo4j runs at read committed and does not lock what a transaction only
+reads), and only then reads the sequence and counters. The driver retries a
+transaction function on transient errors, and may run it again after a commit
+whose outcome it could not see, so the functions are idempotent: an append
+skips every message id the conversation already holds or has evicted (its
+record of evicted ids, the ``evicted_ids`` list on the conversation node,
+bounded to the newest :data:`chatledger.adapters.EVICTED_IDS_KEPT`), and a
+replace writes the same state however often it runs.
 
-Nothing here does I/O before the first call: the constraints and indexes are
-created then, once, behind a lock (or by ``await repository.create_schema()``).
+The graph model and why it is so: :mod:`chatledger_neo4j.cypher`.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from typing import Any, Self, TypeVar
+from collections.abc import AsyncIterator, Sequence
+from typing import Any, Protocol, Self, TypeVar
 
 from neo4j import (
     AsyncDriver,
@@ -58,7 +60,6 @@ from chatledger.adapters import (
     StoredEntry,
     Window,
     plan_append_async,
-    settled,
     stamp_messages,
     validate_conversation_id,
     validate_messages,
@@ -93,31 +94,40 @@ from chatledger_neo4j.steps import (
 )
 from chatledger_neo4j.url import parse_url
 
-__all__ = ["AsyncNeo4jChatMemoryRepository"]
+if True:  # async
+    from chatledger.adapters import settled
 
 _T = TypeVar("_T")
-_Work = Callable[[AsyncManagedTransaction], Awaitable[_T]]
+_T_co = TypeVar("_T_co", covariant=True)
+
+
+class _Work(Protocol[_T_co]):
+    """A transaction function: the work of one managed transaction."""
+
+    async def __call__(self, tx: AsyncManagedTransaction, /) -> _T_co: ...
+
+
+__all__ = ["AsyncNeo4jChatMemoryRepository"]
 
 
 class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
-    """Conversations as nodes in a Neo4j 5 database, for asyncio.
+    """Conversations as nodes in a Neo4j 5 database.
 
     Implements :class:`chatledger.AsyncChatMemoryRepository`,
     :class:`chatledger.AsyncSupportsWindowAppend`, and counting and paging.
-    Every option, name and rule is
-    :class:`chatledger_neo4j.Neo4jChatMemoryRepository`'s; only the I/O is
-    awaited.
 
     Args:
-        driver: A ``neo4j.AsyncDriver``. The repository does not close a
-            driver it was given.
+        driver: A ``neo4j.AsyncDriver`` (``AsyncGraphDatabase.driver``). The
+            repository does not close a driver it was given.
         database: The database to use; ``None`` means the server's default.
         conversation_label: Label of conversation nodes.
         message_label: Label of message nodes.
-        create_schema: Create the constraints and indexes, if missing, on the
-            first call (idempotent, safe from several processes at once).
-            Pass ``False`` when they are managed elsewhere;
-            :meth:`create_schema` creates them when awaited.
+        create_schema: Create the constraints and indexes if missing
+            (idempotent, safe from several processes at once): the sync
+            repository when it is made, the async one on its first call,
+            once, however many calls arrive together. Pass ``False`` when
+            they are managed elsewhere; :meth:`create_schema` creates them at
+            a time you choose.
 
     Attributes:
         fault_points: Test-only hooks called at the named steps of a write.
@@ -136,7 +146,7 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
         message_label: str = "Message",
         create_schema: bool = True,
     ) -> None:
-        """Validate the labels and keep the driver; no I/O."""
+        """Validate the labels and the driver, and keep the driver."""
         self._statements = Statements(conversation_label, message_label)
         if not isinstance(driver, AsyncDriver):
             raise TypeError(
@@ -149,6 +159,11 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
         self._ready = not create_schema
         self._ready_lock = asyncio.Lock()
         self.fault_points = FaultPoints()
+        if True:  # async
+            pass  # nothing to await on here: the first call creates the schema
+        else:
+            # Made now, so a wrong address or password shows at once.
+            self._prepared()
 
     @classmethod
     def from_url(
@@ -163,23 +178,31 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
     ) -> Self:
         """Open a repository on a ``neo4j://``, ``neo4j+s://`` or ``bolt://`` URL.
 
-        No I/O: the driver connects on the repository's first call. The URL
-        is read as :meth:`chatledger_neo4j.Neo4jChatMemoryRepository.from_url`
-        reads it; other keyword arguments go to ``AsyncGraphDatabase.driver``.
-        The repository owns that driver: :meth:`aclose` closes it.
+        Credentials come from the URL's userinfo
+        (``neo4j://user:password@host:7687``) and the database from its path
+        (``/chat``) unless ``database`` is given. Other keyword arguments go to
+        ``AsyncGraphDatabase.driver``. The repository owns that driver:
+        :meth:`aclose` closes it.
         """
         settings = parse_url(url)
         statements = Statements(conversation_label, message_label)
         driver = AsyncGraphDatabase.driver(
             settings.uri, auth=settings.auth, **driver_config
         )
-        repository = cls(
-            driver,
-            database=settings.database if database is None else database,
-            conversation_label=statements.conversation_label,
-            message_label=statements.message_label,
-            create_schema=create_schema,
-        )
+        try:
+            repository = cls(
+                driver,
+                database=settings.database if database is None else database,
+                conversation_label=statements.conversation_label,
+                message_label=statements.message_label,
+                create_schema=create_schema,
+            )
+        except BaseException:
+            if True:  # async
+                pass  # made without I/O, the driver holds no connection yet
+            else:
+                driver.close()
+            raise
         repository._owns_driver = True
         return repository
 
@@ -222,7 +245,7 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
         )
 
     async def _prepared(self) -> None:
-        """Create the schema on the first call, once, however many calls race."""
+        """Create the schema if due, once, however many calls race."""
         if self._ready:
             return
         async with self._ready_lock:
@@ -257,19 +280,11 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
 
     async def _write(self, work: _Work[_T]) -> _T:
         await self._prepared()
-        committing = False
-
-        async def attempt(tx: AsyncManagedTransaction) -> _T:
-            nonlocal committing
-            committing = False
-            done = await work(tx)
-            committing = True  # the driver commits as soon as this returns
-            return done
-
         async with self._session() as session:
-            result = await settled(
-                session.execute_write(attempt), committing=lambda: committing
-            )
+            if True:  # async
+                result = await _settled_write(session, work)
+            else:
+                result = session.execute_write(work)
             bookmarks = (await session.last_bookmarks()).raw_values
         confirm_commit(bookmarks)
         self.fault_points.reach("after_commit")
@@ -320,7 +335,7 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
         """Return the messages of one conversation, oldest first.
 
         The list is the conversation as one committed write left it, never a
-        mix of two (see the sync repository's ``find_by_conversation_id``).
+        mix of two: see :meth:`_snapshot`.
         """
         cid = validate_conversation_id(conversation_id)
         await self._prepared()
@@ -330,7 +345,12 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
         return decoded(payloads)
 
     async def _snapshot(self, cid: str) -> list[str] | None:
-        """The payloads as of one commit, or ``None`` if writes kept interleaving."""
+        """The payloads as of one commit, or ``None`` if writes kept interleaving.
+
+        One statement reads the version, the messages and the version again
+        (see :func:`chatledger_neo4j.steps.snapshot_payloads`), in one round
+        trip and its commit.
+        """
         for _ in range(SNAPSHOT_ATTEMPTS):
             result = await self._driver.execute_query(
                 self._statements.read_snapshot,
@@ -404,8 +424,10 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
     ) -> AppendResult:
         """Append and evict in one locked transaction (``AsyncSupportsWindowAppend``).
 
-        What is read and written is
-        :meth:`chatledger_neo4j.Neo4jChatMemoryRepository.append_to_window`'s.
+        One statement locks the conversation and reads its counters, which of
+        the new ids it already holds or has evicted, its system messages and
+        its oldest non-system messages; a second writes. Further pages of old
+        messages are read only when the eviction needs them.
         """
         cid = validate_conversation_id(conversation_id)
         batch = validate_messages(messages)
@@ -456,7 +478,8 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
         page: list[Any] = state["page"]
         limit = FIRST_PAGE
         while True:
-            for entry in page_entries(page, window):
+            # No ``yield from`` in an async generator; the sync twin keeps the loop.
+            for entry in page_entries(page, window):  # noqa: UP028, RUF100
                 yield entry
             following = next_page(page, limit)
             if following is None:
@@ -466,3 +489,27 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
                 self._statements.read_page, page_parameters(cid, after, limit, window)
             )
             page = await result.value("entry")
+
+
+async def _settled_write(  # async-only
+    session: AsyncSession, work: _Work[_T]
+) -> _T:
+    """Run ``work`` as a managed write; a cancellation waits out a sent commit.
+
+    Cancelled before its commit, the driver drops the connection the
+    transaction was using and the server rolls back what it had not
+    committed; cancelled during its commit, the call waits for the answer
+    (:func:`chatledger.adapters.settled`), since a commit once sent is
+    carried out whatever the client does. When the cancellation returns, the
+    conversation is as it was or as the write left it, never a part.
+    """
+    committing = False
+
+    async def attempt(tx: AsyncManagedTransaction) -> _T:
+        nonlocal committing
+        committing = False
+        done = await work(tx)
+        committing = True  # the driver commits as soon as this returns
+        return done
+
+    return await settled(session.execute_write(attempt), committing=lambda: committing)

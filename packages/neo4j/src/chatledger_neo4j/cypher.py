@@ -27,6 +27,25 @@ are in it and extends it in its own statements. ``emptied`` marks a
 conversation whose window left no message: its node stays for the record, but
 it is not listed.
 
+Why one JSON payload per message and not child nodes (metadata, tool calls,
+tool responses and media as nodes of their own, as other Neo4j chat stores do):
+
+- Neo4j properties hold only scalars and homogeneous lists of them, so nested
+  metadata, ``None`` inside lists and big integers cannot be stored as
+  properties without a second encoding; the core codec already is one, it is
+  lossless, versioned and shared with every other backend.
+- A message is read and written whole. Child nodes would turn every read into
+  a fan-out of optional matches (whose cartesian products duplicate entries)
+  and every write into several node and relationship creations.
+- Order inside a message (tool calls, media) is list order in the payload, not
+  an ``idx`` property that has to be kept right.
+
+What the window and the queries need stays in plain properties beside the
+payload: ``conversation_id``, ``id``, ``seq``, ``role`` and the stored ``size``
+with the name of its measure. Messages point to their conversation by
+``conversation_id`` rather than by a relationship: every read seeks a composite
+index on it, and appends do not add relationships to one ever denser node.
+
 Schema (created by :attr:`Statements.schema`, each ``IF NOT EXISTS``):
 
 - a uniqueness constraint on ``Conversation.id``, which makes concurrent

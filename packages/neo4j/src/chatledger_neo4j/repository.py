@@ -1,12 +1,22 @@
-"""A chat memory repository on Neo4j 5, through the official ``neo4j`` driver.
+# Written by tools/async_to_sync.py from async_repository.py: edit that one.
+"""``Neo4jChatMemoryRepository``: conversations in Neo4j 5 through ``neo4j``.
 
 Example (needs a Neo4j server):
-    from chatledger import Message, MessageWindowChatMemory
+    from chatledger import MessageWindowChatMemory, Message
     from chatledger_neo4j import Neo4jChatMemoryRepository
 
-    repository = Neo4jChatMemoryRepository.from_url("neo4j://neo4j:secret@localhost")
+    url = "neo4j://neo4j:secret@localhost:7687"
+    repository = Neo4jChatMemoryRepository.from_url(url)
     memory = MessageWindowChatMemory(repository, max_messages=20)
     memory.add("c1", Message.user("Hello"))
+    memory.get("c1")
+    repository.close()
+
+The sync repository is written from the async one, mechanically, so both
+have the same graph model, the same Cypher
+(:class:`chatledger_neo4j.cypher.Statements`), the same steps between
+statements (:mod:`chatledger_neo4j.steps`) and the same transactions, and read
+and write the same conversations.
 
 Every operation is one managed transaction (``session.execute_write``, or
 ``driver.execute_query`` for a conversation read); a replace is never split in
@@ -20,30 +30,14 @@ record of evicted ids, the ``evicted_ids`` list on the conversation node,
 bounded to the newest :data:`chatledger.adapters.EVICTED_IDS_KEPT`), and a
 replace writes the same state however often it runs.
 
-Why one JSON payload per message and not child nodes (metadata, tool calls,
-tool responses and media as nodes of their own, as other Neo4j chat stores do):
-
-- Neo4j properties hold only scalars and homogeneous lists of them, so nested
-  metadata, ``None`` inside lists and big integers cannot be stored as
-  properties without a second encoding; the core codec already is one, it is
-  lossless, versioned and shared with every other backend.
-- A message is read and written whole. Child nodes would turn every read into
-  a fan-out of optional matches (whose cartesian products duplicate entries)
-  and every write into several node and relationship creations.
-- Order inside a message (tool calls, media) is list order in the payload, not
-  an ``idx`` property that has to be kept right.
-
-What the window and the queries need stays in plain properties beside the
-payload: ``conversation_id``, ``id``, ``seq``, ``role`` and the stored ``size``
-with the name of its measure. Messages point to their conversation by
-``conversation_id`` rather than by a relationship: every read seeks a composite
-index on it, and appends do not add relationships to one ever denser node.
+The graph model and why it is so: :mod:`chatledger_neo4j.cypher`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
-from typing import Any, Self, TypeVar
+import threading
+from collections.abc import Iterator, Sequence
+from typing import Any, Protocol, Self, TypeVar
 
 from neo4j import (
     Driver,
@@ -99,26 +93,44 @@ from chatledger_neo4j.steps import (
 )
 from chatledger_neo4j.url import parse_url
 
-__all__ = ["Neo4jChatMemoryRepository"]
-
 _T = TypeVar("_T")
+_T_co = TypeVar("_T_co", covariant=True)
+
+
+class _Work(Protocol[_T_co]):
+    """A transaction function: the work of one managed transaction."""
+
+    def __call__(self, tx: ManagedTransaction, /) -> _T_co: ...
+
+
+__all__ = ["Neo4jChatMemoryRepository"]
 
 
 class Neo4jChatMemoryRepository(ClosingContext):
     """Conversations as nodes in a Neo4j 5 database.
 
+    Implements :class:`chatledger.ChatMemoryRepository`,
+    :class:`chatledger.SupportsWindowAppend`, and counting and paging.
+
     Args:
-        driver: A ``neo4j.Driver``. The repository does not close a driver it
-            was given.
+        driver: A ``neo4j.Driver`` (``GraphDatabase.driver``). The
+            repository does not close a driver it was given.
         database: The database to use; ``None`` means the server's default.
         conversation_label: Label of conversation nodes.
         message_label: Label of message nodes.
-        create_schema: Create the constraints and indexes now (idempotent,
-            safe from several processes at once). Pass ``False`` when they are
-            managed elsewhere; :meth:`create_schema` creates them later.
+        create_schema: Create the constraints and indexes if missing
+            (idempotent, safe from several processes at once): the sync
+            repository when it is made, the async one on its first call,
+            once, however many calls arrive together. Pass ``False`` when
+            they are managed elsewhere; :meth:`create_schema` creates them at
+            a time you choose.
+
+    Attributes:
+        fault_points: Test-only hooks called at the named steps of a write.
 
     Raises:
         chatledger.InvalidNameError: a label is not allowed.
+        TypeError: ``driver`` is not a ``neo4j.Driver``.
     """
 
     def __init__(
@@ -130,14 +142,21 @@ class Neo4jChatMemoryRepository(ClosingContext):
         message_label: str = "Message",
         create_schema: bool = True,
     ) -> None:
-        """Validate the labels, keep the driver and create the schema."""
+        """Validate the labels and the driver, and keep the driver."""
         self._statements = Statements(conversation_label, message_label)
+        if not isinstance(driver, Driver):
+            raise TypeError(
+                "driver must be a neo4j.Driver (GraphDatabase.driver), "
+                f"not {type(driver).__name__}"
+            )
         self._driver = driver
         self._database = database
         self._owns_driver = False
+        self._ready = not create_schema
+        self._ready_lock = threading.Lock()
         self.fault_points = FaultPoints()
-        if create_schema:
-            self.create_schema()
+        # Made now, so a wrong address or password shows at once.
+        self._prepared()
 
     @classmethod
     def from_url(
@@ -192,10 +211,15 @@ class Neo4jChatMemoryRepository(ClosingContext):
         """The database in use (``None``: the server's default)."""
         return self._database
 
+    @property
+    def driver(self) -> Driver:
+        """The driver this repository talks through."""
+        return self._driver
+
     # -- lifecycle ---------------------------------------------------------
 
     def close(self) -> None:
-        """Close the driver if this repository opened it (idempotent)."""
+        """Close the driver if :meth:`from_url` made it (idempotent)."""
         if self._owns_driver:
             self._owns_driver = False
             self._driver.close()
@@ -208,16 +232,25 @@ class Neo4jChatMemoryRepository(ClosingContext):
             bookmark_manager=self._driver.execute_query_bookmark_manager,
         )
 
+    def _prepared(self) -> None:
+        """Create the schema if due, once, however many calls race."""
+        if self._ready:
+            return
+        with self._ready_lock:
+            if not self._ready:
+                self.create_schema()
+                self._ready = True
+
     def create_schema(self) -> None:
         """Create the constraints and indexes if missing, and wait until online."""
         with self._session() as session:
             for statement in self._statements.schema:
                 try:
-                    session.run(statement).consume()
+                    (session.run(statement)).consume()
                 except ClientError as exc:
                     if not is_schema_race(exc):
                         raise
-            session.run(AWAIT_INDEXES).consume()
+            (session.run(AWAIT_INDEXES)).consume()
 
     def drop_schema(self) -> None:
         """Delete every node with this repository's labels and drop its schema.
@@ -228,20 +261,22 @@ class Neo4jChatMemoryRepository(ClosingContext):
             for statement in self._statements.purge:
                 while True:
                     batch = session.run(statement, batch=PURGE_BATCH)
-                    if purge_done(batch.single(strict=True)["deleted"]):
+                    if purge_done((batch.single(strict=True))["deleted"]):
                         break
             for statement in self._statements.drop_schema:
-                session.run(statement).consume()
+                (session.run(statement)).consume()
 
-    def _write(self, work: Callable[[ManagedTransaction], _T]) -> _T:
+    def _write(self, work: _Work[_T]) -> _T:
+        self._prepared()
         with self._session() as session:
             result = session.execute_write(work)
-            bookmarks = session.last_bookmarks().raw_values
+            bookmarks = (session.last_bookmarks()).raw_values
         confirm_commit(bookmarks)
         self.fault_points.reach("after_commit")
         return result
 
-    def _read(self, work: Callable[[ManagedTransaction], _T]) -> _T:
+    def _read(self, work: _Work[_T]) -> _T:
+        self._prepared()
         with self._session() as session:
             return session.execute_read(work)
 
@@ -250,15 +285,21 @@ class Neo4jChatMemoryRepository(ClosingContext):
     def find_conversation_ids(self) -> list[str]:
         """Return the id of every stored conversation."""
         query = self._statements.list_ids
-        return self._read(lambda tx: listed_ids(tx.run(query).value("id")))
+
+        def work(tx: ManagedTransaction) -> list[str]:
+            return listed_ids((tx.run(query)).value("id"))
+
+        return self._read(work)
 
     def count_messages(self, conversation_id: str) -> int:
         """Return how many messages a conversation holds, counted on an index."""
         cid = validate_conversation_id(conversation_id)
         query = self._statements.count_messages
-        return self._read(
-            lambda tx: int(tx.run(query, cid=cid).single(strict=True)["n"])
-        )
+
+        def work(tx: ManagedTransaction) -> int:
+            return int(((tx.run(query, cid=cid)).single(strict=True))["n"])
+
+        return self._read(work)
 
     def find_conversation_ids_page(
         self, cursor: str | None = None, limit: int = 100
@@ -269,8 +310,11 @@ class Neo4jChatMemoryRepository(ClosingContext):
         """
         after, limit = validate_page_request(cursor, limit)
         query, parameters = ids_page_query(self._statements, after, limit)
-        ids = self._read(lambda tx: tx.run(query, parameters).value("id"))
-        return conversation_page(ids, limit)
+
+        def work(tx: ManagedTransaction) -> list[Any]:
+            return (tx.run(query, parameters)).value("id")
+
+        return conversation_page(self._read(work), limit)
 
     def find_by_conversation_id(self, conversation_id: str) -> list[Message]:
         """Return the messages of one conversation, oldest first.
@@ -279,6 +323,7 @@ class Neo4jChatMemoryRepository(ClosingContext):
         mix of two: see :meth:`_snapshot`.
         """
         cid = validate_conversation_id(conversation_id)
+        self._prepared()
         payloads = self._snapshot(cid)
         if payloads is None:
             payloads = self._locked_read(cid)
@@ -292,15 +337,14 @@ class Neo4jChatMemoryRepository(ClosingContext):
         trip and its commit.
         """
         for _ in range(SNAPSHOT_ATTEMPTS):
-            found = snapshot_payloads(
-                self._driver.execute_query(
-                    self._statements.read_snapshot,
-                    {"cid": cid},
-                    routing_=RoutingControl.READ,
-                    database_=self._database,
-                    bookmark_manager_=self._driver.execute_query_bookmark_manager,
-                ).records[0]
+            result = self._driver.execute_query(
+                self._statements.read_snapshot,
+                {"cid": cid},
+                routing_=RoutingControl.READ,
+                database_=self._database,
+                bookmark_manager_=self._driver.execute_query_bookmark_manager,
             )
+            found = snapshot_payloads(result.records[0])
             if found is not None:
                 return found
         return None
@@ -310,9 +354,11 @@ class Neo4jChatMemoryRepository(ClosingContext):
         q = self._statements
 
         def work(tx: ManagedTransaction) -> list[str]:
-            if not tx.run(q.lock_existing, cid=cid).single(strict=True)["found"]:
+            lock = (tx.run(q.lock_existing, cid=cid)).single(strict=True)
+            if not lock["found"]:
                 return []
-            return checked_payloads(tx.run(q.read_all, cid=cid).value("payload"), cid)
+            payloads = (tx.run(q.read_all, cid=cid)).value("payload")
+            return checked_payloads(payloads, cid)
 
         with self._session() as session:
             return session.execute_write(work)
@@ -328,10 +374,10 @@ class Neo4jChatMemoryRepository(ClosingContext):
         parameters = replace_parameters(cid, batch)
 
         def work(tx: ManagedTransaction) -> None:
-            tx.run(q.lock, cid=cid).consume()
+            (tx.run(q.lock, cid=cid)).consume()
             self.fault_points.reach("after_lock")
             # Deletes, upserts and counters travel as one statement.
-            tx.run(q.replace, parameters).consume()
+            (tx.run(q.replace, parameters)).consume()
             self.fault_points.reach("after_delete")
             self.fault_points.reach("after_insert")
             self.fault_points.reach("before_commit")
@@ -346,11 +392,11 @@ class Neo4jChatMemoryRepository(ClosingContext):
         q = self._statements
 
         def work(tx: ManagedTransaction) -> None:
-            found = tx.run(q.lock_existing, cid=cid).single(strict=True)["found"]
+            lock = (tx.run(q.lock_existing, cid=cid)).single(strict=True)
             self.fault_points.reach("after_lock")
-            if found:
-                tx.run(q.delete_messages, cid=cid).consume()
-                tx.run(q.delete_conversation, cid=cid).consume()
+            if lock["found"]:
+                (tx.run(q.delete_messages, cid=cid)).consume()
+                (tx.run(q.delete_conversation, cid=cid)).consume()
                 self.fault_points.reach("after_delete")
             self.fault_points.reach("before_commit")
 
@@ -361,7 +407,7 @@ class Neo4jChatMemoryRepository(ClosingContext):
     def append_to_window(
         self, conversation_id: str, messages: Sequence[Message], window: Window
     ) -> AppendResult:
-        """Append and evict in one locked transaction (see ``SupportsWindowAppend``).
+        """Append and evict in one locked transaction (``SupportsWindowAppend``).
 
         One statement locks the conversation and reads its counters, which of
         the new ids it already holds or has evicted, its system messages and
@@ -379,7 +425,7 @@ class Neo4jChatMemoryRepository(ClosingContext):
         probe = probe_parameters(cid, batch, window)
 
         def work(tx: ManagedTransaction) -> AppendResult:
-            state = tx.run(q.probe, probe).single(strict=True)
+            state = (tx.run(q.probe, probe)).single(strict=True)
             self.fault_points.reach("after_lock")
             fresh = fresh_messages(batch, state)
             if not fresh:
@@ -387,7 +433,7 @@ class Neo4jChatMemoryRepository(ClosingContext):
             total = kept_total(state, window)
             if total is None:
                 sizes = tx.run(q.read_sizes, sizes_parameters(cid, window))
-                total = measured_total(sizes, window)
+                total = measured_total([row for row in sizes], window)
             stored = stored_window(
                 StoredWindow,
                 state,
@@ -396,7 +442,7 @@ class Neo4jChatMemoryRepository(ClosingContext):
                 lambda expected: self._oldest(tx, cid, window, state),
             )
             plan = plan_append(stored, fresh, window)
-            tx.run(q.append, append_parameters(cid, plan, state, window)).consume()
+            (tx.run(q.append, append_parameters(cid, plan, state, window))).consume()
             self.fault_points.reach("after_insert")
             self.fault_points.reach("after_evict")
             self.fault_points.reach("before_commit")
@@ -415,11 +461,14 @@ class Neo4jChatMemoryRepository(ClosingContext):
         page: list[Any] = state["page"]
         limit = FIRST_PAGE
         while True:
-            yield from page_entries(page, window)
+            # No ``yield from`` in an async generator; the sync twin keeps the loop.
+            for entry in page_entries(page, window):  # noqa: UP028, RUF100
+                yield entry
             following = next_page(page, limit)
             if following is None:
                 return
             after, limit = following
-            page = tx.run(
+            result = tx.run(
                 self._statements.read_page, page_parameters(cid, after, limit, window)
-            ).value("entry")
+            )
+            page = result.value("entry")
