@@ -25,6 +25,7 @@ PUBLIC_CORE = {"chatledger", "chatledger.convert"}
 #: here once it imports nothing else.
 ADAPTERS = [
     SourceRoot(ROOT / "packages" / "sql" / "src", "chatledger_sql"),
+    SourceRoot(ROOT / "packages" / "neo4j" / "src", "chatledger_neo4j"),
 ]
 
 #: What a storage adapter may import from core: the public API and the

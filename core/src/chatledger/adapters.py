@@ -53,7 +53,8 @@ meaning within a minor version. It holds
   label, :class:`InvalidOptionError` for an option the adapter does not
   take, :class:`StoreNotFoundError` when a read-only open finds no store,
   :class:`MessageTooLargeError`, :class:`InvalidTTLError`,
-  :class:`InvalidUrlError` and :class:`MissingDriverError` (with
+  :class:`InvalidUrlError`, :class:`UnknownBackendError` (a scheme the
+  adapter does not serve) and :class:`MissingDriverError` (with
   :func:`install_hint`, the ``pip install`` line of a driver) for a URL;
   :func:`redact_url` keeps passwords out of messages.
 
@@ -97,6 +98,7 @@ from chatledger.errors import (
     MessageTooLargeError,
     MissingDriverError,
     StoreNotFoundError,
+    UnknownBackendError,
 )
 from chatledger.evicted_ids import (
     EVICTED_IDS_KEPT,
@@ -168,6 +170,7 @@ __all__ = [
     "StoredEntry",
     "StoredWindow",
     "SupportsBenchmarkFloor",
+    "UnknownBackendError",
     "Window",
     "apply_window",
     "codec",

@@ -19,8 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlsplit, urlunsplit
 
-from chatledger.adapters import redact_url
-from chatledger.errors import UnknownBackendError
+from chatledger.adapters import UnknownBackendError, redact_url
 
 __all__ = ["SCHEMES", "Neo4jSettings", "parse_url"]
 
