@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import json
+import logging
 import os
 import pty
 import sqlite3
@@ -133,6 +136,26 @@ class TestUsage:
         assert "Traceback" in done.err
         assert "UnknownBackendError" in done.err
         assert SECRET not in done.err + done.out
+
+    def test_debug_error_stays_the_last_line(self) -> None:
+        # A driver's pool monitor logs from its own thread, unaware that the
+        # command has failed: whatever it logs once the error is shown must
+        # not follow the error line.
+        from chatledger.cli import main
+
+        root = logging.getLogger()
+        handlers, level = list(root.handlers), root.level
+        shown = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(shown):
+                code = main(["--debug", "ls", f"nosuchdb://admin:{SECRET}@h/x"])
+                logging.getLogger("driver.monitor").debug("heartbeat failed")
+        finally:
+            root.handlers[:] = handlers
+            root.setLevel(level)
+        assert code == 2
+        last = shown.getvalue().strip().splitlines()[-1]
+        assert last.startswith("chatledger: error: "), last
 
     def test_driver_error_is_one_line_naming_the_store(
         self, cli: Cli, tmp_path: Path

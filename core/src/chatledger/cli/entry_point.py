@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import sys
@@ -32,7 +33,7 @@ class _ScrubbingHandler(logging.Handler):
         err(self.format(record))
 
 
-def _configure_logging(debug: bool) -> None:
+def _configure_logging(debug: bool) -> logging.Handler:
     # Without a handler of its own, Python prints a library's warnings on
     # stderr (logging.lastResort): an error would then span several lines.
     root = logging.getLogger()
@@ -43,6 +44,7 @@ def _configure_logging(debug: bool) -> None:
     else:
         handler = logging.NullHandler()
     root.addHandler(handler)
+    return handler
 
 
 def _driver_hint(args: argparse.Namespace) -> str:
@@ -99,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:
         return exc.code if isinstance(exc.code, int) else 2
     args.pytest_args = extra
-    _configure_logging(args.debug)
+    handler = _configure_logging(args.debug)
     try:
         return _run(args)
     except KeyboardInterrupt:
@@ -113,6 +115,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as exc:
         if args.debug:
             err(traceback.format_exc().rstrip())
+        # A driver's background thread (a pool monitor, say) may still log:
+        # the one-line error must stay the last line on stderr.
+        logging.getLogger().removeHandler(handler)
+        with handler.lock or contextlib.nullcontext():
+            pass  # wait for a record being written when it was removed
         message = str(exc) or type(exc).__name__
         if not isinstance(exc, ChatLedgerError | OSError):
             # A driver's error seldom says which store it came from.
