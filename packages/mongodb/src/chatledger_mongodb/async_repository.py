@@ -1,7 +1,6 @@
 # sync twin: repository.py
 # sync rename: MongoClient -> AsyncMongoClient
 # sync rename: MongoDBChatMemoryRepository -> AsyncMongoDBChatMemoryRepository
-# sync rename: asyncio -> threading
 # sync rename: pymongo.asynchronous.collection -> pymongo.collection
 """MongoDB conversation memory: one document per conversation.
 
@@ -77,7 +76,8 @@ cancellation returned.
 
 from __future__ import annotations
 
-import asyncio
+import asyncio  # async-only
+import threading
 import weakref  # async-only
 from collections.abc import Sequence
 from datetime import datetime
@@ -199,7 +199,7 @@ class AsyncMongoDBChatMemoryRepository(AsyncClosingContext):
                 asyncio.AbstractEventLoop, asyncio.Lock
             ] = weakref.WeakKeyDictionary()
         else:
-            self._ready_lock = asyncio.Lock()
+            self._ready_lock = threading.Lock()
             self._prepared()
 
     @classmethod
