@@ -32,8 +32,9 @@ from chatledger.append_plan import plan_append
 from chatledger.closing import ClosingContext
 from chatledger.evicted_ids import EvictedIds
 from chatledger.in_memory_conversation import InMemoryConversation
+from chatledger.message_pages import DEFAULT_MESSAGE_PAGE_SIZE, check_message_page
 from chatledger.messages import Message
-from chatledger.results import AppendResult, ConversationPage
+from chatledger.results import AppendResult, ConversationPage, MessagePage
 from chatledger.validation import (
     stamp_messages,
     validate_conversation_id,
@@ -176,3 +177,52 @@ class InMemoryChatMemoryRepository(ClosingContext):
             else:
                 self._conversations[conversation_id] = stored
             return AppendResult(plan.appended, plan.evicted_ids)
+
+    def append_to_log(
+        self,
+        conversation_id: str,
+        messages: Sequence[Message],
+        window: Window | None = None,
+    ) -> AppendResult:
+        """Append to the log under the lock, as ``SupportsLog`` asks."""
+        validate_conversation_id(conversation_id)
+        batch = validate_messages(messages)
+        if not batch:
+            return AppendResult()
+        with self._lock:
+            stored = self._conversations.get(conversation_id)
+            if stored is None:
+                stored = InMemoryConversation([], set(), 0)
+            evicted = self._evicted.get(conversation_id, ())
+            fresh = stamp_messages(
+                m for m in batch if m.id not in stored.ids and m.id not in evicted
+            )
+            appended = stored.append_to_log(fresh, window) if fresh else []
+            if appended:
+                self._conversations[conversation_id] = stored
+            return AppendResult(appended)
+
+    def find_window(self, conversation_id: str, window: Window) -> list[Message]:
+        """Return the view of ``window`` on the conversation's log."""
+        validate_conversation_id(conversation_id)
+        if not isinstance(window, Window):
+            raise TypeError(f"window must be a Window, not {type(window).__name__}")
+        with self._lock:
+            stored = self._conversations.get(conversation_id)
+            return [] if stored is None else stored.view(window)
+
+    def find_messages_page(
+        self,
+        conversation_id: str,
+        cursor: str | None = None,
+        limit: int = DEFAULT_MESSAGE_PAGE_SIZE,
+        newest_first: bool = True,
+    ) -> MessagePage:
+        """Return up to ``limit`` messages of the log after ``cursor``."""
+        validate_conversation_id(conversation_id)
+        after, limit = check_message_page(cursor, limit, newest_first=newest_first)
+        with self._lock:
+            stored = self._conversations.get(conversation_id)
+            if stored is None:
+                return MessagePage([], None)
+            return stored.page(after, limit, newest_first)

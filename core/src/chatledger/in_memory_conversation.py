@@ -18,6 +18,7 @@ these, under their lock; nothing here locks or waits.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -27,8 +28,11 @@ from chatledger.append_plan import (
     StoredWindow,
     needs_stored_system,
 )
+from chatledger.message_pages import message_page
 from chatledger.messages import Message, Role
-from chatledger.window import Window
+from chatledger.results import MessagePage
+from chatledger.window import Window, merge_system
+from chatledger.window_view import LogRow, TailView, current_system
 
 __all__ = ["InMemoryConversation"]
 
@@ -38,7 +42,9 @@ class InMemoryConversation:
     """One stored conversation, with what an append needs without a full scan.
 
     ``sizes`` holds each message's size under the counter named ``counter``
-    (a token window's ``counter_id``); a message window needs none.
+    (a token window's ``counter_id``); a message window needs none. Beside
+    each message, ``sequences`` holds its place in the log and ``batches``
+    the place of the first message of the append that stored it.
     """
 
     messages: list[Message]
@@ -48,15 +54,17 @@ class InMemoryConversation:
     sizes: dict[str, int] = field(default_factory=dict)
     system_size: int = 0
     size_total: int = 0
+    sequences: list[int] = field(default_factory=list)
+    batches: list[int] = field(default_factory=list)
+    last_sequence: int = 0
 
     @classmethod
     def of(cls, messages: list[Message]) -> InMemoryConversation:
-        """A conversation holding ``messages``, no size measured yet."""
-        return cls(
-            messages,
-            {m.id for m in messages},
-            sum(1 for m in messages if m.role is Role.SYSTEM),
-        )
+        """A conversation holding ``messages`` as one batch, no size measured yet."""
+        conversation = cls([], set(), 0)
+        conversation.system = sum(1 for m in messages if m.role is Role.SYSTEM)
+        conversation._extend(list(messages))
+        return conversation
 
     def measured(self, window: Window) -> Callable[[Message], int]:
         """Return a stored message's size; a new counter measures the history once."""
@@ -96,25 +104,24 @@ class InMemoryConversation:
 
     def apply(self, plan: AppendPlan, counter: str | None) -> None:
         """Write a plan made under ``counter``: drop what it deletes, add the rest."""
-        if plan.replace_system:
-            self.messages = [m for m in self.messages if m.role is not Role.SYSTEM]
-        if plan.evicted:
-            # The evicted are the oldest non-system messages: walk to the last
-            # of them, keeping the system messages met on the way.
-            kept: list[Message] = []
-            left = len(plan.evicted)
-            end = 0
-            while left:
-                message = self.messages[end]
-                end += 1
-                if message.role is Role.SYSTEM:
-                    kept.append(message)
-                else:
-                    left -= 1
-            self.messages = kept + self.messages[end:]
-        self.messages.extend(plan.insert)
+        drop_system = plan.replace_system
+        left = len(plan.evicted)
+        # The evicted are the oldest non-system messages.
+        keep = []
+        for index, message in enumerate(self.messages):
+            if message.role is Role.SYSTEM:
+                if not drop_system:
+                    keep.append(index)
+            elif left:
+                left -= 1
+            else:
+                keep.append(index)
+        if len(keep) != len(self.messages):
+            self.messages = [self.messages[i] for i in keep]
+            self.sequences = [self.sequences[i] for i in keep]
+            self.batches = [self.batches[i] for i in keep]
+        self._extend(plan.insert)
         self.ids.difference_update(plan.delete_ids)
-        self.ids.update(m.id for m in plan.insert)
         self.system = plan.system_count
         if counter is None:
             # Sizes of another counter would miss these messages: drop them.
@@ -129,6 +136,79 @@ class InMemoryConversation:
             )
             self.system_size = plan.system_size
             self.size_total = plan.size_total
+
+    def _extend(self, fresh: list[Message]) -> None:
+        """Add ``fresh`` after the last message, as one batch."""
+        batch = self.last_sequence + 1
+        self.messages.extend(fresh)
+        self.sequences.extend(range(batch, batch + len(fresh)))
+        self.batches.extend([batch] * len(fresh))
+        self.last_sequence += len(fresh)
+        self.ids.update(m.id for m in fresh)
+
+    def append_to_log(
+        self, fresh: list[Message], window: Window | None
+    ) -> list[Message]:
+        """Append ``fresh`` as one batch, skipping redundant system messages.
+
+        Returns the messages appended. Sizes stay stored only while every
+        message has one under the same counter.
+        """
+        appended = merge_system(self.shown_system(), fresh).new
+        if not appended:
+            return appended
+        if window is not None and window.counter_id is not None:
+            self.measured(window)  # a new counter measures the history once
+            for message in appended:
+                size = self.sizes[message.id] = window.measure(message)
+                if message.role is Role.SYSTEM:
+                    self.system_size += size
+                else:
+                    self.size_total += size
+        else:
+            self.counter = None
+            self.sizes = {}
+        self.system += sum(1 for m in appended if m.role is Role.SYSTEM)
+        self._extend(appended)
+        return appended
+
+    def _system_rows(self, size: Callable[[Message], int]) -> list[LogRow]:
+        return current_system(
+            (batch, LogRow(sequence, message, size(message)))
+            for sequence, batch, message in zip(
+                self.sequences, self.batches, self.messages, strict=True
+            )
+            if message.role is Role.SYSTEM
+        )
+
+    def shown_system(self) -> list[Message]:
+        """The system messages a view shows (rule 1), oldest first."""
+        return [row.message for row in self._system_rows(_one)]
+
+    def view(self, window: Window) -> list[Message]:
+        """The view of ``window`` on the log, read from the newest row back."""
+        size = self.measured(window)
+        view = TailView(window, self._system_rows(size))
+        view.feed(
+            LogRow(self.sequences[i], self.messages[i], size(self.messages[i]))
+            for i in range(len(self.messages) - 1, -1, -1)
+        )
+        return view.messages()
+
+    def page(self, after: int | None, limit: int, newest_first: bool) -> MessagePage:
+        """One page of the log after the sequence ``after``, in either order."""
+        rows = zip(self.sequences, self.messages, strict=True)
+        if newest_first:
+            start = (
+                len(self.sequences)
+                if after is None
+                else bisect.bisect_left(self.sequences, after)
+            )
+            chosen = reversed(list(rows)[max(0, start - limit - 1) : start])
+        else:
+            start = 0 if after is None else bisect.bisect_right(self.sequences, after)
+            chosen = iter(list(rows)[start : start + limit + 1])
+        return message_page(chosen, limit, newest_first=newest_first)
 
 
 def _one(message: Message) -> int:

@@ -30,19 +30,20 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol, runtime_checkable
 
 from chatledger.messages import Message
-from chatledger.results import AppendResult, ConversationPage
+from chatledger.results import AppendResult, ConversationPage, MessagePage
 from chatledger.window import Window
 
 __all__ = [
     "ChatMemoryRepository",
     "SupportsConversationPages",
     "SupportsCountMessages",
+    "SupportsLog",
     "SupportsSaveMany",
     "SupportsWindowAppend",
     "is_repository",
 ]
 # What the protocols return, importable from here as from chatledger.results.
-__all__ += ["AppendResult", "ConversationPage"]
+__all__ += ["AppendResult", "ConversationPage", "MessagePage"]
 
 _OPERATIONS = (
     "find_conversation_ids",
@@ -128,6 +129,76 @@ class SupportsWindowAppend(Protocol):
         self, conversation_id: str, messages: Sequence[Message], window: Window
     ) -> AppendResult:
         """Append ``messages`` and evict by ``window`` in one atomic step."""
+        ...
+
+
+@runtime_checkable
+class SupportsLog(Protocol):
+    """Optional capability: each conversation kept whole as a log, windows as views.
+
+    The log of a conversation is every message appended to it, in a gap-free
+    per-conversation sequence; nothing leaves it but by ``save_all``,
+    ``delete_by_conversation_id``, or the repository's retention and TTL.
+    ``find_by_conversation_id`` returns the whole log, oldest first. The
+    contract:
+
+    1. Before any I/O, every method validates the id (and the batch, the
+       window or the page request); bad input raises and changes nothing. An
+       empty batch is a no-op that touches nothing.
+    2. :meth:`append_to_log` is one atomic unit, in one round trip where the
+       backend allows it: it skips every new message whose id the log holds
+       or held (a retried append is a no-op, even after retention trimmed the
+       message), and every system message equal to one the view shows or to
+       an earlier one of the batch
+       (:func:`chatledger.window.merge_system` against
+       :func:`chatledger.window_view.current_system`); it stores the rest
+       after the last message, with the next sequence numbers, ``created_at``
+       stamped once, and the number of the append's first message as their
+       batch. Given a window whose ``counter_id`` is set, it stores each
+       message's size under that counter beside it. It refreshes the
+       conversation's TTL, if it has one. Nothing already stored is read
+       back, rewritten or removed: the result's ``evicted_ids`` is empty.
+    3. :meth:`find_window` reads the newest rows only, newest first, and
+       builds the view with :class:`chatledger.window_view.TailView` (or a
+       translation of it named in that module): its cost grows with the
+       window, not with the log.
+    4. :meth:`find_messages_page` pages through the log with
+       :mod:`chatledger.message_pages`: across the pages of one walk, every
+       message stored when it began comes exactly once, in order, however
+       many are appended meanwhile.
+
+    A call interrupted or cancelled midway leaves the log as it was before
+    the append or as it is after it, never in between.
+    """
+
+    def append_to_log(
+        self,
+        conversation_id: str,
+        messages: Sequence[Message],
+        window: Window | None = None,
+    ) -> AppendResult:
+        """Append ``messages`` to the conversation's log, atomically."""
+        ...
+
+    def find_window(self, conversation_id: str, window: Window) -> list[Message]:
+        """Return the view of ``window`` on the log, oldest first."""
+        ...
+
+    def find_messages_page(
+        self,
+        conversation_id: str,
+        cursor: str | None = None,
+        limit: int = 50,
+        newest_first: bool = True,
+    ) -> MessagePage:
+        """Return up to ``limit`` messages of the log after ``cursor``.
+
+        Raises:
+            InvalidPageError: ``limit`` is not an int from 1 to
+                :data:`chatledger.validation.MAX_PAGE_SIZE`, or ``cursor`` is
+                not one a page of this conversation, read in the same
+                direction, gave; before any I/O.
+        """
         ...
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from chatledger.messages import Message
 
-__all__ = ["AppendResult", "ConversationPage"]
+__all__ = ["AppendResult", "ConversationPage", "MessagePage"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,4 +47,18 @@ class ConversationPage:
     """
 
     ids: list[str]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class MessagePage:
+    """One page of a conversation's log.
+
+    Attributes:
+        messages: The messages on this page, in the order asked for (newest
+            first by default).
+        next_cursor: Pass it to get the next page; ``None`` on the last page.
+    """
+
+    messages: list[Message]
     next_cursor: str | None

@@ -15,10 +15,11 @@ Example (a third-party adapter proves itself with one subclass and one fixture):
             repo.drop_schema()
 
 Capabilities are class attributes (``supports_atomic_append``, ``supports_ttl``);
-the ``save_many``, ``count_messages`` and ``find_conversation_ids_page`` tests
-run when the repository has them. A subclass may not override a suite test (nor
-set its name to ``None``) except to mark it ``pytest.mark.xfail(reason=...)``:
-defining such a subclass raises ``TypeError``. Install with
+the ``save_many``, ``count_messages``, ``find_conversation_ids_page`` and log
+(:class:`chatledger.SupportsLog`) tests run when the repository has them. A
+subclass may not override a suite test (nor set its name to ``None``) except
+to mark it ``pytest.mark.xfail(reason=...)``: defining such a subclass raises
+``TypeError``. Install with
 ``pip install 'chatledger[testing]'`` and pin its version.
 
 An async repository runs the same cases through
@@ -53,6 +54,7 @@ pytest.register_assert_rewrite(
     "chatledger.testing.window_tests",
     "chatledger.testing.ttl_tests",
     "chatledger.testing.capability_tests",
+    "chatledger.testing.log_tests",
     "chatledger.testing.turn_tests",
 )
 
@@ -63,6 +65,7 @@ from chatledger.testing.async_runner import (  # noqa: E402
 )
 from chatledger.testing.capability_tests import CapabilityTests  # noqa: E402
 from chatledger.testing.guard import check_no_overrides  # noqa: E402
+from chatledger.testing.log_tests import LogTests  # noqa: E402
 from chatledger.testing.repository_tests import RepositoryContractTests  # noqa: E402
 from chatledger.testing.samples import every_kind  # noqa: E402
 from chatledger.testing.save_many_tests import SaveManyTests  # noqa: E402
@@ -75,6 +78,7 @@ __all__ = [
     "AsyncChatMemoryRepositoryTests",
     "CapabilityTests",
     "ChatMemoryRepositoryTests",
+    "LogTests",
     "RepositoryContractTests",
     "SaveManyTests",
     "TTLTests",
@@ -92,6 +96,7 @@ _SUITE = (
     CapabilityTests,
     SaveManyTests,
     TurnTests,
+    LogTests,
 )
 
 
@@ -102,6 +107,7 @@ class ChatMemoryRepositoryTests(
     CapabilityTests,
     SaveManyTests,
     TurnTests,
+    LogTests,
 ):
     """The whole suite: subclass it and override the ``repository`` fixture."""
 

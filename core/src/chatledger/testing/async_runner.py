@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
@@ -46,12 +46,14 @@ from chatledger.async_memory import AsyncWindowChatMemory
 from chatledger.async_repository import (
     AsyncSupportsConversationPages,
     AsyncSupportsCountMessages,
+    AsyncSupportsLog,
+    AsyncSupportsSaveMany,
     AsyncSupportsWindowAppend,
 )
 from chatledger.async_turn import AsyncTurnContext
 from chatledger.memory import WindowChatMemory
 from chatledger.messages import Message
-from chatledger.repository import AppendResult, ConversationPage
+from chatledger.repository import AppendResult, ConversationPage, MessagePage
 from chatledger.turn import OnError, Turn
 from chatledger.window import Window
 
@@ -168,7 +170,51 @@ class _ConversationPages(RepositoryFacade):
         return page
 
 
+class _Log(RepositoryFacade):
+    def append_to_log(
+        self,
+        conversation_id: str,
+        messages: Sequence[Message],
+        window: Window | None = None,
+    ) -> AppendResult:
+        """Await ``append_to_log``."""
+        result: AppendResult = self.runner.run(
+            self.repository.append_to_log(conversation_id, messages, window)
+        )
+        return result
+
+    def find_window(self, conversation_id: str, window: Window) -> list[Message]:
+        """Await ``find_window``."""
+        found: list[Message] = self.runner.run(
+            self.repository.find_window(conversation_id, window)
+        )
+        return found
+
+    def find_messages_page(
+        self,
+        conversation_id: str,
+        cursor: str | None = None,
+        limit: int = 50,
+        newest_first: bool = True,
+    ) -> MessagePage:
+        """Await ``find_messages_page``."""
+        page: MessagePage = self.runner.run(
+            self.repository.find_messages_page(
+                conversation_id, cursor, limit, newest_first
+            )
+        )
+        return page
+
+
+class _SaveMany(RepositoryFacade):
+    def save_many(self, conversations: Mapping[str, Sequence[Message]]) -> None:
+        """Await ``save_many``."""
+        self.runner.run(self.repository.save_many(conversations))
+
+
 _CAPABILITIES: list[tuple[type, type[RepositoryFacade]]] = [
+    (AsyncSupportsSaveMany, _SaveMany),
+    (AsyncSupportsLog, _Log),
     (AsyncSupportsWindowAppend, _WindowAppend),
     (AsyncSupportsCountMessages, _CountMessages),
     (AsyncSupportsConversationPages, _ConversationPages),

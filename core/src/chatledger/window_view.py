@@ -1,0 +1,172 @@
+"""The window as a view of the log: what a memory shows, read from a bounded tail.
+
+Example:
+    from chatledger import Message, MessageWindow
+    from chatledger.window_view import LogRow, TailView
+
+    log = [Message.user("q1"), Message.assistant("a1"), Message.user("q2")]
+    rows = [LogRow(n, m, 1) for n, m in enumerate(log, 1)]
+    view = TailView(MessageWindow(2), system=[])
+    view.feed(reversed(rows))    # newest first; True once the view is known
+    view.messages()              # [q2]: the window starts on a whole turn
+
+A repository that keeps each conversation as a log (see
+:class:`chatledger.SupportsLog`) shows a window by reading the newest rows,
+newest first, a batch at a time, and feeding them here until
+:meth:`TailView.feed` answers ``True``: for a message window that is about
+the window's size plus the rest of a turn, never the whole log. Nothing here
+does I/O.
+
+The rules are those of :mod:`chatledger.window`, applied at read time to the
+whole log instead of at each append:
+
+1. System messages. The ones shown are those stored by the latest append that
+   stored any (:func:`current_system`): an append holding a new system
+   message supersedes the earlier ones, which stay in the log. They are
+   shown where they were added, and never cut.
+2. Turns. The rest is the longest tail of non-system messages that fits
+   beside them, its start moved forward to the first user message in it.
+3. One turn larger than the window. If that tail holds no user message, the
+   view starts at the last user message before it: the newest turn is shown
+   whole. A log with no user message at all is one turn in progress and is
+   shown whole.
+4. No orphan tool response. A view never starts on a tool message: where it
+   reaches the start of the log, the log's leading tool messages are left
+   out.
+
+For every history whose system messages never shrink, the view equals the
+window a write-time memory (:func:`chatledger.window.apply_window`, applied
+append by append) would have kept; the conformance suite's
+``LogTests.test_window_view_matches_the_write_time_window`` checks it on
+random histories. Where they differ, the view shows more, never less: after
+a system message is replaced by a smaller one, the room it frees shows older
+turns again (a write-time window had already deleted them); a conversation
+with no user message is shown whole (a write-time window dropped it each
+time it overflowed, as Spring AI does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from chatledger.messages import Message, Role
+from chatledger.window import Window
+
+__all__ = ["LogRow", "TailView", "current_system"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, slots=True)
+class LogRow:
+    """One stored message of a log, as a view reads it.
+
+    Attributes:
+        sequence: Its place in the conversation's gap-free sequence.
+        message: The message.
+        size: Its size in the window's measure, or ``None`` to measure it
+            here (a size stored under another counter, or none at all).
+    """
+
+    sequence: int
+    message: Message
+    size: int | None = None
+
+
+def current_system(system_rows: Iterable[tuple[int, T]]) -> list[T]:
+    """Return the system messages a view shows (rule 1), oldest first.
+
+    Args:
+        system_rows: ``(batch, row)`` for each stored system message (the
+            message itself, or a :class:`LogRow` of it), oldest first, where
+            ``batch`` is the sequence number of the first message of the
+            append that stored it. Only the latest batch counts, so a
+            repository may pass that batch's rows alone.
+    """
+    latest: int | None = None
+    shown: list[T] = []
+    for batch, message in system_rows:
+        if latest is None or batch > latest:
+            latest, shown = batch, []
+        if batch == latest:
+            shown.append(message)
+    return shown
+
+
+class TailView:
+    """Builds one window view from the newest rows of a log, fed newest first.
+
+    Args:
+        window: The window to show.
+        system: The rows of the system messages shown (see
+            :func:`current_system`), oldest first.
+    """
+
+    __slots__ = ("_kept", "_room", "_system", "_turn_start", "_window", "done")
+
+    def __init__(self, window: Window, system: Sequence[LogRow]) -> None:
+        """Start an empty view; the system rows count against the limit."""
+        self._window = window
+        self._system = list(system)
+        self._room = window.limit - sum(self._size(row) for row in self._system)
+        # Non-system rows that fit, newest first, and then, once the tail is
+        # full and holds no user message, the rows back to the last user one.
+        self._kept: list[LogRow] = []
+        self._turn_start: int | None = None
+        #: True once the view is known: feed no more.
+        self.done = False
+
+    def _size(self, row: LogRow) -> int:
+        return self._window.measure(row.message) if row.size is None else row.size
+
+    def feed(self, newest_first: Iterable[LogRow]) -> bool:
+        """Take the next rows (older than any fed before); True once done.
+
+        Rows of system messages are skipped: the view takes its system
+        messages from the constructor. Feeding stops at the first row that
+        settles the view, so a lazy iterable is read no further.
+        """
+        for row in newest_first:
+            if self.done:
+                break
+            if row.message.role is Role.SYSTEM:
+                continue
+            if self._turn_start is not None:
+                # Rule 3: walking back to the start of the newest turn.
+                self._kept.append(row)
+                self.done = row.message.role is Role.USER
+                continue
+            size = self._size(row)
+            if size <= self._room:
+                self._room -= size
+                self._kept.append(row)
+                continue
+            # The tail is full: it starts at its oldest user message (rule 2),
+            # or, holding none, the view reaches back to the last one (rule 3).
+            users = [
+                n for n, kept in enumerate(self._kept) if kept.message.role is Role.USER
+            ]
+            if users:
+                del self._kept[users[-1] + 1 :]
+                self.done = True
+            else:
+                self._turn_start = len(self._kept)
+                self._kept.append(row)
+                self.done = row.message.role is Role.USER
+        return self.done
+
+    def messages(self) -> list[Message]:
+        """Return the view, oldest first; call it once every row is fed or done.
+
+        Without :attr:`done`, the rows fed are taken as the whole log.
+        """
+        kept = self._kept
+        if not self.done or self._turn_start is None:
+            # Rule 4 where the view reaches the start of the log (a view cut
+            # on a turn starts on a user message already).
+            while kept and kept[-1].message.role is Role.TOOL:
+                kept = kept[:-1]
+        rows = sorted([*self._system, *kept], key=lambda row: row.sequence)
+        return [row.message for row in rows]
