@@ -12,12 +12,32 @@ The conversion is mechanical and the same for every module:
 - Names are renamed: first the ``# sync rename:`` lines of the module and
   :data:`RENAMES` (dotted names, longest match first), then by pattern:
   ``AsyncName`` -> ``Name``, ``async_name`` -> ``name``, ``name_async`` -> ``name``.
-  The same renames apply to the words of string literals and docstrings,
-  whose examples lose ``await`` and ``async`` too.
+- ``Awaitable[X]`` becomes ``X`` (so ``Callable[..., Awaitable[T]]`` becomes
+  ``Callable[..., T]``); a bare ``Awaitable``, which the sources only import,
+  becomes ``Callable`` (isort merges it into the ``Callable`` beside it).
+- The same renames apply to the words of string literals, f-strings (however
+  the running Python tokenizes them) and docstrings, whose examples lose
+  ``await`` and ``async`` too. Examples await at their top level, as
+  ``python -m asyncio`` does (tests/docs/examples.py runs them so), which
+  leaves the sync example the same code without ``await``: ``asyncio.run(``
+  in a string has no sync counterpart and is refused.
 - ``if True:  # async`` keeps only its ``else:`` body in the sync module (none
-  when it has no ``else:``): the place for what only one side does, such as a
-  driver call with no sync counterpart.
-- A statement whose first line ends with ``# async-only`` is left out.
+  when it has no ``else:``), dedented to the ``if``, and as it is written:
+  that body is sync code already, so no rename touches it. It is the place for
+  what only one side does, such as a driver call with no sync counterpart.
+- A statement whose first line (its ``def`` line, when decorated) ends with
+  ``# async-only`` is left out. In an import, a line so marked must hold one
+  name alone, and that name is left out: isort merges
+  ``from x import a  # async-only`` with ``from x import b`` into
+  ``from x import (a,  # async-only`` then ``b,)``, the mark still beside
+  ``a``; merged from ``from x import a, c  # async-only`` it would end as
+  ``from x import a, b, c  # async-only`` and take ``b`` with it.
+- After either marker other comment text may follow, such as
+  ``if True:  # async  # noqa: SIM108``.
+- A marker the tool cannot act on is refused, naming the file and line:
+  ``# async`` off an ``if True:`` line, ``# async-only`` off a statement's
+  first line or on an import line of several names, an ``elif`` after
+  ``if True:  # async``, a marker inside a sync-only ``else:`` body.
 
 The result is formatted by ruff with the repository's settings. ``--check``
 writes nothing and fails when a checked-in sync module differs from what this
@@ -70,11 +90,27 @@ TWIN_MARK = re.compile(r"^# sync twin: (?P<target>\S+\.py)\s*$", re.MULTILINE)
 RENAME_MARK = re.compile(
     r"^# sync rename: (?P<old>[\w.]+) -> (?P<new>[\w.]+)\s*$", re.MULTILINE
 )
-ASYNC_BLOCK = re.compile(r"^\s*if True:\s*# async\s*$")
-ASYNC_ONLY = re.compile(r"#\s*async-only\s*$")
+ASYNC_BLOCK = re.compile(r"#\s*async\s*(?:#.*)?")
+ASYNC_ONLY = re.compile(r"#\s*async-only\s*(?:#.*)?")
 WORD = re.compile(r"\b[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)*\b")
 HEADER = "# Written by tools/async_to_sync.py from {source}: edit that one.\n"
 AWAIT_IN_TEXT = re.compile(r"\bawait\s+|\basync\s+(?=(?:def|with|for)\b)")
+ASYNCIO_RUN = re.compile(r"\basyncio\.run\(")
+#: Tokens whose text is renamed word by word: strings, and from Python 3.12 on
+#: the literal parts of f-strings (their fields are tokenized as code).
+TEXT_TOKENS = {
+    getattr(tokenize, name)
+    for name in ("STRING", "FSTRING_MIDDLE", "TSTRING_MIDDLE")
+    if hasattr(tokenize, name)
+}
+
+
+class ConversionError(Exception):
+    """An async source the tool cannot convert faithfully; names file and line."""
+
+    def __init__(self, source: Path, line: int, reason: str) -> None:
+        shown = source.relative_to(ROOT) if source.is_relative_to(ROOT) else source
+        super().__init__(f"{shown}:{line}: {reason}")
 
 
 @dataclass(frozen=True)
@@ -84,6 +120,15 @@ class Twin:
     source: Path
     target: Path
     renames: dict[str, str]
+
+
+@dataclass(frozen=True)
+class _Line:
+    """A line of the sync module before renaming, and where it comes from."""
+
+    text: str
+    number: int  # its line in the async source
+    verbatim: bool  # sync-only text, which no rename touches
 
 
 def find_twins(root: Path = ROOT) -> list[Twin]:
@@ -127,57 +172,168 @@ def _rename_word(word: str, renames: dict[str, str]) -> str:
     return word
 
 
-def _drop_async_statements(text: str) -> str:
-    """Resolve ``if True:  # async`` blocks and ``# async-only`` statements.
+def _drop_async_statements(source: str, path: Path) -> list[_Line]:
+    """The source's lines with ``if True:  # async`` and ``# async-only`` resolved.
 
-    One at a time, outermost first, re-parsing after each: nested markers and
-    line numbers then never go stale.
+    Only the outermost marked statements act: a marked statement inside a
+    dropped one goes with it.
     """
-    while True:
-        lines = text.splitlines(True)
-        edit = _first_marked(ast.parse(text), lines)
-        if edit is None:
-            return text
-        first, last, kept = edit
-        text = "".join(lines[: first - 1] + kept + lines[last:])
+    lines = source.splitlines(True)
+    kept: list[_Line] = []
+    at = 1
+    for edit in _marked(source, path):
+        if edit.first < at:
+            continue
+        kept += [_Line(lines[n - 1], n, False) for n in range(at, edit.first)]
+        if edit.block is not None:
+            kept += _else_body(edit.block, lines)
+        at = edit.last + 1
+    return kept + [_Line(lines[n - 1], n, False) for n in range(at, len(lines) + 1)]
 
 
-def _first_marked(tree: ast.AST, lines: list[str]) -> tuple[int, int, list[str]] | None:
-    for node in ast.walk(tree):
-        for field in ("body", "orelse", "finalbody", "handlers"):
-            block = getattr(node, field, [])
-            for stmt in block if isinstance(block, list) else []:
-                if not isinstance(stmt, ast.stmt):
-                    continue
-                first = min(
-                    [stmt.lineno]
-                    + [d.lineno for d in getattr(stmt, "decorator_list", [])]
+@dataclass(frozen=True)
+class _Edit:
+    """Source lines ``first`` to ``last`` that the sync module leaves out."""
+
+    first: int
+    last: int
+    block: ast.If | None = None  # an ``if True:  # async``: its else body stays
+
+
+def _marked(source: str, path: Path) -> list[_Edit]:
+    """What the markers leave out, in source order; refuses a stray marker."""
+    source_lines = source.splitlines()
+    comments = {
+        tok.start[0]: tok.string
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+        if tok.type == tokenize.COMMENT
+    }
+    marks = {
+        line
+        for line, text in comments.items()
+        if ASYNC_BLOCK.fullmatch(text) or ASYNC_ONLY.fullmatch(text)
+    }
+    statements = sorted(
+        (node for node in ast.walk(ast.parse(source)) if isinstance(node, ast.stmt)),
+        key=lambda node: (node.lineno, -(node.end_lineno or node.lineno)),
+    )
+    edits: list[_Edit] = []
+    for stmt in statements:
+        last = stmt.end_lineno or stmt.lineno
+        if isinstance(stmt, ast.Import | ast.ImportFrom):
+            lines = sorted(
+                line
+                for line in marks & set(range(stmt.lineno, last + 1))
+                if ASYNC_ONLY.fullmatch(comments[line])
+            )
+            edits += _import_edits(stmt, lines, path)
+            marks -= set(lines)
+        if stmt.lineno not in marks:
+            continue
+        marks.remove(stmt.lineno)
+        if ASYNC_ONLY.fullmatch(comments[stmt.lineno]):
+            first = min([stmt.lineno] + [d.lineno for d in _decorators(stmt)])
+            edits.append(_Edit(first, last))
+        elif (
+            isinstance(stmt, ast.If)
+            and isinstance(stmt.test, ast.Constant)
+            and stmt.test.value is True
+        ):
+            if stmt.orelse and source_lines[stmt.orelse[0].lineno - 1].lstrip(
+                " "
+            ).startswith("elif"):
+                raise ConversionError(
+                    path,
+                    stmt.orelse[0].lineno,
+                    "'if True:  # async' takes an 'else:', not an 'elif'",
                 )
-                last = stmt.end_lineno or stmt.lineno
-                opening = lines[stmt.lineno - 1]
-                if isinstance(stmt, ast.If) and ASYNC_BLOCK.match(opening):
-                    return first, last, _else_body(stmt, lines)
-                if ASYNC_ONLY.search(opening):
-                    return first, last, []
-    return None
+            edits.append(_Edit(stmt.lineno, last, stmt))
+        else:
+            raise ConversionError(
+                path, stmt.lineno, "'# async' marks an 'if True:' line only"
+            )
+    for line in sorted(marks):
+        raise ConversionError(
+            path,
+            line,
+            f"{comments[line]!r} marks no statement: it goes at the end of a "
+            "statement's first line",
+        )
+    for edit in edits:
+        if edit.block is not None and edit.block.orelse:
+            _refuse_markers_in_sync_branch(edit.block, edits, path)
+    return sorted(edits, key=lambda edit: (edit.first, -edit.last))
 
 
-def _else_body(block: ast.If, lines: list[str]) -> list[str]:
+def _decorators(stmt: ast.stmt) -> list[ast.expr]:
+    return list(getattr(stmt, "decorator_list", []))
+
+
+def _import_edits(
+    stmt: ast.Import | ast.ImportFrom, marked: list[int], path: Path
+) -> list[_Edit]:
+    """The names of an import that ``# async-only`` lines leave out.
+
+    A marked line must hold one name alone: isort merges the imports from one
+    module and keeps each comment beside its name, so the mark then still
+    tells which name is async-only, as it cannot for a line of several names.
+    """
+    last = stmt.end_lineno or stmt.lineno
+    for line in marked:
+        names = [alias for alias in stmt.names if alias.lineno == line]
+        if len(names) != 1 or (stmt.lineno < last and line in (stmt.lineno, last)):
+            raise ConversionError(
+                path,
+                line,
+                "'# async-only' in an import goes on a line that holds one "
+                "name alone: isort, merging imports, may put other names "
+                "under it",
+            )
+    if len(marked) == len(stmt.names):
+        return [_Edit(stmt.lineno, last)]
+    return [_Edit(line, line) for line in marked]
+
+
+def _refuse_markers_in_sync_branch(
+    block: ast.If, edits: list[_Edit], path: Path
+) -> None:
+    sync_branch = range(block.orelse[0].lineno, (block.end_lineno or 0) + 1)
+    for edit in edits:
+        if edit.first in sync_branch:
+            raise ConversionError(
+                path, edit.first, "a marker inside a sync-only 'else:' body"
+            )
+
+
+def _else_body(block: ast.If, lines: list[str]) -> list[_Line]:
     if not block.orelse:
         return []
-    if_line = lines[block.lineno - 1]
-    else_at = next(
-        i
-        for i in range(block.orelse[0].lineno - 1, block.lineno - 1, -1)
-        if lines[i - 1].strip().startswith("else:")
+    else_line = next(
+        n
+        for n in range(block.orelse[0].lineno, block.lineno, -1)
+        if lines[n - 1].lstrip().startswith("else")
     )
-    body = lines[else_at : block.end_lineno]
-    outer = len(if_line) - len(if_line.lstrip())
-    inner = len(body[0]) - len(body[0].lstrip())
-    return [line[inner - outer :] if line.strip() else line for line in body]
+    last = block.end_lineno or block.lineno
+    # The first statement, not the first line, tells the body's indent: the
+    # body may open with a blank line or a comment indented otherwise.
+    shift = block.orelse[0].col_offset - block.col_offset
+    body = []
+    for n in range(else_line + 1, last + 1):
+        text = lines[n - 1]
+        indent = len(text) - len(text.lstrip(" "))
+        body.append(_Line(text[min(shift, indent) :], n, True))
+    return body
 
 
-def _token_edits(text: str, renames: dict[str, str]) -> Iterator[tuple[int, int, str]]:
+def _sync_text(text: str, renames: dict[str, str]) -> str:
+    """The words of a string (or an f-string's literal part) renamed."""
+    text = AWAIT_IN_TEXT.sub("", text)
+    return WORD.sub(lambda m: rename(m.group(), renames), text)
+
+
+def _token_edits(
+    text: str, renames: dict[str, str], lines: list[_Line], path: Path
+) -> Iterator[tuple[int, int, str]]:
     """(start, end, replacement) offsets in ``text`` for the token-level changes."""
     starts = [0]
     for line in text.splitlines(True):
@@ -196,7 +352,9 @@ def _token_edits(text: str, renames: dict[str, str]) -> Iterator[tuple[int, int,
             and following is not None
             and following.string in ("def", "with", "for")
         )
-        if tok.type == tokenize.NAME and dropped and following is not None:
+        if tok.start[0] <= len(lines) and lines[tok.start[0] - 1].verbatim:
+            pass
+        elif tok.type == tokenize.NAME and dropped and following is not None:
             yield offset(tok.start), offset(following.start), ""
         elif tok.type == tokenize.NAME:
             j = i
@@ -207,16 +365,42 @@ def _token_edits(text: str, renames: dict[str, str]) -> Iterator[tuple[int, int,
             ):
                 j += 2
             chain = "".join(t.string for t in tokens[i : j + 1])
-            new = rename(chain, renames)
-            if new != chain:
+            if tokens[j].string == "Awaitable" and tokens[j + 1].string == "[":
+                close = _closing_bracket(tokens, j + 1)
+                yield offset(tok.start), offset(tokens[j + 1].end), ""
+                yield offset(tokens[close].start), offset(tokens[close].end), ""
+                j += 1
+            elif (new := rename(chain, renames)) != chain:
                 yield offset(tok.start), offset(tokens[j].end), new
             i = j
-        elif tok.type == tokenize.STRING:
-            new = AWAIT_IN_TEXT.sub("", tok.string)
-            new = WORD.sub(lambda m: rename(m.group(), renames), new)
-            if new != tok.string:
-                yield offset(tok.start), offset(tok.end), new
+        elif tok.type in TEXT_TOKENS:
+            # The source's own text, not tok.string: Python 3.12+ gives an
+            # f-string's ``{{`` as ``{`` in the token but not in the source.
+            start, end = offset(tok.start), offset(tok.end)
+            old = text[start:end]
+            run = ASYNCIO_RUN.search(old)
+            if run is not None:
+                row = tok.start[0] + old.count("\n", 0, run.start())
+                raise ConversionError(
+                    path,
+                    lines[row - 1].number,
+                    "'asyncio.run(' in a string has no sync counterpart: an "
+                    "example awaits at its top level (tests/docs/examples.py "
+                    "runs it in an event loop)",
+                )
+            new = _sync_text(old, renames)
+            if new != old:
+                yield start, end, new
         i += 1
+
+
+def _closing_bracket(tokens: list[tokenize.TokenInfo], opening: int) -> int:
+    depth = 0
+    for k in range(opening, len(tokens)):
+        depth += {"[": 1, "]": -1}.get(tokens[k].string, 0)
+        if depth == 0:
+            return k
+    raise ValueError("unbalanced brackets")  # ast.parse accepted the source
 
 
 def _ruff(args: list[str], text: str, target: Path) -> str:
@@ -237,22 +421,28 @@ def _ruff(args: list[str], text: str, target: Path) -> str:
     return done.stdout
 
 
-def convert(
-    source: str, renames: dict[str, str], source_name: str, target: Path
-) -> str:
-    """The sync module's text written from the async ``source``."""
-    text = _drop_async_statements(source)
-    text = "".join(
+def sync_source(source: str, renames: dict[str, str], path: Path) -> str:
+    """The sync module's code written from the async ``source``, not yet formatted.
+
+    Raises:
+        ConversionError: for a marker the tool cannot act on faithfully.
+    """
+    lines = [
         line
-        for line in text.splitlines(True)
-        if not (TWIN_MARK.match(line) or RENAME_MARK.match(line))
-    )
-    edits = sorted(_token_edits(text, renames))
+        for line in _drop_async_statements(source, path)
+        if not (TWIN_MARK.match(line.text) or RENAME_MARK.match(line.text))
+    ]
+    text = "".join(line.text for line in lines)
     pieces, at = [], 0
-    for start, end, new in edits:
+    for start, end, new in sorted(_token_edits(text, renames, lines, path)):
         pieces.append(text[at:start] + new)
         at = end
-    text = HEADER.format(source=source_name) + "".join(pieces) + text[at:]
+    return "".join(pieces) + text[at:]
+
+
+def convert(source: str, renames: dict[str, str], path: Path, target: Path) -> str:
+    """The sync module's text written from the async ``source`` at ``path``."""
+    text = HEADER.format(source=path.name) + sync_source(source, renames, path)
     text = _ruff(["check", "--fix", "--select", "I", "--exit-zero", "-q"], text, target)
     return _ruff(["format", "-q"], text, target)
 
@@ -274,12 +464,11 @@ def main(argv: list[str] | None = None) -> int:
     for twin in find_twins():
         if only and not any(twin.source.is_relative_to(p) for p in only):
             continue
-        text = convert(
-            twin.source.read_text(encoding="utf-8"),
-            twin.renames,
-            twin.source.name,
-            twin.target,
-        )
+        source = twin.source.read_text(encoding="utf-8")
+        try:
+            text = convert(source, twin.renames, twin.source, twin.target)
+        except ConversionError as error:
+            raise SystemExit(str(error)) from None
         current = (
             twin.target.read_text(encoding="utf-8") if twin.target.exists() else ""
         )
