@@ -29,11 +29,9 @@ from typing import Any
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.connection import BlockingConnectionPool  # async-only
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
-
-if True:  # async
-    from redis.asyncio.connection import BlockingConnectionPool
 
 __all__ = [
     "BACKOFF_BASE_SECONDS",

@@ -87,6 +87,7 @@ from chatledger_redis.keys import (
     meta_key_pattern,
     validate_key_prefix,
 )
+from chatledger_redis.loop_clients import LoopClients  # async-only
 from chatledger_redis.scripts import APPEND, RESIZE, SAVE
 from chatledger_redis.steps import (
     RESIZE_ATTEMPTS,
@@ -102,9 +103,6 @@ from chatledger_redis.steps import (
     save_args,
     ttl_milliseconds,
 )
-
-if True:  # async
-    from chatledger_redis.loop_clients import LoopClients
 
 __all__ = ["AsyncRedisChatMemoryRepository"]
 
