@@ -18,7 +18,13 @@ from typing import Any, cast
 
 import pytest
 
-from chatledger import InMemoryChatMemoryRepository, Message, MessageWindow, TokenWindow
+from chatledger import (
+    InMemoryChatMemoryRepository,
+    Message,
+    MessageWindow,
+    TokenWindow,
+    ToolResponse,
+)
 from chatledger.adapters import EVICTED_IDS_KEPT, EVICTED_IDS_TRIM_STEP
 from chatledger.testing import random_turns
 from chatledger.tokens import estimate_tokens
@@ -223,12 +229,19 @@ def test_cassandra_new_system_message_deletes_only_stored_system_lane() -> None:
     assert [m.content for m in part.messages()] == ["U1", "S2"]
 
 
+def orphan_response(call: str) -> Message:
+    """A tool response whose call is not stored."""
+    return Message.tool(ToolResponse(id=call, name="f", data="{}"))
+
+
 def test_cassandra_window_evicting_everything_keeps_the_record() -> None:
+    # Only tool responses without their calls all go: a history with no user
+    # message is otherwise kept whole (rules 3 and 4).
     window = MessageWindow(1)
     part = Partition()
-    first = stamp_messages([Message.assistant("A1")])
-    _append(part, first, window, 0)
-    second = stamp_messages([Message.assistant("A2")])
+    first = stamp_messages([orphan_response("c1")])
+    assert part.apply(plan_replace("c", None, first, 0))
+    second = stamp_messages([orphan_response("c2")])
     plan = _append(part, second, window, 0)
     assert plan.condition is not None
     assert plan.condition.statement == "advance"
@@ -247,7 +260,7 @@ def test_cassandra_window_evicting_everything_keeps_the_record() -> None:
 def test_cassandra_new_conversation_dropped_at_once_is_recorded_unlisted() -> None:
     window = MessageWindow(1)
     part = Partition()
-    batch = stamp_messages([Message.assistant("A1"), Message.assistant("A2")])
+    batch = stamp_messages([orphan_response("c1"), orphan_response("c2")])
     plan = _append(part, batch, window, 0)
     assert plan.condition is not None
     assert plan.condition.statement == "start"

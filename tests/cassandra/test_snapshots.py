@@ -24,7 +24,7 @@ from chatledger_cassandra.steps import (
     plan_append_batch,
     plan_replace,
 )
-from tests.cassandra.test_plan import Partition
+from tests.cassandra.test_plan import Partition, orphan_response
 
 
 def _indexed(rows: list[StoredRow]) -> list[StoredRow]:
@@ -74,15 +74,15 @@ def test_cassandra_after_commit_of_a_delete_is_an_empty_conversation() -> None:
 
 
 def test_cassandra_after_commit_of_an_emptying_append_keeps_the_record() -> None:
+    # Only tool responses without their calls all go: a history with no user
+    # message is otherwise kept whole (rules 3 and 4).
     part = Partition()
     window = MessageWindow(1)
-    first = stamp_messages([Message.assistant("A")])
-    assert part.apply(
-        plan_append_batch("c", part.snapshot(window, 0), first, window, 0)
-    )
+    first = stamp_messages([orphan_response("c1")])
+    assert part.apply(plan_replace("c", None, first, 0))
     before = part.snapshot(window, 0)
     emptying = plan_append_batch(
-        "c", before, stamp_messages([Message.assistant("B")]), window, 0
+        "c", before, stamp_messages([orphan_response("c2")]), window, 0
     )
     assert part.apply(emptying)
     after = after_commit(before, emptying)

@@ -20,6 +20,7 @@ from chatledger import (
     InvalidTTLError,
     Message,
     MessageTooLargeError,
+    ToolResponse,
 )
 from chatledger.adapters import EVICTED_IDS_KEPT, kept_newest
 from chatledger.memory import MessageWindowChatMemory, TokenWindowChatMemory
@@ -223,8 +224,10 @@ def test_mongodb_stand_in_every_write_slides_expires_at() -> None:
 
 
 def test_mongodb_stand_in_window_emptied_keeps_the_record() -> None:
+    # Only tool responses without their calls all go: a history with no user
+    # message is otherwise kept whole (rules 3 and 4).
     repository = _repository()
-    batch = [Message.assistant("a"), Message.assistant("b")]
+    batch = [Message.tool(ToolResponse(id=call, name="f", data="{}")) for call in "ab"]
     result = repository.append_to_window("c", batch, MessageWindow(1))
     assert result.evicted_ids == [m.id for m in batch]
     document = _raw(repository, "c")

@@ -160,10 +160,12 @@ def test_an_evicted_conversation_leaves_only_its_record(
     """A window that drops everything leaves the evicted-id record alone.
 
     The conversation is not listed and holds nothing; its record still makes a
-    late retry a no-op, keeps the TTL, and goes with drop_schema.
+    late retry a no-op, keeps the TTL, and goes with drop_schema. Only tool
+    responses whose calls are not stored all go: a history with no user
+    message is otherwise kept whole (rules 3 and 4).
     """
     repository = RedisChatMemoryRepository(client, key_prefix=prefix, ttl=60)
-    batch = [Message.assistant("a"), Message.assistant("b")]
+    batch = [_tool("c1"), _tool("c2")]
     result = repository.append_to_window("e", batch, MessageWindow(1))
     assert result.evicted_ids == [m.id for m in batch]
     keys = ConversationKeys.of(prefix, "e")
@@ -436,8 +438,11 @@ def test_an_emptied_turn_list_gets_its_head_checked_again(
         repository,
         [
             ("e", [system, Message.assistant("a0")], None),
-            # no user message to cut at: every turn goes, the prompt stays
-            ("e", [Message.assistant("a1")], MessageWindow(1)),
+            ("e", [Message.assistant("a1")], MessageWindow(10)),
+            ("e", [system, _tool("c0")], None),
+            # only tool responses without their calls: every turn goes, the
+            # prompt stays (a history holding another message would keep it)
+            ("e", [_tool("c1")], MessageWindow(1)),
             ("e", [_tool("c1")], MessageWindow(10)),
             ("e", [_tool("c2"), Message.user("u2")], MessageWindow(10)),
             ("e", [Message.assistant("a2")], MessageWindow(10)),

@@ -319,14 +319,15 @@ def _tool_loop(rng: random.Random, turn: int) -> list[Message]:
     return batch
 
 
-def _workload(seed: int) -> list[tuple[list[Message], Window]]:
+def _workload(seed: int, agent: bool) -> list[tuple[list[Message], Window]]:
     """Random batches, each with the window it is appended under.
 
     Windows change now and then (a new token counter re-measures); some
     batches are long (evicting hundreds at once, so the record of evicted
     ids is trimmed), some are retries of a batch already sent, whole or in
     part, and some open with a tool response. An empty batch stands for
-    clearing the conversation.
+    clearing the conversation. With ``agent`` no batch holds a user message:
+    each conversation is one turn in progress, kept whole.
     """
     rng = random.Random(seed)
     windows: list[Window] = [
@@ -337,13 +338,14 @@ def _workload(seed: int) -> list[tuple[list[Message], Window]]:
     window = windows[0]
     sent: list[list[Message]] = []
     workload: list[tuple[list[Message], Window]] = []
-    for turn, batch in enumerate(random_turns(rng, 120)):
+    bulk = Message.assistant if agent else Message.user
+    for turn, batch in enumerate(random_turns(rng, 120, agent=agent)):
         if rng.random() < 0.05:
             window = rng.choice(windows)
         roll = rng.random()
         if roll < 0.04:
             size = rng.randint(200, 400)
-            batch = [Message.user(f"bulk {turn}.{i}") for i in range(size)]
+            batch = [bulk(f"bulk {turn}.{i}") for i in range(size)]
         elif roll < 0.08 and sent:
             batch = list(rng.choice(sent))
         elif roll < 0.12 and sent:
@@ -387,9 +389,11 @@ def _state(repository: SqlChatMemoryRepository) -> dict[str, Any]:
         }
 
 
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize(
+    ("seed", "agent"), [(0, False), (1, False), (2, False), (3, False), (4, True)]
+)
 def test_it_leaves_the_rows_the_portable_append_leaves(
-    engine: Engine, seed: int
+    engine: Engine, seed: int, agent: bool
 ) -> None:
     """Message rows, conversation row, evicted-id record and results: equal."""
     server = _repository(engine)
@@ -397,7 +401,7 @@ def test_it_leaves_the_rows_the_portable_append_leaves(
     counter = Counter(engine)
     try:
         calls = 0
-        for batch, window in _workload(seed):
+        for batch, window in _workload(seed, agent):
             if not batch:
                 server.delete_by_conversation_id("c")
                 portable.delete_by_conversation_id("c")

@@ -23,6 +23,7 @@ from chatledger import (
     MessageWindowChatMemory,
     StoreNotFoundError,
     TokenWindow,
+    ToolResponse,
 )
 from chatledger.evicted_ids import EVICTED_IDS_KEPT, EVICTED_IDS_TRIM_STEP
 from chatledger_sql import (
@@ -94,6 +95,11 @@ def record_rows(repository: SqlChatMemoryRepository) -> int:
 
 def length(message: Message) -> int:
     return len(message.content or "")
+
+
+def tool_response(call: str) -> Message:
+    """A tool response whose call is not stored."""
+    return Message.tool(ToolResponse(id=call, name="f", data="{}"))
 
 
 def test_each_id_that_left_the_window_is_recorded_with_its_number(
@@ -169,18 +175,39 @@ def test_a_window_that_empties_the_conversation_keeps_the_record(
 ) -> None:
     """Empty, the conversation is not listed, and its evicted ids still count."""
     repository = make(any_engine, made)
-    window = TokenWindow(5, token_counter=length)
-    repository.append_to_window("c", [Message.assistant("ab")], window)
-    # Larger than the window, and no user message to start one: both go.
-    big = Message.assistant("x" * 10)
-    result = repository.append_to_window("c", [big], window)
-    assert result.evicted_ids[-1] == big.id
+    window = MessageWindow(1)
+    # Only tool responses can all go: a history with no user message is kept
+    # whole but for its leading tool responses (rules 3 and 4), and none of
+    # these has its call.
+    repository.save_all("c", [tool_response("c1")])
+    late = tool_response("c2")
+    result = repository.append_to_window("c", [late], window)
+    assert len(result.evicted_ids) == 2
+    assert result.evicted_ids[-1] == late.id
     assert repository.find_by_conversation_id("c") == []
     assert repository.find_conversation_ids() == []
     assert repository.find_conversation_ids_page().ids == []
     assert repository.count_messages("c") == 0
-    assert repository.append_to_window("c", [big], window).appended == []
+    assert repository.append_to_window("c", [late], window).appended == []
     assert set(records(repository, "c")) == set(result.evicted_ids)
+
+
+def test_a_window_without_user_messages_keeps_them_all(
+    any_engine: Engine, made: list[SqlChatMemoryRepository]
+) -> None:
+    """Larger than the window and no user message: one turn in progress, kept whole."""
+    repository = make(any_engine, made)
+    window = TokenWindow(5, token_counter=length)
+    first = Message.assistant("ab")
+    repository.append_to_window("c", [first], window)
+    big = Message.assistant("x" * 10)
+    result = repository.append_to_window("c", [big], window)
+    assert result.evicted_ids == []
+    assert [m.id for m in repository.find_by_conversation_id("c")] == [
+        first.id,
+        big.id,
+    ]
+    assert records(repository, "c") == {}
 
 
 def test_save_all_save_many_and_delete_clear_the_record(
@@ -389,8 +416,10 @@ def test_a_retry_waiting_for_the_evicting_write_is_a_noop_at_once(
     retrier = SqlChatMemoryRepository(engine, table_name=table)
     window = TokenWindow(5, token_counter=length)
     try:
-        writer.append_to_window("c", [Message.assistant("ab")], window)
-        big = Message.assistant("x" * 10)
+        # A tool response without its call is the one message a window drops
+        # at once: any other is kept, at least as the turn in progress.
+        writer.save_all("c", [tool_response("c0")])
+        orphan = tool_response("c1")
         committing = threading.Event()
         release = threading.Event()
 
@@ -405,7 +434,7 @@ def test_a_retry_waiting_for_the_evicting_write_is_a_noop_at_once(
 
         def run(name: str, repository: SqlChatMemoryRepository) -> None:
             try:
-                results[name] = repository.append_to_window("c", [big], window)
+                results[name] = repository.append_to_window("c", [orphan], window)
             except BaseException as error:  # reported below
                 results[name] = error
 
@@ -420,12 +449,12 @@ def test_a_retry_waiting_for_the_evicting_write_is_a_noop_at_once(
             release.set()
             first.join(30)
             second.join(30)
-        assert [m.id for m in results["writer"].appended] == [big.id]
-        assert big.id in results["writer"].evicted_ids
+        assert [m.id for m in results["writer"].appended] == [orphan.id]
+        assert orphan.id in results["writer"].evicted_ids
         assert results["retrier"].appended == []
         assert attempts == ["after_lock"]
         assert writer.find_by_conversation_id("c") == []
-        assert big.id in records(writer, "c")
+        assert orphan.id in records(writer, "c")
     finally:
         writer.drop_schema()
         engine.dispose()

@@ -32,8 +32,8 @@ def reference_window(
        covers the excess (the raw cut), then move the cut forward to the next
        user message (turn snapping).
     5. If no user message follows the raw cut, keep the newest turn whole: cut
-       at the last user message (fix 3); with no user message at all, every
-       non-system message goes.
+       at the last user message (fix 3); with no user message at all, the
+       history is one turn in progress and nothing is cut.
     6. Whatever is left never starts, after the system messages, on a tool
        message: such leading tool messages go too (fix 4).
     System messages are never dropped by steps 4 to 6.
@@ -51,10 +51,10 @@ def reference_window(
 
     total = sum(size(m) for m in history)
     others = [m for m in history if m.role is not Role.SYSTEM]
+    leading = 0
+    while leading < len(others) and others[leading].role is Role.TOOL:
+        leading += 1
     if total <= limit:
-        leading = 0
-        while leading < len(others) and others[leading].role is Role.TOOL:
-            leading += 1
         gone = {id(m) for m in others[:leading]}
         return [m for m in history if id(m) not in gone]
     excess = total - limit
@@ -68,7 +68,8 @@ def reference_window(
         cut = later_users[0]
     else:
         users = [i for i, m in enumerate(others) if m.role is Role.USER]
-        cut = users[-1] if users else len(others)
+        # No user at all: nothing to cut at, so only step 6 applies.
+        cut = users[-1] if users else leading
     gone = {id(m) for m in others[:cut]}
     return [m for m in history if id(m) not in gone]
 
@@ -85,11 +86,16 @@ _TEXT = st.sampled_from(["", "a", "bb", "ccc", "hello", "x" * 9])
 def turns(draw: st.DrawFn) -> list[list[Message]]:
     """Random batches: turns with tool loops and system prompts, split at random."""
     batches: list[list[Message]] = []
+    # An agent's conversation: no user message at all.
+    agent = draw(st.integers(0, 3)) == 0
     for number in range(draw(st.integers(0, 12))):
         turn: list[Message] = []
         if draw(st.integers(0, 6)) == 0:
             turn.append(Message.system(draw(st.sampled_from(["S1", "S2", "S3"]))))
-        if draw(st.integers(0, 9)) > 0:
+        if number == 0 and draw(st.integers(0, 2)) == 0:
+            # A history that opens on a tool response whose call is not in it.
+            turn.append(Message.tool(ToolResponse(id="gone", name="f", data="r")))
+        if not agent and draw(st.integers(0, 9)) > 0:
             turn.append(Message.user(draw(_TEXT)))
         for step in range(draw(st.integers(0, 2))):
             call = ToolCall(id=f"c{number}.{step}", name="f", arguments="{}")
@@ -193,14 +199,17 @@ def test_size_limit_holds_except_for_the_newest_turn(
         if size <= window.limit:
             continue
         # Documented exception (fix 3): only the newest turn, kept whole, or
-        # nothing but system messages.
+        # nothing but system messages. With no user message, the newest turn
+        # is the whole history less its leading tool messages (fix 4).
         everything = [m for m in stored + batch if m.role is not Role.SYSTEM]
         others = [m for m in kept if m.role is not Role.SYSTEM]
         if not others:
             continue
         users = [i for i, m in enumerate(everything) if m.role is Role.USER]
-        assert users
-        assert _ids(others) == _ids(everything[users[-1] :])
+        start = users[-1] if users else 0
+        while not users and everything[start].role is Role.TOOL:
+            start += 1
+        assert _ids(others) == _ids(everything[start:])
 
 
 @settings(max_examples=300, deadline=None)
@@ -217,13 +226,31 @@ def test_no_tool_response_without_its_call(
 
 
 def test_a_history_without_a_user_message_keeps_no_orphan() -> None:
+    # Kept whole (one turn in progress), so the response follows its call;
+    # the orphan response at the head goes (fix 4).
     call = ToolCall(id="c", name="f", arguments="{}")
     window = MessageWindow(1)
-    first = [Message.assistant("thinking"), Message.assistant(None, tool_calls=[call])]
+    orphan = Message.tool(ToolResponse(id="gone", name="f", data="r"))
+    first = [orphan, Message.assistant("thinking")]
+    first.append(Message.assistant(None, tool_calls=[call]))
     stored = apply_window([], first, window)
-    kept = apply_window(
-        stored.messages,
-        [Message.tool(ToolResponse(id="c", name="f", data="r"))],
-        window,
-    ).messages
-    assert not any(m.tool_responses for m in kept)
+    assert _ids(stored.evicted) == [orphan.id]
+    response = Message.tool(ToolResponse(id="c", name="f", data="r"))
+    kept = apply_window(stored.messages, [response], window).messages
+    assert _ids(kept) == _ids([*first[1:], response])
+
+
+@settings(max_examples=300, deadline=None)
+@given(turns(), windows)
+def test_the_window_depends_on_the_history_not_its_batches(
+    batches: list[list[Message]], window: Window
+) -> None:
+    # The same messages added one at a time keep the same window, so a
+    # window computed from the whole history can stand for it.
+    in_batches: list[Message] = []
+    one_by_one: list[Message] = []
+    for batch in batches:
+        in_batches = apply_window(in_batches, batch, window).messages
+        for message in batch:
+            one_by_one = apply_window(one_by_one, [message], window).messages
+    assert _ids(in_batches) == _ids(one_by_one)

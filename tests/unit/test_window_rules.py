@@ -170,9 +170,29 @@ def test_window_never_starts_with_assistant_after_trimming() -> None:
         assert memory.get("c")[0].role == "user"
 
 
-def test_history_without_user_messages_is_dropped_on_overflow() -> None:
-    """A history with no user message cannot be cut on a turn: all of it goes."""
-    assert window_of(2, [A("A1"), A("A2"), A("A3")]) == []
+def test_history_without_user_messages_is_kept_whole_on_overflow() -> None:
+    """max=2, [A1,A2,A3]: Spring empties the memory; chatledger keeps all three.
+
+    A history with no user message is one turn in progress, kept whole as fix 3
+    keeps the newest turn, so the window depends on the history alone and not
+    on the batches it arrived in (Spring's drop made it depend on both).
+    """
+    assert window_of(2, [A("A1"), A("A2"), A("A3")]) == ["A1", "A2", "A3"]
+    assert window_of(2, [A("A1")], [A("A2")], [A("A3")]) == ["A1", "A2", "A3"]
+
+
+def test_history_without_user_messages_loses_its_leading_tool_responses() -> None:
+    """max=2, [T,A1,c,T(c)]: kept whole but for the orphan response at its head."""
+    assert window_of(2, [result("x"), A("A1"), call("c"), result("c")]) == [
+        "A1",
+        "c",
+        None,
+    ]
+
+
+def test_history_without_user_messages_keeps_its_system_messages() -> None:
+    """max=1, [S,A1,A2]: system messages stay beside the kept turn in progress."""
+    assert window_of(1, [S("S"), A("A1"), A("A2")]) == ["S", "A1", "A2"]
 
 
 def test_equal_system_message_is_not_duplicated() -> None:

@@ -25,8 +25,10 @@ the window has one meaning everywhere. The rules are Spring AI's
    newest turn (from the last user message on) is kept whole, even though the
    window then holds more than its limit; only the older turns are dropped.
    Spring AI drops everything in that case, including the turn in progress.
-   A history with no user message at all cannot be cut on a turn and is
-   dropped entirely when it overflows, as in Spring AI.
+   A history with no user message at all (an agent's conversation, say) is
+   one turn in progress and is kept whole in the same way, where Spring AI
+   drops all of it; rule 4 still drops its leading tool messages. So the
+   window is a function of the history alone, whichever batches it came in.
 4. No orphan tool response. The window never starts, after its system
    messages, on a tool message: a tool response whose call is not in the
    window (because the call was evicted, or never stored) is evicted too,
@@ -56,8 +58,8 @@ MariaDB for what their routines leave to them, plans in Python with
 Sizes are counted by a :class:`Window`: one per message for
 :class:`MessageWindow`, tokens for :class:`TokenWindow`. The limit counts
 system messages too; if they alone exceed it, the system messages all stay and
-only the newest turn is kept with them (rule 3), or nothing else when the
-history holds no user message.
+only the newest turn is kept with them (rule 3): the whole history, less its
+leading tool messages, when it holds no user message.
 """
 
 from __future__ import annotations
@@ -312,9 +314,10 @@ def count_evictions(
         return leading
     dropped = 0
     last_user: int | None = None
-    count = 0
+    leading = 0
     for index, (role, size) in enumerate(entries):
-        count = index + 1
+        if role is Role.TOOL and leading == index:
+            leading += 1
         if dropped >= excess:
             if role is Role.USER:
                 return index
@@ -322,7 +325,10 @@ def count_evictions(
             if role is Role.USER:
                 last_user = index
             dropped += size
-    return count if last_user is None else last_user
+    # No user message follows the cut. The newest turn stays whole (rule 3);
+    # with no user message at all the history is that turn, less its leading
+    # tool messages (rule 4).
+    return leading if last_user is None else last_user
 
 
 @dataclass(frozen=True, slots=True)

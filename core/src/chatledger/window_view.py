@@ -40,9 +40,7 @@ append by append) would have kept; the conformance suite's
 ``LogTests.test_window_view_matches_the_write_time_window`` checks it on
 random histories. Where they differ, the view shows more, never less: after
 a system message is replaced by a smaller one, the room it frees shows older
-turns again (a write-time window had already deleted them); a conversation
-with no user message is shown whole (a write-time window dropped it each
-time it overflowed, as Spring AI does).
+turns again (a write-time window had already deleted them).
 """
 
 from __future__ import annotations

@@ -26,8 +26,15 @@ _SYSTEM_METADATA: list[dict[str, object] | None] = [
 ]
 
 
-def random_turns(rng: random.Random, turns: int) -> list[list[Message]]:
-    """Make ``turns`` random batches: user turns, tool loops and system prompts."""
+def random_turns(
+    rng: random.Random, turns: int, *, agent: bool = False
+) -> list[list[Message]]:
+    """Make ``turns`` random batches: user turns, tool loops and system prompts.
+
+    With ``agent``, make an agent's conversation instead: no user message at
+    all, and a first batch that opens on a tool response whose call is not in
+    the history.
+    """
     batches: list[list[Message]] = []
     for turn in range(turns):
         batch: list[Message] = []
@@ -38,7 +45,11 @@ def random_turns(rng: random.Random, turns: int) -> list[list[Message]]:
             batch.append(
                 Message.system(f"system {rng.randint(0, 2)}", metadata=metadata)
             )
-        if rng.random() < 0.9:
+        if agent:
+            if turn == 0:
+                orphan = ToolResponse(id="gone", name="f", data="ok")
+                batch.append(Message.tool(orphan))
+        elif rng.random() < 0.9:
             batch.append(Message.user(f"user {turn} " + "x" * rng.randint(0, 40)))
         for step in range(rng.choice([0, 0, 1, 2])):
             call = ToolCall(id=f"t{turn}-{step}", name="f", arguments="{}")
@@ -49,8 +60,12 @@ def random_turns(rng: random.Random, turns: int) -> list[list[Message]]:
                 Message.assistant(f"answer {turn} " + "y" * rng.randint(0, 80))
             )
         if not batch:
-            batch.append(Message.user(f"user {turn}"))
-        if rng.random() < 0.5:
+            batch.append(
+                Message.assistant(f"answer {turn}")
+                if agent
+                else Message.user(f"user {turn}")
+            )
+        if (agent and turn == 0) or rng.random() < 0.5:
             batches.append(batch)
         else:
             batches.extend([m] for m in batch)
@@ -164,7 +179,11 @@ class WindowMemoryTests:
     def test_window_matches_the_pure_policy(
         self, repository: Any, seed: int, kind: str
     ) -> None:
-        """On random histories the stored window equals ``apply_window``'s result."""
+        """On random histories the stored window equals ``apply_window``'s result.
+
+        Every third seed makes an agent's conversation, with no user message:
+        it overflows and is kept whole but for its leading tool response.
+        """
         rng = random.Random(seed)
         window: Window
         if kind == "messages":
@@ -175,7 +194,7 @@ class WindowMemoryTests:
             )
         window = memory.window
         expected: list[Message] = []
-        for batch in random_turns(rng, 25):
+        for batch in random_turns(rng, 25, agent=seed % 3 == 2):
             memory.add("random", batch)
             fresh = [m for m in batch if m.id not in {e.id for e in expected}]
             if fresh:
@@ -186,13 +205,64 @@ class WindowMemoryTests:
     def test_a_tool_response_never_opens_the_window(self, repository: Any) -> None:
         """A tool response whose call is not in the window is evicted (rule 4)."""
         memory = window_memory(repository, MessageWindow(1))
-        call = ToolCall(id="c", name="f", arguments="{}")
-        memory.add("orphan", [Message.assistant("thinking")])
-        memory.add("orphan", [Message.assistant(None, tool_calls=[call])])
-        assert memory.get("orphan") == []  # no user turn to keep: all dropped
         memory.add("orphan", [Message.tool(ToolResponse(id="c", name="f", data="r"))])
-        assert memory.get("orphan") == []
+        assert memory.get("orphan") == []  # even with room for it
         assert "orphan" not in repository.find_conversation_ids()
+        # Overflowing with no user message, the rest is kept (rule 3), the
+        # response at its head is not.
+        call = ToolCall(id="d", name="f", arguments="{}")
+        memory.add(
+            "orphan",
+            [
+                Message.tool(ToolResponse(id="c", name="f", data="r2")),
+                Message.assistant(None, tool_calls=[call]),
+                Message.tool(ToolResponse(id="d", name="f", data="r3")),
+            ],
+        )
+        assert _contents(memory.get("orphan")) == [
+            (Role.ASSISTANT, None),
+            (Role.TOOL, None),
+        ]
+
+    def test_a_history_without_user_messages_is_kept_whole(
+        self, repository: Any
+    ) -> None:
+        """With no user message, an overflowing history is one turn, kept whole.
+
+        Only its leading tool responses go (rule 4), stored ones included; so
+        the window is the same whichever batches the history came in.
+        """
+        window = MessageWindow(2)
+        memory = window_memory(repository, window)
+        memory.add("agent", [Message.assistant("A1"), Message.assistant("A2")])
+        memory.add("agent", [Message.assistant("A3")])
+        memory.add("agent", [Message.assistant("A4"), Message.assistant("A5")])
+        assert [m.content for m in memory.get("agent")] == [
+            "A1",
+            "A2",
+            "A3",
+            "A4",
+            "A5",
+        ]
+        response = Message.tool(ToolResponse(id="c", name="f", data="r"))
+        repository.save_all(
+            "lead", [Message.system("S"), response, Message.assistant("A1")]
+        )
+        memory.add("lead", [Message.assistant("A2")])
+        assert _contents(memory.get("lead")) == [
+            (Role.SYSTEM, "S"),
+            (Role.ASSISTANT, "A1"),
+            (Role.ASSISTANT, "A2"),
+        ]
+        if self.supports_atomic_append:
+            repository.save_all("record", [response, Message.assistant("A1")])
+            result = repository.append_to_window(
+                "record", [Message.assistant("A2")], window
+            )
+            assert result.evicted_ids == [response.id]
+        # A user message ends the turn in progress: the window snaps to it.
+        memory.add("agent", [Message.user("U")])
+        assert [m.content for m in memory.get("agent")] == ["U"]
 
     def test_a_stored_leading_tool_response_goes_on_the_next_add(
         self, repository: Any

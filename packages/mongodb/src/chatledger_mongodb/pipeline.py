@@ -401,8 +401,9 @@ def size_totals_stage() -> dict[str, Any]:
 def _leading_tool_count() -> dict[str, Any]:
     """The orphan tool rule: how many of ``_ns`` are tool responses at its head.
 
-    With no overflow, those are still evicted, as a tool response is never
-    kept without the assistant message that called it.
+    With no overflow, or with no user message to cut at, those are still
+    evicted, as a tool response is never kept without the assistant message
+    that called it.
     """
     walk = {
         "$reduce": {
@@ -425,7 +426,8 @@ def _snapped_cut_walk() -> dict[str, Any]:
 
     Drops the oldest until ``excess`` is covered, then moves the cut forward
     to the next user message (``res``); with none after it, back to the last
-    user message passed (``lu``); with none at all, everything goes.
+    user message passed (``lu``); with none at all, the history is one turn
+    in progress and only its leading tool responses go.
     """
     walk = {
         "$reduce": {
@@ -474,7 +476,7 @@ def _snapped_cut_walk() -> dict[str, Any]:
             "in": {
                 "$ifNull": [
                     "$$w.res",
-                    {"$ifNull": ["$$w.lu", {"$size": "$_ns"}]},
+                    {"$ifNull": ["$$w.lu", _leading_tool_count()]},
                 ]
             },
         }

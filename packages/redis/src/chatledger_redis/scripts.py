@@ -243,7 +243,7 @@ rpush_all(turns, turn_markers)
 local excess = ssize + tsize - limit
 local emptied = false
 if excess > 0 or not settled_head then
-  local dropped, last_user, count, index, cut = 0, -1, 0, 0, -1
+  local dropped, last_user, leading, count, index, cut = 0, -1, 0, 0, 0, -1
   local read, start, step = {}, 0, 8
   if excess <= 0 then step = 1 end
   while cut < 0 do
@@ -254,6 +254,7 @@ if excess > 0 or not settled_head then
       if weighed then size = tonumber(size) else size = 1 end
       read[index + 1] = {seq, id, size}
       count = index + 1
+      if role == 't' and leading == index then leading = count end
       if excess <= 0 then
         if role ~= 't' then cut = index break end
       elseif dropped >= excess then
@@ -268,8 +269,10 @@ if excess > 0 or not settled_head then
     if step < 1024 then step = step * 2 end
   end
   if cut < 0 then
-    -- the whole list was read
-    if last_user < 0 then cut = count else cut = last_user end
+    -- the whole list was read: no user message follows the cut, so the
+    -- newest turn stays; with no user message at all, the whole history
+    -- less its leading tool responses
+    if last_user < 0 then cut = leading else cut = last_user end
     emptied = cut == count
   end
   if cut > 0 then

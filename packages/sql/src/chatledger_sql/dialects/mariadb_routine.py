@@ -57,6 +57,7 @@ BEGIN
   DECLARE v_cut, v_index, v_read, v_got INT DEFAULT 0;
   DECLARE v_dropped BIGINT DEFAULT 0;
   DECLARE v_last_user INT DEFAULT NULL;
+  DECLARE v_leading INT DEFAULT 0;
   DECLARE v_found, v_end, v_open, v_stored_done BOOLEAN DEFAULT FALSE;
   DECLARE v_chunk INT;
   DECLARE v_after BIGINT DEFAULT -1;
@@ -176,6 +177,9 @@ BEGIN
           LEAVE scan;
         END IF;
       END IF;
+      IF v_role = 'tool' AND v_leading = v_index THEN
+        SET v_leading = v_leading + 1;
+      END IF;
       IF v_excess <= 0 THEN
         -- Rule 4 alone: only leading tool messages go.
         IF v_role <> 'tool' THEN
@@ -202,7 +206,9 @@ BEGIN
       CLOSE c_new;
     END IF;
     IF v_excess > 0 AND NOT v_found THEN
-      SET v_cut = coalesce(v_last_user, v_index);
+      -- No user message follows the cut: the newest turn stays whole; with
+      -- no user message at all, the history less its leading tool messages.
+      SET v_cut = coalesce(v_last_user, v_leading);
     END IF;
     -- append_plan.plan_append: the cut's stored rows go, then new ones.
     SET v_evict = least(v_cut, v_read);

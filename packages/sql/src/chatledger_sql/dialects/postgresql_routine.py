@@ -43,7 +43,7 @@ DECLARE
   v_counted BOOLEAN := p_counter IS NULL;
   v_system_size BIGINT; v_stored BIGINT; v_total BIGINT; v_excess BIGINT;
   v_cut INTEGER := 0; v_index INTEGER := 0; v_dropped BIGINT := 0;
-  v_last_user INTEGER; v_found BOOLEAN := FALSE;
+  v_last_user INTEGER; v_leading INTEGER := 0; v_found BOOLEAN := FALSE;
   v_known INTEGER := 0; v_id TEXT;
   v_evict INTEGER; v_drop_new INTEGER;
   v_evicted_size BIGINT := 0; v_kept_size BIGINT;
@@ -151,6 +151,9 @@ BEGIN
       v_role := v_new_roles[v_new];
       v_size := v_new_sizes[v_new];
     END IF;
+    IF v_role = 'tool' AND v_leading = v_index THEN
+      v_leading := v_leading + 1;
+    END IF;
     IF v_excess <= 0 THEN
       -- Rule 4 alone: only leading tool messages go.
       EXIT WHEN v_role <> 'tool';
@@ -171,7 +174,9 @@ BEGIN
   END LOOP;
   CLOSE v_oldest;
   IF v_excess > 0 AND NOT v_found THEN
-    v_cut := coalesce(v_last_user, v_index);
+    -- No user message follows the cut: the newest turn stays whole; with no
+    -- user message at all, the history less its leading tool messages.
+    v_cut := coalesce(v_last_user, v_leading);
   END IF;
   -- append_plan.plan_append: the cut's stored rows go, then new ones.
   v_evict := least(v_cut, cardinality(v_read));
