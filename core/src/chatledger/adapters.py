@@ -33,10 +33,14 @@ meaning within a minor version. It holds
   :mod:`chatledger.evicted_ids`);
 - for async adapters: the protocols (:class:`AsyncChatMemoryRepository`
   and the ``AsyncSupports...`` capabilities), :func:`plan_append_async`
-  (the planner over awaited reads, with :class:`AsyncStoredWindow`) and
-  :class:`AsyncClosingContext` (``async with`` awaits ``aclose()``) and
+  (the planner over awaited reads, with :class:`AsyncStoredWindow`),
+  :class:`AsyncClosingContext` (``async with`` awaits ``aclose()``),
   :func:`settled` (a cancelled write waits for the answer to a request that
-  commits, so it has landed or not when the cancellation returns);
+  commits, so it has landed or not when the cancellation returns) and
+  :class:`LoopLocal` (a value per event loop, made on the loop's first use
+  and closed on that loop, so one async repository serves any loop;
+  :class:`LoopClosedFirstWarning` says when a loop closed before its value
+  could be);
 - the shared behaviours: :class:`ClosingContext` (``with`` closes),
   :class:`FaultPoints` (test hooks at the named steps of a write),
   :func:`to_ttl` (one meaning of ``ttl``);
@@ -110,6 +114,7 @@ from chatledger.evicted_ids import (
     trim_due,
 )
 from chatledger.faults import FAULT_POINTS, FaultPoints
+from chatledger.loop_local import LoopClosedFirstWarning, LoopLocal
 from chatledger.messages import Message, Role
 from chatledger.repository import AppendResult, ConversationPage
 from chatledger.request_size import RequestLimit, encoded_size
@@ -161,6 +166,8 @@ __all__ = [
     "InvalidPageError",
     "InvalidTTLError",
     "InvalidUrlError",
+    "LoopClosedFirstWarning",
+    "LoopLocal",
     "Message",
     "MessageTooLargeError",
     "MissingDriverError",
