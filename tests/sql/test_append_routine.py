@@ -38,9 +38,14 @@ from chatledger_sql import (
     SqlChatMemoryRepository,
 )
 from chatledger_sql.dialects import MariaDBDialect
-from chatledger_sql.dialects.append_routine import AppendRoutine
+from chatledger_sql.dialects.append_routine import (
+    RETIRED_SUFFIXES,
+    ROUTINE_SUFFIX,
+    AppendRoutine,
+)
 from chatledger_sql.dialects.mariadb_routine import MariaDBAppendRoutine
 from chatledger_sql.dialects.postgresql_routine import PostgresAppendRoutine
+from chatledger_sql.schema import derived_name
 from tests.backends import backend_url
 from tests.conformance.test_async_sql import with_driver
 from tests.sql.conftest import unique_table
@@ -81,7 +86,7 @@ def _routine(repository: SqlChatMemoryRepository) -> AppendRoutine:
 
 
 def _routine_calls(counter: Counter) -> int:
-    return sum("_append_v1" in statement for statement in counter.texts)
+    return sum(ROUTINE_SUFFIX in statement for statement in counter.texts)
 
 
 @pytest.mark.parametrize("window", [10, 1000])
@@ -182,7 +187,7 @@ def test_asyncpg_calls_it() -> None:
             counter.reset()
             result = await memory.add("c", [Message.user("u2")])
             assert counter.statements == ["SELECT"]
-            assert "_append_v1" in counter.texts[0]
+            assert ROUTINE_SUFFIX in counter.texts[0]
             assert len(result.evicted_ids) == 2
             assert [m.content for m in await memory.get("c")] == ["u2"]
         finally:
@@ -284,6 +289,51 @@ def test_drop_schema_drops_the_function(engine: Engine) -> None:
     repository.drop_schema()
     with engine.connect() as connection:
         assert connection.execute(text(routine.exists_sql())).scalar() is None
+
+
+# A routine by an earlier version's name: only its name and parameters matter.
+_RETIRED_STAND_IN = {
+    "postgresql": (
+        "CREATE FUNCTION {name}(TEXT, TIMESTAMPTZ, TIMESTAMPTZ, BIGINT, TEXT, JSON) "
+        "RETURNS INTEGER LANGUAGE sql AS 'SELECT 1'"
+    ),
+    "mariadb": "CREATE PROCEDURE {name}() BEGIN END",
+}
+_ROUTINE_COUNT = {
+    "postgresql": "SELECT count(*) FROM pg_proc WHERE proname = :name",
+    "mariadb": (
+        "SELECT count(*) FROM information_schema.routines "
+        "WHERE routine_schema = DATABASE() AND routine_name = :name"
+    ),
+}
+
+
+def test_drop_schema_drops_the_routines_earlier_versions_made(engine: Engine) -> None:
+    """A store that had an older routine loses it with the current one."""
+    repository = _repository(engine)
+    kind = _kind(engine)
+    table = repository.tables.messages.name
+    names = [derived_name(table, suffix) for suffix in RETIRED_SUFFIXES]
+
+    def count(name: str) -> int:
+        with engine.connect() as connection:
+            found = connection.execute(text(_ROUTINE_COUNT[kind]), {"name": name})
+            return int(found.scalar_one())
+
+    try:
+        with engine.begin() as connection:
+            for name in names:
+                connection.execute(text(_RETIRED_STAND_IN[kind].format(name=name)))
+        assert [count(name) for name in names] == [1] * len(names)
+        # Never called: appends take the current routine.
+        counter = Counter(engine)
+        repository.append_to_window("c", [Message.user("u")], MessageWindow(5))
+        assert _routine_calls(counter) == 1
+        assert not [t for t in counter.texts for s in RETIRED_SUFFIXES if s in t]
+    finally:
+        repository.drop_schema()
+    assert [count(name) for name in names] == [0] * len(names)
+    assert count(derived_name(table, ROUTINE_SUFFIX)) == 0
 
 
 def test_a_conversation_expired_is_forgotten_in_the_call(engine: Engine) -> None:

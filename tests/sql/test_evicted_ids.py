@@ -32,6 +32,7 @@ from chatledger_sql import (
     PostgresDialect,
     SqlChatMemoryRepository,
 )
+from chatledger_sql.dialects.append_routine import ROUTINE_SUFFIX
 from tests.backends import backend_url
 from tests.conformance.test_async_sql import with_driver
 from tests.sql.conftest import make_url, unique_table
@@ -492,7 +493,8 @@ def test_clearing_the_record_rides_on_the_delete_of_the_messages(
             write()
             if write is expired_append:
                 # The server-side append clears both in its one call.
-                assert [t for t in counter.texts if "_append_v1" in t], counter.texts
+                called = [t for t in counter.texts if ROUTINE_SUFFIX in t]
+                assert called, counter.texts
                 assert not [t for t in counter.texts if "DELETE" in t]
             else:
                 clearing = [t for t in counter.texts if f"DELETE FROM {evicted} " in t]

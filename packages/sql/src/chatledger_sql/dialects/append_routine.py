@@ -6,7 +6,7 @@ Example (needs a PostgreSQL server; the repository creates and calls it):
 
     repository = SqlChatMemoryRepository.from_url(
         "postgresql+psycopg://app@localhost/chat"
-    )  # create_schema() also made the function chat_memory_append_v1
+    )  # create_schema() also made the function chat_memory_append_v2
     window = MessageWindow(20)
     repository.append_to_window("c1", [Message.user("hi")], window)  # one call
 
@@ -34,9 +34,11 @@ under its own lock.
 
 The routine's name carries a version: a change to its parameters or its
 rules is a new routine, so an older one left in a database is never called
-with arguments it does not take. A database made before it existed (opened
-with ``create_schema=False``) has none: the first call fails without writing,
-and the repository keeps to the portable path.
+with arguments it does not take, nor keeps rules the Python path no longer
+keeps; ``drop_schema`` drops the older ones too (:data:`RETIRED_SUFFIXES`).
+A database made before it existed (opened with ``create_schema=False``) has
+none: the first call fails without writing, and the repository keeps to the
+portable path.
 """
 
 from __future__ import annotations
@@ -61,10 +63,13 @@ from chatledger_sql.schema import derived_name
 if TYPE_CHECKING:
     from chatledger_sql.schema import Tables
 
-__all__ = ["ROUTINE_SUFFIX", "AppendRoutine"]
+__all__ = ["RETIRED_SUFFIXES", "ROUTINE_SUFFIX", "AppendRoutine"]
 
-#: The routine's name is the messages table's name followed by this.
-ROUTINE_SUFFIX = "_append_v1"
+#: The routine's name is the messages table's name followed by this. v2: a
+#: history with no user message is kept whole (v1 dropped it on overflow).
+ROUTINE_SUFFIX = "_append_v2"
+#: The suffixes of the routines earlier versions made, never called again.
+RETIRED_SUFFIXES = ("_append_v1",)
 
 
 class AppendRoutine:
@@ -86,7 +91,7 @@ class AppendRoutine:
         timestamp: The timestamp column type, for binding ``now``.
     """
 
-    __slots__ = ("_tables", "call", "name", "qualified")
+    __slots__ = ("_tables", "call", "name", "qualified", "retired")
 
     #: The SQLAlchemy dialect whose identifier rules name the routine.
     sql_dialect: ClassVar[Any]
@@ -96,20 +101,27 @@ class AppendRoutine:
 
     def __init__(self, tables: Tables, timestamp: Any = None) -> None:
         """Name the routine and build its call."""
-        preparer = self.sql_dialect.identifier_preparer
         messages = tables.messages
         self.name = derived_name(messages.name, ROUTINE_SUFFIX)
-        self.qualified = (
-            preparer.quote(self.name)
-            if messages.schema is None
-            else f"{preparer.quote_schema(messages.schema)}.{preparer.quote(self.name)}"
-        )
+        self.qualified = self._qualify(self.name, messages.schema)
+        #: The qualified names of the routines earlier versions made.
+        self.retired = [
+            self._qualify(derived_name(messages.name, suffix), messages.schema)
+            for suffix in RETIRED_SUFFIXES
+        ]
         self._tables = tables
         #: One call, answering one row ``outcome, evicted_ids``;
         #: :meth:`parameters` gives its bound values.
         self.call: TextClause = text(self.call_sql()).bindparams(
             bindparam("now", type_=timestamp), bindparam("expires_at", type_=timestamp)
         )
+
+    @classmethod
+    def _qualify(cls, name: str, schema: str | None) -> str:
+        preparer = cls.sql_dialect.identifier_preparer
+        if schema is None:
+            return str(preparer.quote(name))
+        return f"{preparer.quote_schema(schema)}.{preparer.quote(name)}"
 
     def call_sql(self) -> str:
         """The call's text, with ``:cid, :now, :expires_at, :limit, :counter,
@@ -126,6 +138,15 @@ class AppendRoutine:
 
     def drop_sql(self) -> str:
         """Drop the routine if it exists."""
+        return self.drop_sql_of(self.qualified)
+
+    def drop_retired_sql(self) -> list[str]:
+        """Drop each routine an earlier version made, if it exists."""
+        return [self.drop_sql_of(qualified) for qualified in self.retired]
+
+    def drop_sql_of(self, qualified: str) -> str:
+        """Drop the routine named ``qualified`` (this routine's parameters) if
+        it exists."""
         raise NotImplementedError
 
     def created_text(self, moment: datetime) -> str:

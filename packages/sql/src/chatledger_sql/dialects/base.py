@@ -626,6 +626,9 @@ class RoutineDialect(SqlDialect):
 
     def drop_routines(self, connection: Connection, statements: Statements) -> None:
         """Drop the routine (on the product itself), even when this dialect
-        does not call it: another repository may have made it."""
+        does not call it: another repository may have made it. The routines
+        earlier versions made go too."""
         if self.native(connection):
-            connection.execute(text(self.routine(statements).drop_sql()))
+            routine = self.routine(statements)
+            for statement in [routine.drop_sql(), *routine.drop_retired_sql()]:
+                connection.execute(text(statement))

@@ -351,9 +351,9 @@ class MariaDBAppendRoutine(AppendRoutine):
             f"AND ROUTINE_NAME = '{self.name}'"
         )
 
-    def drop_sql(self) -> str:
+    def drop_sql_of(self, qualified: str) -> str:
         """``DROP PROCEDURE IF EXISTS``."""
-        return f"DROP PROCEDURE IF EXISTS {self.qualified}"
+        return f"DROP PROCEDURE IF EXISTS {qualified}"
 
     def created_text(self, moment: datetime) -> str:
         """UTC, as ``DATETIME(6)`` holds it."""

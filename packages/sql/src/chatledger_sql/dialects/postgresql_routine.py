@@ -5,7 +5,7 @@ Example (needs a PostgreSQL server; the repository creates and calls it):
 
     repository = SqlChatMemoryRepository.from_url(
         "postgresql+psycopg://app@localhost/chat"
-    )  # create_schema() also made the function chat_memory_append_v1
+    )  # create_schema() also made the function chat_memory_append_v2
 
 The routine of :mod:`chatledger_sql.dialects.append_routine` (which says what
 it takes and what it declines), written in PL/pgSQL. It runs in the call's
@@ -268,6 +268,6 @@ class PostgresAppendRoutine(AppendRoutine):
         signature = f"{self.qualified}({_ARGUMENT_TYPES})"
         return f"SELECT to_regprocedure('{signature}')"
 
-    def drop_sql(self) -> str:
-        """``DROP FUNCTION IF EXISTS``."""
-        return f"DROP FUNCTION IF EXISTS {self.qualified}({_ARGUMENT_TYPES})"
+    def drop_sql_of(self, qualified: str) -> str:
+        """``DROP FUNCTION IF EXISTS``, by the signature every version had."""
+        return f"DROP FUNCTION IF EXISTS {qualified}({_ARGUMENT_TYPES})"
