@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -12,6 +13,10 @@ from chatledger import Message, MessageWindow, ToolResponse
 from chatledger.adapters import EVICTED_IDS_KEPT, AppendResult, kept_newest
 from chatledger_neo4j import Neo4jChatMemoryRepository
 from tests.backends import backend_url
+
+#: Repositories that create one schema at once, and how many times they do.
+CREATORS = 8
+SCHEMA_ROUNDS = 5
 
 
 @pytest.fixture(scope="module")
@@ -157,6 +162,53 @@ def test_neo4j_schema_is_idempotent(repository: Neo4jChatMemoryRepository) -> No
     with repository._session() as session:
         shown = set(session.run("SHOW INDEXES YIELD name").value("name"))
     assert names <= shown
+
+
+def test_neo4j_schema_made_by_several_repositories_at_once(neo4j_url: str) -> None:
+    """Concurrent creators deadlock on the label's schema lock; the driver retries.
+
+    A deadlock needs the creators' statements to interleave just so: several
+    rounds, each on labels of its own, make one likely.
+    """
+    for _ in range(SCHEMA_ROUNDS):
+        tag = uuid.uuid4().hex[:12]
+        _create_schema_at_once(neo4j_url, f"ConvS{tag}", f"MsgS{tag}")
+
+
+def _create_schema_at_once(url: str, conversation: str, message: str) -> None:
+    start = threading.Barrier(CREATORS)
+    failures: list[BaseException] = []
+
+    def create() -> None:
+        try:
+            with Neo4jChatMemoryRepository.from_url(
+                url,
+                conversation_label=conversation,
+                message_label=message,
+                create_schema=False,
+            ) as repository:
+                repository.driver.verify_connectivity()  # connected beforehand
+                start.wait()
+                repository.create_schema()
+        except BaseException as error:  # reported below
+            failures.append(error)
+
+    threads = [threading.Thread(target=create) for _ in range(CREATORS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    with Neo4jChatMemoryRepository.from_url(
+        url, conversation_label=conversation, message_label=message
+    ) as repository:
+        try:
+            assert failures == []
+            names = set(repository.statements.index_names.values())
+            with repository._session() as session:
+                shown = set(session.run("SHOW INDEXES YIELD name").value("name"))
+            assert names <= shown
+        finally:
+            repository.drop_schema()
 
 
 @pytest.mark.parametrize(

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Sequence
-from typing import Any, Protocol, Self, TypeVar
+from typing import Any, LiteralString, Protocol, Self, TypeVar
 
 from neo4j import (
     AsyncDriver,
@@ -258,7 +258,10 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
         async with self._session() as session:
             for statement in self._statements.schema:
                 try:
-                    await (await session.run(statement)).consume()
+                    # A managed transaction: the driver runs it again when
+                    # creators in other processes or event loops deadlock on
+                    # the label's schema lock (a transient error).
+                    await session.execute_write(_schema_step, statement)
                 except ClientError as exc:
                     if not is_schema_race(exc):
                         raise
@@ -489,6 +492,11 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
                 self._statements.read_page, page_parameters(cid, after, limit, window)
             )
             page = await result.value("entry")
+
+
+async def _schema_step(tx: AsyncManagedTransaction, statement: LiteralString) -> None:
+    """Run one schema statement as the whole of a transaction."""
+    await (await tx.run(statement)).consume()
 
 
 async def _settled_write(  # async-only

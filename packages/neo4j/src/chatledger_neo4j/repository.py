@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterator, Sequence
-from typing import Any, Protocol, Self, TypeVar
+from typing import Any, LiteralString, Protocol, Self, TypeVar
 
 from neo4j import (
     Driver,
@@ -246,7 +246,10 @@ class Neo4jChatMemoryRepository(ClosingContext):
         with self._session() as session:
             for statement in self._statements.schema:
                 try:
-                    (session.run(statement)).consume()
+                    # A managed transaction: the driver runs it again when
+                    # creators in other processes or event loops deadlock on
+                    # the label's schema lock (a transient error).
+                    session.execute_write(_schema_step, statement)
                 except ClientError as exc:
                     if not is_schema_race(exc):
                         raise
@@ -472,3 +475,8 @@ class Neo4jChatMemoryRepository(ClosingContext):
                 self._statements.read_page, page_parameters(cid, after, limit, window)
             )
             page = result.value("entry")
+
+
+def _schema_step(tx: ManagedTransaction, statement: LiteralString) -> None:
+    """Run one schema statement as the whole of a transaction."""
+    (tx.run(statement)).consume()
