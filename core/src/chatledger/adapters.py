@@ -27,6 +27,11 @@ meaning within a minor version. It holds
   in Python calls instead of reworking the window arithmetic, and how far it
   reads first (:data:`TURN_SLACK`, :data:`TOKEN_WINDOW_FIRST_READ`), for an
   append translated to run in the server;
+- the log (see :class:`AsyncSupportsLog`): the window as a view of a
+  conversation's newest rows (:class:`TailView`, fed :class:`LogRow`, with
+  the system messages :func:`current_system` picks) and message pages
+  (:func:`check_message_page` before any I/O, :func:`message_page` to build
+  a :class:`MessagePage`, :data:`DEFAULT_MESSAGE_PAGE_SIZE`);
 - the record of evicted ids that keeps a late retry a no-op
   (:data:`EVICTED_IDS_KEPT`, :class:`EvictedIds`, :func:`kept_newest`,
   :func:`list_trim_count`, :func:`trim_due`, :func:`trim_below`; see
@@ -84,6 +89,7 @@ from chatledger.async_repository import (
     AsyncChatMemoryRepository,
     AsyncSupportsConversationPages,
     AsyncSupportsCountMessages,
+    AsyncSupportsLog,
     AsyncSupportsWindowAppend,
     is_async_repository,
 )
@@ -115,8 +121,13 @@ from chatledger.evicted_ids import (
 )
 from chatledger.faults import FAULT_POINTS, FaultPoints
 from chatledger.loop_local import LoopClosedFirstWarning, LoopLocal
+from chatledger.message_pages import (
+    DEFAULT_MESSAGE_PAGE_SIZE,
+    check_message_page,
+    message_page,
+)
 from chatledger.messages import Message, Role
-from chatledger.repository import AppendResult, ConversationPage
+from chatledger.repository import AppendResult, ConversationPage, MessagePage
 from chatledger.request_size import RequestLimit, encoded_size
 from chatledger.settling import settled
 from chatledger.ttl import to_ttl
@@ -136,8 +147,10 @@ from chatledger.window import (
     merge_system,
     system_key,
 )
+from chatledger.window_view import LogRow, TailView, current_system
 
 __all__ = [
+    "DEFAULT_MESSAGE_PAGE_SIZE",
     "EVICTED_IDS_KEPT",
     "EVICTED_IDS_TRIM_STEP",
     "FAULT_POINTS",
@@ -152,6 +165,7 @@ __all__ = [
     "AsyncStoredWindow",
     "AsyncSupportsConversationPages",
     "AsyncSupportsCountMessages",
+    "AsyncSupportsLog",
     "AsyncSupportsWindowAppend",
     "BenchmarkFloor",
     "ChatLedgerError",
@@ -166,9 +180,11 @@ __all__ = [
     "InvalidPageError",
     "InvalidTTLError",
     "InvalidUrlError",
+    "LogRow",
     "LoopClosedFirstWarning",
     "LoopLocal",
     "Message",
+    "MessagePage",
     "MessageTooLargeError",
     "MissingDriverError",
     "RequestLimit",
@@ -177,17 +193,21 @@ __all__ = [
     "StoredEntry",
     "StoredWindow",
     "SupportsBenchmarkFloor",
+    "TailView",
     "UnknownBackendError",
     "Window",
     "apply_window",
+    "check_message_page",
     "codec",
     "count_evictions",
+    "current_system",
     "encoded_size",
     "install_hint",
     "is_async_repository",
     "kept_newest",
     "list_trim_count",
     "merge_system",
+    "message_page",
     "needs_stored_system",
     "plan_append",
     "plan_append_async",
