@@ -26,6 +26,15 @@ is in :mod:`chatledger_redis.steps`, shared by the sync and the async
 repository (one module is generated from the other), so both read and write
 the same conversations.
 
+The same keys hold the conversation as a log (``AsyncSupportsLog``): a log
+append pushes the new messages and markers and evicts nothing, keeping a
+superseded system set in the log (``meta``'s ``sb`` names the current one);
+a window view reads the current system set and the newest markers with
+their messages in one script and builds the view with core's ``TailView``;
+a page of messages reads a range of sequence numbers in one script. The log
+methods read whatever the keys hold, so a conversation a window append or
+``save_all`` wrote (an older release's too) reads as a log of what is left.
+
 The evicted-id record (:mod:`chatledger.evicted_ids`) lives in the
 ``<prefix>{<tag>}:evicted`` list (at least the newest
 :data:`~chatledger.evicted_ids.EVICTED_IDS_KEPT` ids the window took out,
@@ -53,22 +62,27 @@ crash. Call ``client.wait(...)`` after a write if you need more.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
 from typing import Any
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
+from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError, ResponseError
 
 from chatledger.adapters import (
+    DEFAULT_MESSAGE_PAGE_SIZE,
     AppendResult,
     AsyncClosingContext,
     ContentionError,
     ConversationPage,
     FaultPoints,
     Message,
+    MessagePage,
     Window,
+    check_message_page,
+    message_page,
     stamp_messages,
     validate_conversation_id,
     validate_messages,
@@ -88,20 +102,27 @@ from chatledger_redis.keys import (
     validate_key_prefix,
 )
 from chatledger_redis.loop_clients import LoopClients  # async-only
-from chatledger_redis.scripts import APPEND, RESIZE, SAVE
+from chatledger_redis.scripts import APPEND, APPEND_LOG, PAGE, RESIZE, SAVE, TAIL, VIEW
 from chatledger_redis.steps import (
     RESIZE_ATTEMPTS,
     append_args,
     append_result,
+    checked_window,
     client_url,
     conversation_keys,
     ids_of_evicted_keys,
     ids_of_meta_keys,
+    log_append_args,
     ordered_messages,
+    page_args,
     page_of,
+    page_rows,
     resize_args,
     save_args,
+    tail_reads,
+    tail_rows,
     ttl_milliseconds,
+    view_start,
 )
 
 __all__ = ["AsyncRedisChatMemoryRepository"]
@@ -157,8 +178,14 @@ class AsyncRedisChatMemoryRepository(AsyncClosingContext):
         self._owns_client = False
         # Registered once; each call names the client it runs on.
         self._append = client.register_script(APPEND)
+        self._append_log = client.register_script(APPEND_LOG)
         self._save = client.register_script(SAVE)
         self._resize = client.register_script(RESIZE)
+        self._view = client.register_script(VIEW)
+        self._tail = client.register_script(TAIL)
+        self._page = client.register_script(PAGE)
+        # How many rows a window view reads, first and then further back.
+        self._tail_reads: Callable[[Window], Iterator[int]] = tail_reads
         #: The server's proto-max-bulk-len, once a large argument needed it.
         self._max_bulk_bytes: int | None = None
 
@@ -335,7 +362,7 @@ class AsyncRedisChatMemoryRepository(AsyncClosingContext):
         for point in ("after_lock", "after_insert", "after_evict", "before_commit"):
             self.fault_points.reach(point)
         for _ in range(RESIZE_ATTEMPTS):
-            outcome = await self._run_append(client, key_names, args)
+            outcome = await self._run(client, self._append, key_names, args)
             if outcome != -1:
                 break
             assert counter is not None  # the script asks only for a named counter
@@ -348,6 +375,85 @@ class AsyncRedisChatMemoryRepository(AsyncClosingContext):
             )
         self.fault_points.reach("after_commit")
         return append_result(outcome, stamped)
+
+    async def append_to_log(
+        self,
+        conversation_id: str,
+        messages: Sequence[Message],
+        window: Window | None = None,
+    ) -> AppendResult:
+        """Append to the conversation's log in one script (see ``AsyncSupportsLog``).
+
+        Nothing is evicted: the messages go after the last one, less the ids
+        the conversation holds or held and the system messages equal to the
+        current set (rule 1, compared by ``system_key`` as the window append
+        does). Given a window with a counter, each message's size under it is
+        stored in its marker. Always one round trip, once the script is
+        cached.
+        """
+        validate_conversation_id(conversation_id)
+        batch = validate_messages(messages)
+        if window is not None:
+            checked_window(window)
+        if not batch:
+            return AppendResult()
+        stamped = stamp_messages(batch)
+        key_names = conversation_keys(self.key_prefix, conversation_id)[1]
+        args = log_append_args(stamped, window, self._ttl_ms)
+        client = self.client
+        await self._check_arguments(client, args, first=1, per_message=1)
+        outcome = await self._run(client, self._append_log, key_names, args)
+        return append_result(outcome, stamped)
+
+    async def find_window(self, conversation_id: str, window: Window) -> list[Message]:
+        """Return the view of ``window`` on the log, oldest first.
+
+        One script reads the current system set and the newest rows (the
+        window's limit plus a few, or 32 for tokens), and core's
+        ``TailView`` builds the view from them; only a turn reaching further
+        back (rule 3) makes it read older rows, a page per round trip. Sizes
+        stored under the window's counter are used, others measured here.
+        """
+        validate_conversation_id(conversation_id)
+        checked_window(window)
+        keys = self._keys(conversation_id)
+        client = self.client
+        reads = self._tail_reads(window)
+        rows = next(reads)
+        reply = await self._run(
+            client, self._view, (keys.meta, keys.msgs, keys.turns, keys.system), [rows]
+        )
+        view, sizes, pairs = view_start(reply, window)
+        while not view.feed(tail_rows(pairs, sizes)) and len(pairs) == 2 * rows:
+            rows = next(reads)
+            pairs = await self._run(
+                client, self._tail, (keys.turns, keys.msgs), [pairs[0], rows]
+            )
+        return view.messages()
+
+    async def find_messages_page(
+        self,
+        conversation_id: str,
+        cursor: str | None = None,
+        limit: int = DEFAULT_MESSAGE_PAGE_SIZE,
+        newest_first: bool = True,
+    ) -> MessagePage:
+        """Return up to ``limit`` messages of the log after ``cursor``, in one script.
+
+        The script reads the page's range of sequence numbers (and one row
+        more, to tell whether another page follows), so a page costs about
+        its size, however long the log.
+        """
+        validate_conversation_id(conversation_id)
+        after, limit = check_message_page(cursor, limit, newest_first=newest_first)
+        keys = self._keys(conversation_id)
+        reply = await self._run(
+            self.client,
+            self._page,
+            (keys.meta, keys.msgs, keys.turns, keys.system),
+            page_args(after, limit, newest_first),
+        )
+        return message_page(page_rows(reply), limit, newest_first=newest_first)
 
     async def _check_arguments(
         self, client: AsyncClient, args: list[Any], *, first: int, per_message: int
@@ -370,18 +476,22 @@ class AsyncRedisChatMemoryRepository(AsyncClosingContext):
             args, self._max_bulk_bytes, first=first, per_message=per_message
         )
 
-    async def _run_append(
-        self, client: AsyncClient, keys: tuple[str, ...], args: list[str]
+    async def _run(
+        self,
+        client: AsyncClient,
+        script: AsyncScript,
+        keys: Sequence[str],
+        args: Sequence[Any],
     ) -> Any:
         # EVALSHA sent directly: Script.__call__ copies the arguments and
         # imports on every call. It is still the fallback that loads the
         # script after a NOSCRIPT (a restarted or flushed server, a new node).
         try:
             return await client.execute_command(  # type: ignore[no-untyped-call]
-                "EVALSHA", self._append.sha, len(keys), *keys, *args
+                "EVALSHA", script.sha, len(keys), *keys, *args
             )
         except NoScriptError:
-            return await self._append(keys=keys, args=args, client=client)
+            return await script(keys=keys, args=args, client=client)
 
     async def _remeasure(
         self, client: AsyncClient, keys: ConversationKeys, counter: str, window: Window
@@ -390,12 +500,14 @@ class AsyncRedisChatMemoryRepository(AsyncClosingContext):
 
         The write token is read before the messages, and the rewrite only
         happens if it is unchanged, so the sizes always match the markers.
+        Every stored message is measured, the log's superseded system
+        messages too, so this grows with the stored history.
         """
         pipe = client.pipeline(transaction=False)
-        pipe.hget(keys.meta, "ver")
+        pipe.hmget(keys.meta, "ver", "sb")
         pipe.hgetall(keys.msgs)
-        token, stored = await pipe.execute()
-        args = resize_args(counter, token, stored, window)
+        state, stored = await pipe.execute()
+        args = resize_args(counter, state, stored, window)
         if args is not None:
             await self._resize(
                 keys=[keys.meta, keys.turns, keys.system], args=args, client=client

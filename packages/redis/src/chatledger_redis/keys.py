@@ -112,15 +112,25 @@ class ConversationKeys:
     Attributes:
         meta: Hash: ``next`` sequence number, ``ctr`` (the counter the stored
             sizes were measured with, ``""`` when unknown), ``tsize`` and
-            ``ssize`` (stored sizes of the non-system and system messages) and
+            ``ssize`` (stored sizes of the non-system messages and of the
+            current system set) and
             ``ver`` (a token changed by every write), ``exp`` (``"1"`` when
             the last write set an expiry, ``"0"`` when it did not), ``hn``
             (the ``ver`` of the last append that left a turn list whose head
             is not a tool response; absent in data written before it existed,
-            which makes the next append read the head marker).
-        msgs: Hash: sequence number -> the message's codec JSON.
+            which makes the next append read the head marker), ``sb`` (the
+            batch of the current system set: the sequence number of the
+            first message of the latest append that stored a system message;
+            absent means 0, the batch ``save_all`` writes), ``sized`` (set
+            by a log append whose counter was not ``ctr``: only the markers
+            from this sequence number on carry sizes under ``ctr``, and
+            ``tsize`` and ``ssize`` mean nothing until a re-measure drops it).
+        msgs: Hash: sequence number -> the message's codec JSON: the log, or
+            what a window left of it.
         turns: List of the non-system markers, oldest first.
-        system: List of the system markers, in the order they were added.
+        system: List of the system markers, oldest first: the current system
+            set (from ``sb`` on) and, before it, the system messages a log
+            append superseded (a window append deletes them instead).
         ids: Hash: message id -> sequence number (makes retries no-ops),
             and message id -> ``""`` for each id of the evicted-id record, so
             the one probe that finds a stored id finds an evicted one too.

@@ -20,27 +20,42 @@ whose ``exp`` is ``"0"`` has nothing to persist and skips the ``PERSIST``
 calls. A missing ``exp`` (a conversation written before the
 field existed) is treated as possibly expiring.
 
-A window append takes one argument per message, so the client packs few
+An append takes one argument per message, so the client packs few
 arguments: ``<role code><size>\\n<id>\\n[<canonical text>\\n]<codec JSON>``
 (the canonical text for system messages only). The separators are safe: a
 message id is printable (no newline) and JSON text escapes every newline.
 
-The append also keeps the evicted-id record (:mod:`chatledger.evicted_ids`):
-every id it takes out of the window (evicted, a replaced system message, a
-new message dropped at once) stays in the ``ids`` hash with an empty value
-instead of being deleted, and is pushed on the ``evicted`` list. So the one
-``HMGET`` that tells stored ids from fresh ones also finds an evicted id,
-and a late retry is a no-op; the list keeps the order, and when it holds more
-than the bound plus the step the client passes (core's ``EVICTED_IDS_KEPT``
-and ``EVICTED_IDS_TRIM_STEP``), all but its newest ``EVICTED_IDS_KEPT`` ids
+Rule 1 (:mod:`chatledger.window`) is one piece of Lua that both appends run,
+the window's (:data:`APPEND`) and the log's (:data:`APPEND_LOG`): it compares
+the :func:`~chatledger.window.system_key` texts of the batch's system
+messages with those of the current system set, which is the tail of the
+``system`` list from ``meta``'s ``sb`` field on (the batch of the latest
+append that stored a system message, :func:`chatledger.window_view.current_system`;
+no ``sb``, as in every conversation a window or ``save_all`` wrote, means
+batch 0: the whole list). A window append that replaces the set deletes it;
+a log append keeps it (the log keeps every message) and moves ``sb``.
+
+The window append also keeps the evicted-id record
+(:mod:`chatledger.evicted_ids`): every id it takes out of the window
+(evicted, a replaced system message, a new message dropped at once) stays in
+the ``ids`` hash with an empty value instead of being deleted, and is pushed
+on the ``evicted`` list. So the one ``HMGET`` that tells stored ids from
+fresh ones also finds an evicted id, and a late retry is a no-op (of a log
+append too); the list keeps the order, and when it holds more than the
+bound plus the step the client passes (core's ``EVICTED_IDS_KEPT`` and
+``EVICTED_IDS_TRIM_STEP``), all but its newest ``EVICTED_IDS_KEPT`` ids
 leave both the list and the hash: ``forget_oldest`` translates core's
 ``list_trim_count``, so a long conversation trims about once per step
 evictions instead of spending two commands on every evicting append.
+
+Reads of the log (:data:`VIEW`, :data:`TAIL`, :data:`PAGE`) are scripts too,
+so each is one round trip and sees one state of the conversation: they read
+markers and then only the messages they return.
 """
 
 from __future__ import annotations
 
-__all__ = ["APPEND", "RESIZE", "SAVE"]
+__all__ = ["APPEND", "APPEND_LOG", "PAGE", "RESIZE", "SAVE", "TAIL", "VIEW"]
 
 # Shared tail: the sliding TTL of the whole conversation, in one place.
 _EXPIRE = """
@@ -62,7 +77,7 @@ local function hdel_all(key, fields)
 end
 """
 
-# Variadic writes in bounded chunks, and the evicted-id record's order.
+# Variadic commands in bounded chunks, and the evicted-id record's order.
 _CHUNKS = """
 local function hset_pairs(key, pairs)
   for i = 1, #pairs, 256 do
@@ -78,12 +93,150 @@ local function rpush_all(key, values)
   return length
 end
 
+local function hmget_all(key, fields)
+  local values = {}
+  for i = 1, #fields, 256 do
+    local part = redis.call('HMGET', key, unpack(fields, i, math.min(i + 255, #fields)))
+    for j = 1, #part do values[i + j - 1] = part[j] end
+  end
+  return values
+end
+
 local function forget_oldest(ids, record, length, keep, step)
   if length > keep + step then
     hdel_all(ids, redis.call('LPOP', record, length - keep))
   end
 end
 """
+
+# The current system set: the system markers of the latest append that
+# stored any. The system list holds a marker per stored system message in
+# sequence order, so they are its tail from the batch number (meta's sb) on;
+# batch 0 (no sb: written by a window or save_all) is the whole list.
+_CURRENT_SYSTEM = """
+local function current_system(system, batch)
+  if batch == 0 then return redis.call('LRANGE', system, 0, -1) end
+  local newest, read, step, older = {}, 0, 4, false
+  while not older do
+    local part = redis.call('LRANGE', system, -(read + step), -(read + 1))
+    for i = #part, 1, -1 do
+      if tonumber(string.match(part[i], '^%d+:(%d+):')) < batch then
+        older = true
+        break
+      end
+      newest[#newest + 1] = part[i]
+    end
+    if #part < step then break end
+    read = read + step
+    step = step * 2
+  end
+  local shown = {}
+  for i = #newest, 1, -1 do shown[#shown + 1] = newest[i] end
+  return shown
+end
+"""
+
+# What both appends share: the batch read from ARGV[2..] less the ids the
+# conversation holds or held, rule 1 (merge_system against the current
+# system set, by system_key text), and the numbering of what is left.
+_APPEND_STEPS = (
+    _CURRENT_SYSTEM
+    + """
+-- a message whose id is stored already, or was evicted (then ids holds it
+-- with an empty value), is a retry: skip it. One HMGET per 256 ids.
+local function fresh_messages(ids)
+  local n = #ARGV - 1
+  local batch_ids, bounds = {}, {}
+  for i = 1, n do
+    local entry = ARGV[i + 1]
+    local a = string.find(entry, '\\n', 1, true)
+    local b = string.find(entry, '\\n', a + 1, true)
+    batch_ids[i] = string.sub(entry, a + 1, b - 1)
+    bounds[i] = {a, b}
+  end
+  local stored = hmget_all(ids, batch_ids)
+  local fresh = {}
+  local with_system = false
+  for i = 1, n do
+    if stored[i] == false then
+      local entry, a, b = ARGV[i + 1], bounds[i][1], bounds[i][2]
+      local role = string.sub(entry, 1, 1)
+      local m = {index = i - 1, role = role, id = batch_ids[i],
+        size = tonumber(string.sub(entry, 2, a - 1))}
+      if role == 's' then
+        local c = string.find(entry, '\\n', b + 1, true)
+        m.canon = string.sub(entry, b + 1, c - 1)
+        m.json = string.sub(entry, c + 1)
+        with_system = true
+      else
+        m.json = string.sub(entry, b + 1)
+      end
+      fresh[#fresh + 1] = m
+    end
+  end
+  return fresh, with_system
+end
+
+-- Rule 1: an unknown system message replaces the current set; the set's
+-- markers are read only when the batch holds a system message. Returns
+-- whether the set is replaced, the texts a system message of the batch is
+-- skipped for, and {seq, id} of each message of the current set.
+local function system_rule(system, batch, fresh, with_system)
+  local known, current = {}, {}
+  if not with_system then return false, known, current end
+  for i, entry in ipairs(current_system(system, batch)) do
+    local _, seq, idlen, rest = string.match(entry, '^(%d+):(%d+):(%d+):(.*)$')
+    idlen = tonumber(idlen)
+    current[i] = {seq, string.sub(rest, 1, idlen)}
+    known[string.sub(rest, idlen + 1)] = true
+  end
+  for _, m in ipairs(fresh) do
+    if m.role == 's' and not known[m.canon] then return true, {}, current end
+  end
+  return false, known, current
+end
+
+-- Number what rule 1 keeps from next_seq on: the bodies, the ids marks and
+-- the markers to write, one variadic write per key, and their sizes.
+local function number_fresh(fresh, known, next_seq)
+  local out = {appended = {}, bodies = {}, id_marks = {}, turns = {}, system = {},
+    tsize = 0, ssize = 0, first = next_seq}
+  for _, m in ipairs(fresh) do
+    local keep = true
+    if m.role == 's' then
+      if known[m.canon] then keep = false else known[m.canon] = true end
+    end
+    if keep then
+      local id, size = m.id, m.size
+      local seq = string.format('%d', next_seq)
+      next_seq = next_seq + 1
+      out.bodies[#out.bodies + 1] = seq
+      out.bodies[#out.bodies + 1] = m.json
+      out.id_marks[#out.id_marks + 1] = id
+      out.id_marks[#out.id_marks + 1] = seq
+      if m.role == 's' then
+        out.system[#out.system + 1] =
+          size .. ':' .. seq .. ':' .. string.len(id) .. ':' .. id .. m.canon
+        out.ssize = out.ssize + size
+      else
+        out.turns[#out.turns + 1] = m.role .. ':' .. size .. ':' .. seq .. ':' .. id
+        out.tsize = out.tsize + size
+      end
+      out.appended[#out.appended + 1] = m.index
+    end
+  end
+  out.next = next_seq
+  return out
+end
+
+-- The first item of an append's reply: 1 when the whole batch was appended,
+-- else the appended batch indexes as one comma-separated string.
+local function appended_reply(out)
+  if #out.appended == #ARGV - 1 then return 1 end
+  return table.concat(out.appended, ',')
+end
+"""
+)
 
 #: Append a batch and trim the window (``SupportsWindowAppend``).
 #:
@@ -94,13 +247,14 @@ end
 #: ``""`` when every message weighs 1, comes last so it may hold any
 #: character).
 #: ARGV[2..]: one per message, see the module docstring.
-#: Returns -1 when the stored sizes were measured by another counter (the
-#: caller re-measures and retries), else a flat array: first the integer 1 when
-#: every message of the batch was appended, otherwise the appended batch
-#: indexes as one comma-separated string; then the evicted ids.
+#: Returns -1 when the stored sizes were not all measured by the window's
+#: counter (the caller re-measures and retries), else a flat array: first the
+#: integer 1 when every message of the batch was appended, otherwise the
+#: appended batch indexes as one comma-separated string; then the evicted ids.
 APPEND = (
     _EXPIRE
     + _CHUNKS
+    + _APPEND_STEPS
     + """
 local meta, msgs, turns, system, ids = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local record = KEYS[6]
@@ -116,53 +270,24 @@ local keep = tonumber(string.sub(head, c2 + 1, c3 - 1))
 local step = tonumber(string.sub(head, c3 + 1, c4 - 1))
 local token = string.sub(head, c4 + 1, c5 - 1)
 local counter = string.sub(head, c5 + 1)
-local n = #ARGV - 1
 
--- (a) a message whose id is stored already, or was evicted (then ids holds
--- it with an empty value), is a retry: skip it. One HMGET per 256 ids.
-local batch_ids, bounds = {}, {}
-for i = 1, n do
-  local entry = ARGV[i + 1]
-  local a = string.find(entry, '\\n', 1, true)
-  local b = string.find(entry, '\\n', a + 1, true)
-  batch_ids[i] = string.sub(entry, a + 1, b - 1)
-  bounds[i] = {a, b}
-end
-local stored = {}
-for i = 1, n, 256 do
-  local found = redis.call('HMGET', ids, unpack(batch_ids, i, math.min(i + 255, n)))
-  for j, value in ipairs(found) do stored[i + j - 1] = value end
-end
-local fresh = {}
-local with_system = false
-for i = 1, n do
-  if stored[i] == false then
-    local entry, a, b = ARGV[i + 1], bounds[i][1], bounds[i][2]
-    local role = string.sub(entry, 1, 1)
-    local m = {index = i - 1, role = role, size = tonumber(string.sub(entry, 2, a - 1)),
-      id = batch_ids[i]}
-    if role == 's' then
-      local c = string.find(entry, '\\n', b + 1, true)
-      m.canon = string.sub(entry, b + 1, c - 1)
-      m.json = string.sub(entry, c + 1)
-      with_system = true
-    else
-      m.json = string.sub(entry, b + 1)
-    end
-    fresh[#fresh + 1] = m
-  end
-end
+-- (a) skip the ids stored or evicted
+local fresh, with_system = fresh_messages(ids)
 if #fresh == 0 then return {''} end
 
 -- hn: the write token of the last append that left the turns list
 -- non-empty with a head that is not a tool response (every append leaves it
 -- so, or empty). Every other write sets another ver, or drops meta, so only
--- hn == ver says the head needs no look
+-- hn == ver says the head needs no look. sized: a log append measured only
+-- the rows from there on with ctr
 local state = redis.call('HMGET', meta, 'next', 'ctr', 'tsize', 'ssize', 'exp', 'ver',
-  'hn')
+  'hn', 'sized', 'sb')
 local exists = state[1] ~= false
-if counter ~= '' and exists and state[2] ~= counter then return -1 end
+if counter ~= '' and exists and (state[2] ~= counter or state[8] ~= false) then
+  return -1
+end
 local weighed = counter ~= ''
+local batch = tonumber(state[9] or '0')
 local next_seq, tsize, ssize = 0, 0, 0
 if exists then
   next_seq = tonumber(state[1])
@@ -170,71 +295,40 @@ if exists then
   -- counter measured them (or a write older than the exp field made them)
   if weighed or (state[2] == '' and state[5] ~= false) then
     tsize, ssize = tonumber(state[3]), tonumber(state[4])
-  else
+  elseif batch == 0 then
     tsize, ssize = redis.call('LLEN', turns), redis.call('LLEN', system)
+  else
+    tsize, ssize = redis.call('LLEN', turns), #current_system(system, batch)
   end
 end
 local settled_head = exists and state[7] == state[6]
 
--- (b) the system rule: an unknown system message replaces the stored ones;
--- the stored system markers are read only when the batch holds a system message
-local known, stored_ids = {}, {}
-if with_system then
-  for i, entry in ipairs(redis.call('LRANGE', system, 0, -1)) do
-    local _, seq, idlen, rest = string.match(entry, '^(%d+):(%d+):(%d+):(.*)$')
-    idlen = tonumber(idlen)
-    stored_ids[i] = {seq, string.sub(rest, 1, idlen)}
-    known[string.sub(rest, idlen + 1)] = true
-  end
-end
-local replace = false
-for _, m in ipairs(fresh) do
-  if m.role == 's' and not known[m.canon] then replace = true end
-end
+-- (b) the system rule: a replaced set leaves the window (its markers are
+-- the tail of the system list)
+local replace, known, current = system_rule(system, batch, fresh, with_system)
 local evicted = {}
 if replace then
   local seqs = {}
-  for i, entry in ipairs(stored_ids) do
+  for i, entry in ipairs(current) do
     seqs[i] = entry[1]
     evicted[i] = entry[2]
   end
-  if #seqs > 0 then hdel_all(msgs, seqs) end
-  redis.call('DEL', system)
+  if #seqs > 0 then
+    hdel_all(msgs, seqs)
+    redis.call('LTRIM', system, 0, -(#seqs + 1))
+  end
   ssize = 0
-  known = {}
 end
 
 -- (c) append what is left, with the next sequence numbers: one variadic
 -- write per key; the ids marks wait for (d), which may add evicted ones
-local appended = {}
-local bodies, id_marks, turn_markers, system_markers = {}, {}, {}, {}
-for _, m in ipairs(fresh) do
-  local keep = true
-  if m.role == 's' then
-    if known[m.canon] then keep = false else known[m.canon] = true end
-  end
-  if keep then
-    local id, size = m.id, m.size
-    local seq = string.format('%d', next_seq)
-    next_seq = next_seq + 1
-    bodies[#bodies + 1] = seq
-    bodies[#bodies + 1] = m.json
-    id_marks[#id_marks + 1] = id
-    id_marks[#id_marks + 1] = seq
-    if m.role == 's' then
-      system_markers[#system_markers + 1] =
-        size .. ':' .. seq .. ':' .. string.len(id) .. ':' .. id .. m.canon
-      ssize = ssize + size
-    else
-      turn_markers[#turn_markers + 1] = m.role .. ':' .. size .. ':' .. seq .. ':' .. id
-      tsize = tsize + size
-    end
-    appended[#appended + 1] = m.index
-  end
-end
-hset_pairs(msgs, bodies)
-rpush_all(system, system_markers)
-rpush_all(turns, turn_markers)
+local out = number_fresh(fresh, known, next_seq)
+next_seq = out.next
+tsize = tsize + out.tsize
+ssize = ssize + out.ssize
+hset_pairs(msgs, out.bodies)
+rpush_all(system, out.system)
+rpush_all(turns, out.turns)
 
 -- (d) count_evictions, streaming the oldest markers only while it must;
 -- tsize and ssize are the counts of the markers when no counter is named.
@@ -287,9 +381,7 @@ if excess > 0 or not settled_head then
   end
 end
 
-local first = 1
-if #appended < n then first = table.concat(appended, ',') end
-local reply = {first}
+local reply = {appended_reply(out)}
 for i, id in ipairs(evicted) do reply[i + 1] = id end
 
 -- (e) the ids marks in one write: appended ids map to their sequence
@@ -297,6 +389,7 @@ for i, id in ipairs(evicted) do reply[i + 1] = id end
 -- pairs winning as the script's order says; the record keeps the order and
 -- its bound. An emptied conversation leaves only the record (ids then holds
 -- its marks alone); otherwise slide the TTL
+local id_marks = out.id_marks
 for _, id in ipairs(evicted) do
   id_marks[#id_marks + 1] = id
   id_marks[#id_marks + 1] = ''
@@ -315,14 +408,110 @@ if #evicted > 0 then
 end
 local flag = '0'
 if ttl > 0 then flag = '1' end
-local next_text = string.format('%d', next_seq)
 local hn = ''
 if not emptied then hn = token end
-redis.call('HSET', meta, 'next', next_text, 'ctr', counter,
+local fields = {'next', string.format('%d', next_seq), 'ctr', counter,
   'tsize', string.format('%d', tsize), 'ssize', string.format('%d', ssize),
-  'ver', token, 'exp', flag, 'hn', hn)
+  'ver', token, 'exp', flag, 'hn', hn}
+if #out.system > 0 then
+  fields[#fields + 1] = 'sb'
+  fields[#fields + 1] = string.format('%d', out.first)
+end
+redis.call('HSET', meta, unpack(fields))
 expire(KEYS, ttl, expiring)
 return reply
+"""
+)
+
+#: Append a batch to the log (``SupportsLog``): nothing leaves it.
+#:
+#: KEYS: meta, msgs, turns, system, ids, evicted (only its expiry is set).
+#: ARGV[1]: ``<ttl ms, 0 = none>:<write token>:<counter id>`` (the counter id,
+#: ``""`` when no size is stored, comes last so it may hold any character).
+#: ARGV[2..]: one per message, see the module docstring.
+#: Returns a one-item array: the integer 1 when every message of the batch
+#: was appended, otherwise the appended batch indexes as one comma-separated
+#: string.
+#:
+#: ``meta``'s totals stay those the window append reads: under ``ctr`` the
+#: stored sizes, without one the marker counts. Sizes measured by a counter
+#: that is not ``ctr`` are stored for the new rows only, and ``sized`` says
+#: from which sequence number on the markers carry them (the window append
+#: then re-measures, and a view measures the older rows itself).
+APPEND_LOG = (
+    _EXPIRE
+    + _CHUNKS
+    + _APPEND_STEPS
+    + """
+local meta, msgs, turns, system, ids = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local head = ARGV[1]
+local c1 = string.find(head, ':', 1, true)
+local c2 = string.find(head, ':', c1 + 1, true)
+local ttl = tonumber(string.sub(head, 1, c1 - 1))
+local token = string.sub(head, c1 + 1, c2 - 1)
+local counter = string.sub(head, c2 + 1)
+
+local fresh, with_system = fresh_messages(ids)
+if #fresh == 0 then return {''} end
+
+local state = redis.call('HMGET', meta, 'next', 'ctr', 'tsize', 'ssize', 'exp', 'sized',
+  'sb')
+local exists = state[1] ~= false
+local batch = tonumber(state[7] or '0')
+local next_seq = 0
+if exists then next_seq = tonumber(state[1]) end
+
+-- rule 1: a replaced set stays in the log; sb moves to this append
+local replace, known = system_rule(system, batch, fresh, with_system)
+local out = number_fresh(fresh, known, next_seq)
+hset_pairs(msgs, out.bodies)
+rpush_all(system, out.system)
+local turn_count = rpush_all(turns, out.turns)
+hset_pairs(ids, out.id_marks)
+
+local flag = '0'
+if ttl > 0 then flag = '1' end
+local fields = {'next', string.format('%d', out.next), 'ctr', counter, 'ver', token,
+  'exp', flag}
+if replace then
+  fields[#fields + 1] = 'sb'
+  fields[#fields + 1] = string.format('%d', out.first)
+end
+local tsize, ssize = out.tsize, out.ssize
+local weighed = counter ~= ''
+local totals = not exists or (state[2] == counter and
+  ((weighed and state[6] == false) or (not weighed and state[5] ~= false)))
+if totals then
+  -- the stored totals count in this append's measure: add to them
+  if exists then
+    tsize = tsize + tonumber(state[3])
+    if not replace then ssize = ssize + tonumber(state[4]) end
+  end
+elseif weighed then
+  -- only the rows from here on are measured by this counter
+  if state[2] ~= counter then
+    fields[#fields + 1] = 'sized'
+    fields[#fields + 1] = string.format('%d', out.first)
+  end
+else
+  -- back to marker counts
+  if #out.turns == 0 then turn_count = redis.call('LLEN', turns) end
+  tsize = turn_count
+  if not replace then
+    if batch == 0 then
+      ssize = redis.call('LLEN', system)
+    else
+      ssize = #current_system(system, batch)
+    end
+  end
+end
+fields[#fields + 1] = 'tsize'
+fields[#fields + 1] = string.format('%d', tsize)
+fields[#fields + 1] = 'ssize'
+fields[#fields + 1] = string.format('%d', ssize)
+redis.call('HSET', meta, unpack(fields))
+expire(KEYS, ttl, state[5] ~= '0')
+return {appended_reply(out)}
 """
 )
 
@@ -332,7 +521,8 @@ return reply
 #: ARGV: ttl ms (0 = none), write token, n, then n times: id, role code,
 #: canonical text (system messages only), codec JSON. Sizes are unknown here
 #: (no window), so every marker weighs 1 and ``ctr`` is ``""``. The keys are
-#: new after the ``UNLINK``, so without a TTL there is nothing to persist.
+#: new after the ``UNLINK``, so without a TTL there is nothing to persist;
+#: the messages are one batch, numbered 0, so ``sb`` is left out.
 SAVE = (
     _EXPIRE
     + """
@@ -382,9 +572,179 @@ local nturns = tonumber(ARGV[5])
 for i = 6, 5 + nturns do redis.call('RPUSH', turns, ARGV[i]) end
 for i = 6 + nturns, #ARGV do redis.call('RPUSH', system, ARGV[i]) end
 redis.call('HSET', meta, 'ctr', ARGV[1], 'tsize', ARGV[3], 'ssize', ARGV[4])
+redis.call('HDEL', meta, 'sized')
 if pttl > 0 then
   redis.call('PEXPIRE', turns, pttl)
   redis.call('PEXPIRE', system, pttl)
 end
 return 1
 """
+
+# A flat reply of (marker, message) pairs: the message of each marker, in
+# the markers' order, one HMGET per 256.
+_PAIRS = """
+local function with_messages(msgs, markers, seqs)
+  local bodies = hmget_all(msgs, seqs)
+  local reply = {}
+  for i = 1, #markers do
+    reply[#reply + 1] = markers[i]
+    reply[#reply + 1] = bodies[i]
+  end
+  return reply
+end
+"""
+
+#: The first read of a window view: the current system set and the newest rows.
+#:
+#: KEYS: meta, msgs, turns, system.
+#: ARGV[1]: how many of the newest non-system rows to read.
+#: Returns ``[]`` for no conversation, else ``ctr``, ``sized`` (``""`` when
+#: absent), the number of system rows, then ``<size>:<seq>`` and the message
+#: of each system message the view shows (rule 1: ``current_system``), then
+#: the marker and the message of each row read, oldest first.
+VIEW = (
+    _CHUNKS
+    + _CURRENT_SYSTEM
+    + _PAIRS
+    + """
+local meta, msgs, turns, system = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local state = redis.call('HMGET', meta, 'next', 'ctr', 'sized', 'sb')
+if state[1] == false then return {} end
+local markers, seqs = {}, {}
+local shown = current_system(system, tonumber(state[4] or '0'))
+for i, entry in ipairs(shown) do
+  local size, seq = string.match(entry, '^(%d+):(%d+):')
+  markers[i] = size .. ':' .. seq
+  seqs[i] = seq
+end
+for _, entry in ipairs(redis.call('LRANGE', turns, -tonumber(ARGV[1]), -1)) do
+  markers[#markers + 1] = entry
+  seqs[#seqs + 1] = string.match(entry, '^%a:%d+:(%d+):')
+end
+local reply = {state[2], state[3] or '', #shown}
+for _, value in ipairs(with_messages(msgs, markers, seqs)) do
+  reply[#reply + 1] = value
+end
+return reply
+"""
+)
+
+#: A further read of a window view: the rows just older than the oldest read.
+#:
+#: KEYS: turns, msgs.
+#: ARGV[1]: the oldest marker read so far; ARGV[2]: how many rows to read.
+#: Returns the marker and the message of each row, oldest first; ``[]`` at
+#: the start of the log, or when that marker is gone (a window append
+#: evicted it, or ``save_all`` replaced the conversation, since).
+#: ``LPOS`` looks for the marker from the newest end, so the search grows
+#: with the rows read and appended since, not with the log.
+TAIL = (
+    _CHUNKS
+    + _PAIRS
+    + """
+local turns, msgs = KEYS[1], KEYS[2]
+local at = redis.call('LPOS', turns, ARGV[1], 'RANK', -1)
+if not at or at == 0 then return {} end
+local markers = redis.call('LRANGE', turns, math.max(0, at - tonumber(ARGV[2])), at - 1)
+local seqs = {}
+for i, entry in ipairs(markers) do seqs[i] = string.match(entry, '^%a:%d+:(%d+):') end
+return with_messages(msgs, markers, seqs)
+"""
+)
+
+#: One page of the log by sequence number (``find_messages_page``).
+#:
+#: KEYS: meta, msgs, turns, system.
+#: ARGV: ``n`` (newest first) or ``o`` (oldest first), the sequence number
+#: the page starts after (``""`` for the first page), how many rows to read.
+#: Returns the sequence number and the message of each row, in page order.
+#:
+#: Every non-system message from the head of the turns list on is stored
+#: (a window evicts the oldest only), so from there the page reads a range
+#: of sequence numbers, where only system messages a window replaced leave
+#: holes; before it only system messages are left, each with its marker at
+#: the head of the system list. So a page reads about as many rows as it
+#: returns, however long the log is or whatever a window evicted.
+PAGE = (
+    _CHUNKS
+    + """
+local meta, msgs, turns, system = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local newest = ARGV[1] == 'n'
+local want = tonumber(ARGV[3])
+local stored = redis.call('HGET', meta, 'next')
+if not stored then return {} end
+local stop = tonumber(stored)
+local low = stop
+local first = redis.call('LINDEX', turns, 0)
+if first then low = tonumber(string.match(first, '^%a:%d+:(%d+):')) end
+
+local reply, found = {}, 0
+local function take(seqs)
+  local fields = {}
+  for i, seq in ipairs(seqs) do fields[i] = string.format('%d', seq) end
+  local bodies = hmget_all(msgs, fields)
+  for i = 1, #fields do
+    if bodies[i] then
+      reply[#reply + 1] = fields[i]
+      reply[#reply + 1] = bodies[i]
+      found = found + 1
+    end
+  end
+end
+
+-- the sequence numbers of the system messages below bound, oldest first
+local function system_below(bound)
+  local seqs, start, step = {}, 0, 8
+  while true do
+    local part = redis.call('LRANGE', system, start, start + step - 1)
+    for _, entry in ipairs(part) do
+      local seq = tonumber(string.match(entry, '^%d+:(%d+):'))
+      if seq >= bound then return seqs end
+      seqs[#seqs + 1] = seq
+    end
+    if #part < step then return seqs end
+    start = start + step
+    if step < 1024 then step = step * 2 end
+  end
+end
+
+if newest then
+  local s = stop - 1
+  if ARGV[2] ~= '' then s = math.min(s, tonumber(ARGV[2]) - 1) end
+  while found < want and s >= low do
+    local from = math.max(low, s - (want - found) + 1)
+    local seqs = {}
+    for seq = s, from, -1 do seqs[#seqs + 1] = seq end
+    take(seqs)
+    s = from - 1
+  end
+  if found < want and s >= 0 then
+    local below = system_below(math.min(s + 1, low))
+    local seqs = {}
+    for i = #below, math.max(1, #below - (want - found) + 1), -1 do
+      seqs[#seqs + 1] = below[i]
+    end
+    take(seqs)
+  end
+else
+  local s = 0
+  if ARGV[2] ~= '' then s = tonumber(ARGV[2]) + 1 end
+  if s < low then
+    local seqs = {}
+    for _, seq in ipairs(system_below(low)) do
+      if seq >= s and #seqs < want then seqs[#seqs + 1] = seq end
+    end
+    take(seqs)
+    s = low
+  end
+  while found < want and s < stop do
+    local to = math.min(stop - 1, s + (want - found) - 1)
+    local seqs = {}
+    for seq = s, to do seqs[#seqs + 1] = seq end
+    take(seqs)
+    s = to + 1
+  end
+end
+return reply
+"""
+)

@@ -16,6 +16,13 @@ The sync and the async repository send the same scripts with the same
 arguments to the same keys (:mod:`chatledger_redis.keys`), so a conversation
 written by one reads the same through the other; only the client differs.
 Nothing here does I/O.
+
+A window view (``find_window``) is read newest first: the ``VIEW`` script
+answers the current system set and the newest rows (:func:`tail_reads`
+says how many), :func:`view_start` and :func:`tail_rows` turn them into
+:class:`~chatledger.window_view.LogRow` for core's
+:class:`~chatledger.window_view.TailView`, and only while that view is not
+done does the ``TAIL`` script read further back.
 """
 
 from __future__ import annotations
@@ -26,17 +33,22 @@ import inspect
 import itertools
 import math
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from chatledger.adapters import (
     EVICTED_IDS_KEPT,
     EVICTED_IDS_TRIM_STEP,
+    TOKEN_WINDOW_FIRST_READ,
+    TURN_SLACK,
     AppendResult,
     ConversationPage,
     InvalidOptionError,
+    LogRow,
     Message,
     Role,
+    TailView,
     Window,
     codec,
     system_key,
@@ -54,18 +66,26 @@ from chatledger_redis.markers import ROLE_CODES, system_marker, turn_marker
 __all__ = [
     "CLUSTER_SUFFIX",
     "RESIZE_ATTEMPTS",
+    "StoredSizes",
     "append_args",
     "append_result",
+    "checked_window",
     "client_url",
     "conversation_keys",
     "ids_of_evicted_keys",
     "ids_of_meta_keys",
+    "log_append_args",
     "ordered_messages",
+    "page_args",
     "page_of",
+    "page_rows",
     "resize_args",
     "save_args",
+    "tail_reads",
+    "tail_rows",
     "text",
     "ttl_milliseconds",
+    "view_start",
     "write_token",
 ]
 
@@ -76,6 +96,8 @@ RESIZE_ATTEMPTS = 8
 _RECORD_BOUNDS = f"{EVICTED_IDS_KEPT}:{EVICTED_IDS_TRIM_STEP}"
 #: A URL scheme ending in this (``redis+cluster://``) asks for a cluster client.
 CLUSTER_SUFFIX = "+cluster"
+#: The most rows a view reads back in one further page.
+_TAIL_PAGE_CAP = 4096
 
 
 def ttl_milliseconds(ttl: object) -> int:
@@ -247,22 +269,14 @@ def save_args(batch: Sequence[Message], ttl_ms: int) -> list[Any]:
     return args
 
 
-def append_args(stamped: Sequence[Message], window: Window, ttl_ms: int) -> list[str]:
-    """The APPEND script's ARGV: one header, then one argument per message.
-
-    The header names the bound of the evicted-id record and its trim step,
-    core's :data:`~chatledger.evicted_ids.EVICTED_IDS_KEPT` and
-    :data:`~chatledger.evicted_ids.EVICTED_IDS_TRIM_STEP`.
-    """
-    counter = window.counter_id
+def _message_args(stamped: Sequence[Message], window: Window | None) -> list[str]:
+    """One script argument per message; sizes by ``window``, else 1 each."""
     # One argument per message (see ``scripts``): redis-py packs each
     # argument on its own, so fewer of them is the cheapest saving.
-    args: list[str] = [
-        f"{window.limit}:{ttl_ms}:{_RECORD_BOUNDS}:{write_token()}:{counter or ''}"
-    ]
+    args: list[str] = []
     for message in stamped:
         role = message.role
-        size = 1 if counter is None else window.measure(message)
+        size = 1 if window is None else window.measure(message)
         if role is Role.SYSTEM:
             args.append(
                 f"s{size}\n{message.id}\n{system_key(message)}\n"
@@ -273,6 +287,130 @@ def append_args(stamped: Sequence[Message], window: Window, ttl_ms: int) -> list
                 f"{ROLE_CODES[role]}{size}\n{message.id}\n{codec.to_json(message)}"
             )
     return args
+
+
+def append_args(stamped: Sequence[Message], window: Window, ttl_ms: int) -> list[str]:
+    """The APPEND script's ARGV: one header, then one argument per message.
+
+    The header names the bound of the evicted-id record and its trim step,
+    core's :data:`~chatledger.evicted_ids.EVICTED_IDS_KEPT` and
+    :data:`~chatledger.evicted_ids.EVICTED_IDS_TRIM_STEP`.
+    """
+    counter = window.counter_id
+    header = f"{window.limit}:{ttl_ms}:{_RECORD_BOUNDS}:{write_token()}:{counter or ''}"
+    return [header, *_message_args(stamped, None if counter is None else window)]
+
+
+def log_append_args(
+    stamped: Sequence[Message], window: Window | None, ttl_ms: int
+) -> list[str]:
+    """The APPEND_LOG script's ARGV: one header, then one argument per message.
+
+    Sizes are sent, and stored, only for a window with a counter.
+    """
+    counter = None if window is None else window.counter_id
+    header = f"{ttl_ms}:{write_token()}:{counter or ''}"
+    return [header, *_message_args(stamped, None if counter is None else window)]
+
+
+def checked_window(window: object) -> Window:
+    """Return ``window`` if it is a :class:`~chatledger.window.Window`, else raise.
+
+    Raises:
+        TypeError: before any I/O, naming the type given.
+    """
+    if not isinstance(window, Window):
+        raise TypeError(f"window must be a Window, not {type(window).__name__}")
+    return window
+
+
+def tail_reads(window: Window) -> Iterator[int]:
+    """How many non-system rows a view reads: first, then in each further page.
+
+    The first read is core's: the window's limit plus :data:`TURN_SLACK` for
+    a message window, :data:`TOKEN_WINDOW_FIRST_READ` for tokens. Each further
+    page doubles, up to 4096 rows (never below the first).
+    """
+    rows = (
+        window.limit + TURN_SLACK
+        if window.counter_id is None
+        else TOKEN_WINDOW_FIRST_READ
+    )
+    while True:
+        yield rows
+        rows = max(rows, min(rows * 2, _TAIL_PAGE_CAP))
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSizes:
+    """Which sizes stored in the markers a view may take.
+
+    Attributes:
+        usable: The markers were measured by the window's counter.
+        since: The first sequence number measured so (a log append with a
+            new counter measures only its own rows; 0 when all are).
+    """
+
+    usable: bool
+    since: int
+
+    def size(self, seq: int, stored: str) -> int | None:
+        """The stored size of the row ``seq``, or ``None`` to measure it."""
+        return int(stored) if self.usable and seq >= self.since else None
+
+
+def view_start(
+    reply: list[Any], window: Window
+) -> tuple[TailView, StoredSizes, list[Any]]:
+    """Read the VIEW script's answer: the view begun, the sizes, the tail pairs.
+
+    Returns the :class:`~chatledger.window_view.TailView` holding the system
+    rows, the :class:`StoredSizes` the rows of this view may take, and the
+    ``(marker, message)`` pairs of the newest rows, oldest first, flat.
+    """
+    if not reply:
+        return TailView(window, []), StoredSizes(False, 0), []
+    counter, sized, count = reply[0], text(reply[1] or ""), int(reply[2])
+    sizes = StoredSizes(
+        window.counter_id is not None and text(counter or "") == window.counter_id,
+        int(sized) if sized else 0,
+    )
+    system: list[LogRow] = []
+    end = 3 + 2 * count
+    for marker, body in zip(reply[3:end:2], reply[4:end:2], strict=True):
+        if body is not None:
+            size, seq = text(marker).split(":")
+            number = int(seq)
+            system.append(
+                LogRow(number, codec.from_json(body), sizes.size(number, size))
+            )
+    return TailView(window, system), sizes, reply[end:]
+
+
+def tail_rows(pairs: list[Any], sizes: StoredSizes) -> Iterator[LogRow]:
+    """The rows of flat ``(marker, message)`` pairs, oldest first, newest first.
+
+    A lazy iterator: :meth:`~chatledger.window_view.TailView.feed` stops at
+    the row that settles the view, and no message past it is decoded.
+    """
+    for index in range(len(pairs) - 2, -1, -2):
+        body = pairs[index + 1]
+        if body is None:  # a marker without its message: not written together
+            continue
+        _, size, seq, _ = text(pairs[index]).split(":", 3)
+        number = int(seq)
+        yield LogRow(number, codec.from_json(body), sizes.size(number, size))
+
+
+def page_args(after: int | None, limit: int, newest_first: bool) -> list[Any]:
+    """The PAGE script's ARGV: one row more than the page, to tell if one follows."""
+    return ["n" if newest_first else "o", "" if after is None else after, limit + 1]
+
+
+def page_rows(reply: list[Any]) -> Iterator[tuple[int, Message]]:
+    """``(sequence, message)`` of each row of a PAGE answer, in page order."""
+    for index in range(0, len(reply), 2):
+        yield int(reply[index]), codec.from_json(reply[index + 1])
 
 
 def append_result(outcome: Any, stamped: Sequence[Message]) -> AppendResult:
@@ -287,26 +425,31 @@ def append_result(outcome: Any, stamped: Sequence[Message]) -> AppendResult:
 
 
 def resize_args(
-    counter: str, token: Any, stored: dict[Any, Any], window: Window
+    counter: str, state: Sequence[Any], stored: dict[Any, Any], window: Window
 ) -> list[Any] | None:
     """The RESIZE script's ARGV: the history measured by ``window``.
 
-    ``token`` and ``stored`` are the ``ver`` field of ``meta`` and the
-    ``msgs`` hash, read in that order; ``None`` when there is nothing to
-    measure.
+    ``state`` is the ``ver`` and ``sb`` fields of ``meta``, read before the
+    ``msgs`` hash, ``stored``; ``None`` when there is nothing to measure.
+    Every stored system message gets a marker, and only those of the current
+    set (from ``sb`` on) count in the system total.
     """
+    token, batch = state
     if token is None or not stored:
         return None
+    current = 0 if batch is None else int(batch)
     turns: list[str] = []
     system: list[str] = []
     tsize = ssize = 0
     for seq, value in sorted(stored.items(), key=lambda item: int(item[0])):
         message = codec.from_json(value)
         size = window.measure(message)
+        number = int(seq)
         if message.role is Role.SYSTEM:
-            system.append(system_marker(message, size, int(seq)))
-            ssize += size
+            system.append(system_marker(message, size, number))
+            if number >= current:
+                ssize += size
         else:
-            turns.append(turn_marker(message, size, int(seq)))
+            turns.append(turn_marker(message, size, number))
             tsize += size
     return [counter, text(token), tsize, ssize, len(turns), *turns, *system]
