@@ -12,10 +12,15 @@ from redis.asyncio import Redis as AsyncRedis
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
 
-from chatledger.testing import AsyncChatMemoryRepositoryTests
-from chatledger.testing.async_runner import EventLoopThread
+from chatledger.testing import AsyncChatMemoryRepositoryTests, LogTests
+from chatledger.testing.async_runner import (
+    EventLoopThread,
+    RepositoryFacade,
+    repository_facade,
+)
 from chatledger_redis import AsyncRedisChatMemoryRepository
 from tests.backends import backend_url
+from tests.conformance.test_redis import small_reads
 
 
 def _drop(url: str, cluster: bool, prefix: str) -> None:
@@ -76,3 +81,30 @@ class TestAsyncRedisClusterConformance(TestAsyncRedisConformance):
     """The same suite on Redis Cluster: every script must stay in one slot."""
 
     cluster = True
+
+
+class TestAsyncRedisLogInSmallReads(LogTests):
+    """The log suite through ``redis.asyncio``, views read a row or two at a time."""
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def async_runner(cls) -> Iterator[EventLoopThread]:
+        runner = EventLoopThread()
+        yield runner
+        runner.close()
+
+    @pytest.fixture(params=[False, True], ids=["redis", "redis_cluster"])
+    def repository(
+        self, request: pytest.FixtureRequest, async_runner: EventLoopThread
+    ) -> Iterator[RepositoryFacade]:
+        cluster: bool = request.param
+        url = backend_url("redis_cluster" if cluster else "redis")
+        client: AsyncRedis | AsyncRedisCluster = (
+            AsyncRedisCluster.from_url(url) if cluster else AsyncRedis.from_url(url)
+        )
+        prefix = f"chatledger-test:{uuid.uuid4().hex[:12]}:"
+        repository = AsyncRedisChatMemoryRepository(client, key_prefix=prefix)
+        repository._tail_reads = small_reads
+        yield repository_facade(repository, async_runner)
+        async_runner.run(client.aclose())
+        _drop(url, cluster, prefix)

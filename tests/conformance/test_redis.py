@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -10,7 +11,8 @@ import pytest
 from redis import Redis
 from redis.cluster import RedisCluster
 
-from chatledger.testing import ChatMemoryRepositoryTests
+from chatledger.testing import ChatMemoryRepositoryTests, LogTests
+from chatledger.window import Window
 from chatledger_redis import RedisChatMemoryRepository
 from tests.backends import backend_url
 
@@ -77,3 +79,30 @@ class TestRedisClusterConformance(TestRedisConformance):
     @pytest.fixture
     def client(self, cluster_client: RedisCluster) -> Redis | RedisCluster:
         return cluster_client
+
+
+def small_reads(window: Window) -> Iterator[int]:
+    """One row first, then two a page: every view walks back through pages."""
+    yield 1
+    yield from itertools.repeat(2)
+
+
+class TestRedisLogInSmallReads(LogTests):
+    """The log suite with views read a row or two at a time, on Redis and Cluster.
+
+    The suite's own reads (the window's limit plus a few rows) rarely need a
+    second one: here every view of the random histories reads further back
+    through the ``TAIL`` script, and meets the page boundaries at every row.
+    """
+
+    @pytest.fixture(params=["redis", "redis_cluster"])
+    def repository(
+        self, request: pytest.FixtureRequest
+    ) -> Iterator[RedisChatMemoryRepository]:
+        fixture = "redis_client" if request.param == "redis" else "cluster_client"
+        client: Redis | RedisCluster = request.getfixturevalue(fixture)
+        prefix = _unique_prefix()
+        repository = RedisChatMemoryRepository(client, key_prefix=prefix)
+        repository._tail_reads = small_reads
+        yield repository
+        _drop(client, prefix)

@@ -41,6 +41,18 @@ append by append) would have kept; the conformance suite's
 random histories. Where they differ, the view shows more, never less: after
 a system message is replaced by a smaller one, the room it frees shows older
 turns again (a write-time window had already deleted them).
+
+Translations. Where a part of the view runs in the server, it is named here,
+and that random-history test exercises it on its backend:
+
+- Redis: rule 1 (:func:`current_system`) in the ``VIEW`` script of
+  ``chatledger_redis.scripts``, which answers the system messages from the
+  latest system batch on (the tail of the conversation's system list, from
+  the batch number kept beside it) together with the newest rows; rules 2-4
+  run here, in :class:`TailView`, over those rows and the older ones the
+  ``TAIL`` script reads while the view is not done (the Redis conformance
+  tests also run the suite with views read a row or two at a time, so every
+  view crosses those reads).
 """
 
 from __future__ import annotations
