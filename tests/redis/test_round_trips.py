@@ -8,6 +8,7 @@ unique key prefix.
 
 from __future__ import annotations
 
+import functools
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -17,7 +18,7 @@ from typing import Any
 import pytest
 from redis import Redis
 
-from chatledger import Message
+from chatledger import Message, ToolCall, ToolResponse
 from chatledger.evicted_ids import EVICTED_IDS_KEPT, EVICTED_IDS_TRIM_STEP
 from chatledger.tokens import estimate_tokens
 from chatledger.window import MessageWindow, TokenWindow, Window
@@ -240,4 +241,136 @@ def test_the_steady_state_command_lists(
         repository.append_to_window("st", [Message.assistant("a'")], window)
     assert [c.split()[0] for c in _scripted(lines)] == [
         *("HMGET", "HMGET", "HSET", "RPUSH", "HSET", "HSET")
+    ]
+
+
+def test_each_log_operation_is_one_round_trip(
+    redis_url: str, client: Redis, repository: RedisChatMemoryRepository, prefix: str
+) -> None:
+    """Once the scripts are cached: a log append, a view and a page send one command."""
+    window = MessageWindow(6)
+    repository.append_to_log("warm", [Message.user("load the script")], window)
+    repository.find_window("warm", window)
+    repository.find_messages_page("warm")
+    with monitored(redis_url, client, prefix) as lines:
+        for turn in range(20):
+            repository.append_to_log(
+                "rt", [Message.user(f"u{turn}"), Message.assistant(f"a{turn}")], window
+            )
+    assert _sent(lines) == ["EVALSHA"] * 20
+    operations: list[tuple[str, Callable[[], object]]] = [
+        ("view", lambda: repository.find_window("rt", window)),
+        ("page", lambda: repository.find_messages_page("rt", limit=7)),
+        ("oldest", lambda: repository.find_messages_page("rt", newest_first=False)),
+    ]
+    for name, operation in operations:
+        with monitored(redis_url, client, prefix) as lines:
+            operation()
+        assert _sent(lines) == ["EVALSHA"], name
+
+
+@pytest.mark.parametrize(
+    "window",
+    [MessageWindow(20), TokenWindow(60, estimate_tokens)],
+    ids=["messages", "tokens"],
+)
+def test_log_work_does_not_grow_with_the_log(
+    redis_url: str,
+    client: Redis,
+    repository: RedisChatMemoryRepository,
+    prefix: str,
+    window: Window,
+) -> None:
+    """A log append, a view and a page run the same commands on 20 and 2000 messages.
+
+    The append (with the window of the one before) reads no marker and no
+    message (a batch without a system message needs neither); the view reads
+    the system set, the newest markers and their messages; the page its own
+    rows.
+    """
+    commands: dict[str, list[list[str]]] = {"append": [], "view": [], "page": []}
+    for turns in (10, 1000):
+        cid = f"h{turns}"
+        _history(repository, cid, turns)
+        repository.append_to_log(cid, [Message.system("S")], window)
+        operations: list[tuple[str, Callable[[], object]]] = [
+            (
+                "append",
+                functools.partial(
+                    repository.append_to_log, cid, [Message.user("q")], window
+                ),
+            ),
+            ("view", functools.partial(repository.find_window, cid, window)),
+            ("page", functools.partial(repository.find_messages_page, cid, limit=10)),
+        ]
+        for name, operation in operations:
+            with monitored(redis_url, client, prefix) as lines:
+                operation()
+            commands[name].append([c.split()[0] for c in _scripted(lines)])
+    for name, (small, large) in commands.items():
+        assert small == large, name
+    assert commands["append"][0] == [
+        *("HMGET", "HMGET", "HSET", "RPUSH", "HSET", "HSET")
+    ]
+    assert commands["view"][0] == ["HMGET", "LRANGE", "LRANGE", "HMGET"]
+    assert commands["page"][0] == ["HGET", "LINDEX", "HMGET"]
+
+
+def test_a_page_of_an_evicted_conversation_reads_its_rows_only(
+    redis_url: str, client: Redis, repository: RedisChatMemoryRepository, prefix: str
+) -> None:
+    """The sequence numbers a window evicted are skipped, not probed.
+
+    Two thousand messages went through a five-message window, the system
+    prompt (number 0) stayed: a page of two probes three numbers, and the
+    page that reaches the prompt reads the head of the system list for it.
+    """
+    window = MessageWindow(5)
+    repository.append_to_window("ev", [Message.system("S")], window)
+    for turn in range(1000):
+        repository.append_to_window(
+            "ev", [Message.user(f"u{turn}"), Message.assistant(f"a{turn}")], window
+        )
+    stored = [m.id for m in repository.find_by_conversation_id("ev")]
+    assert len(stored) == 5
+    cursor = None
+    pages = []
+    while True:
+        with monitored(redis_url, client, prefix) as lines:
+            page = repository.find_messages_page("ev", cursor, limit=2)
+        pages += [m.id for m in page.messages]
+        probed = [len(c.split()) - 2 for c in _scripted(lines) if c.startswith("HMGET")]
+        assert sum(probed) <= 3, probed
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    assert pages == stored[::-1]
+
+
+def test_a_view_reads_back_a_page_per_round_trip_only_when_it_must(
+    redis_url: str, client: Redis, repository: RedisChatMemoryRepository, prefix: str
+) -> None:
+    """A turn of 60 rows under a window of 2: the first read (10) and two more."""
+    call_rounds = [
+        m
+        for n in range(30)
+        for m in (
+            Message.assistant(
+                None, tool_calls=[ToolCall(id=f"t{n}", name="f", arguments="{}")]
+            ),
+            Message.tool(ToolResponse(id=f"t{n}", name="f", data="ok")),
+        )
+    ]
+    repository.append_to_log("long", [Message.user("go"), *call_rounds])
+    window = MessageWindow(2)
+    repository.find_window("long", window)
+    with monitored(redis_url, client, prefix) as lines:
+        view = repository.find_window("long", window)
+    assert len(view) == 61
+    assert _sent(lines) == ["EVALSHA"] * 3
+    ranges = [c for c in _scripted(lines) if c.startswith("LRANGE") and ":turns" in c]
+    assert [r.split()[-2:] for r in ranges] == [
+        ["-10", "-1"],
+        ["31", "50"],
+        ["0", "30"],
     ]
