@@ -65,7 +65,7 @@ from chatledger.adapters import (
     validate_messages,
     validate_page_request,
 )
-from chatledger_neo4j.cypher import AWAIT_INDEXES, Statements
+from chatledger_neo4j.cypher import AWAIT_INDEX, Statements
 from chatledger_neo4j.steps import (
     FIRST_PAGE,
     PURGE_BATCH,
@@ -265,7 +265,10 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
                 except ClientError as exc:
                     if not is_schema_race(exc):
                         raise
-            await (await session.run(AWAIT_INDEXES)).consume()
+            # Each of this repository's indexes, not every index in the
+            # database: another one dropped meanwhile would never come online.
+            for name in self._statements.index_names.values():
+                await (await session.run(AWAIT_INDEX, name=name)).consume()
 
     async def drop_schema(self) -> None:
         """Delete every node with this repository's labels and drop its schema.

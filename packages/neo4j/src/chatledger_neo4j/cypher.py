@@ -77,15 +77,15 @@ from chatledger.adapters import (
 )
 
 __all__ = [
-    "AWAIT_INDEXES",
+    "AWAIT_INDEX",
     "LABEL_PATTERN",
     "Statements",
     "quote_label",
     "validate_label",
 ]
 
-#: Waits (up to five minutes) until every index is online, after creating them.
-AWAIT_INDEXES: LiteralString = "CALL db.awaitIndexes(300)"
+#: Waits (up to five minutes) until the index named ``$name`` is online.
+AWAIT_INDEX: LiteralString = "CALL db.awaitIndex($name, 300)"
 #: What a label may look like (full match); 64 characters at most.
 LABEL_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 
