@@ -376,14 +376,40 @@ def test_a_decoded_responses_client_reads_the_log(redis_url: str, prefix: str) -
         assert page.next_cursor is not None
 
 
-def test_a_further_read_after_its_marker_left_reads_nothing(
+def test_a_further_read_after_a_window_evicted_its_rows_reads_nothing(
     client: Redis, repository: RedisChatMemoryRepository
 ) -> None:
-    """When a window append evicted the oldest row read, the view ends there."""
-    repository.append_to_log("gone", [Message.user("u0"), Message.user("u1")])
+    """Rows a window append evicted between two reads of a view are not read.
+
+    The further read starts from the head of the turns list as it is then.
+    """
+    batch = [Message.user("u0"), Message.user("u1"), Message.user("u2")]
+    repository.append_to_log("gone", batch)
     keys = ConversationKeys.of(repository.key_prefix, "gone")
-    oldest = client.lindex(keys.turns, 0)
-    assert oldest is not None
-    repository.append_to_window("gone", [Message.user("u2")], MessageWindow(1))
+    repository.append_to_window("gone", [Message.user("u3")], MessageWindow(1))
     tail = client.register_script(TAIL)
-    assert tail(keys=[keys.turns, keys.msgs], args=[oldest, 5]) == []
+    # Below number 1 (as if 1 and 2 were read), five numbers, no sizes.
+    args: list[int | str] = [1, 5, "", "", ""]
+    assert tail(keys=[keys.meta, keys.msgs, keys.turns], args=args) == [3, 3]
+
+
+def test_a_further_read_takes_no_size_another_counter_measured(
+    client: Redis, repository: RedisChatMemoryRepository
+) -> None:
+    """Sizes re-measured by another counter between two reads are not taken."""
+    first = TokenWindow(10_000, estimate_tokens, "first")
+    batch = [Message.user(f"u{n}") for n in range(4)]
+    repository.append_to_log("moved", batch, first)
+    keys = ConversationKeys.of(repository.key_prefix, "moved")
+    newest = client.lindex(keys.turns, -1)
+    assert isinstance(newest, bytes)
+    assert first.counter_id is not None
+    tail = client.register_script(TAIL)
+    args: list[int | str | bytes] = [3, 5, newest, first.counter_id, ""]
+    read = tail(keys=[keys.meta, keys.msgs, keys.turns], args=args)
+    assert read[:2] == [0, 0]
+    assert len(read[2:]) == 3 + 3  # three messages, then their markers
+    other = TokenWindow(10_000, estimate_tokens, "other")
+    repository.append_to_window("moved", [Message.assistant("a")], other)
+    read = tail(keys=[keys.meta, keys.msgs, keys.turns], args=args)
+    assert len(read[2:]) == 3  # the messages only

@@ -105,6 +105,7 @@ from chatledger_redis.loop_clients import LoopClients  # async-only
 from chatledger_redis.scripts import APPEND, APPEND_LOG, PAGE, RESIZE, SAVE, TAIL, VIEW
 from chatledger_redis.steps import (
     RESIZE_ATTEMPTS,
+    TailRead,
     append_args,
     append_result,
     checked_window,
@@ -120,9 +121,7 @@ from chatledger_redis.steps import (
     resize_args,
     save_args,
     tail_reads,
-    tail_rows,
     ttl_milliseconds,
-    view_start,
 )
 
 __all__ = ["AsyncRedisChatMemoryRepository"]
@@ -409,10 +408,11 @@ class AsyncRedisChatMemoryRepository(AsyncClosingContext):
         """Return the view of ``window`` on the log, oldest first.
 
         One script reads the current system set and the newest rows (the
-        window's limit plus a few, or 32 for tokens), and core's
-        ``TailView`` builds the view from them; only a turn reaching further
-        back (rule 3) makes it read older rows, a page per round trip. Sizes
-        stored under the window's counter are used, others measured here.
+        window's limit plus a few sequence numbers, or 32 for tokens), and
+        core's ``TailView`` builds the view from them; only a view reaching
+        further back (a turn larger than the window, rule 3, or a token
+        window over more rows) reads older rows, a page per round trip.
+        Sizes stored under the window's counter are used, others measured.
         """
         validate_conversation_id(conversation_id)
         checked_window(window)
@@ -421,15 +421,21 @@ class AsyncRedisChatMemoryRepository(AsyncClosingContext):
         reads = self._tail_reads(window)
         rows = next(reads)
         reply = await self._run(
-            client, self._view, (keys.meta, keys.msgs, keys.turns, keys.system), [rows]
+            client,
+            self._view,
+            (keys.meta, keys.msgs, keys.turns, keys.system),
+            [rows, window.counter_id or ""],
         )
-        view, sizes, pairs = view_start(reply, window)
-        while not view.feed(tail_rows(pairs, sizes)) and len(pairs) == 2 * rows:
-            rows = next(reads)
-            pairs = await self._run(
-                client, self._tail, (keys.turns, keys.msgs), [pairs[0], rows]
+        read = TailRead(reply, window)
+        while not read.view.feed(read.rows()) and not read.complete:
+            reply = await self._run(
+                client,
+                self._tail,
+                (keys.meta, keys.msgs, keys.turns),
+                read.further(next(reads)),
             )
-        return view.messages()
+            read.extend(reply)
+        return read.view.messages()
 
     async def find_messages_page(
         self,

@@ -103,6 +103,7 @@ from chatledger_redis.keys import (
 from chatledger_redis.scripts import APPEND, APPEND_LOG, PAGE, RESIZE, SAVE, TAIL, VIEW
 from chatledger_redis.steps import (
     RESIZE_ATTEMPTS,
+    TailRead,
     append_args,
     append_result,
     checked_window,
@@ -118,9 +119,7 @@ from chatledger_redis.steps import (
     resize_args,
     save_args,
     tail_reads,
-    tail_rows,
     ttl_milliseconds,
-    view_start,
 )
 
 __all__ = ["RedisChatMemoryRepository"]
@@ -378,10 +377,11 @@ class RedisChatMemoryRepository(ClosingContext):
         """Return the view of ``window`` on the log, oldest first.
 
         One script reads the current system set and the newest rows (the
-        window's limit plus a few, or 32 for tokens), and core's
-        ``TailView`` builds the view from them; only a turn reaching further
-        back (rule 3) makes it read older rows, a page per round trip. Sizes
-        stored under the window's counter are used, others measured here.
+        window's limit plus a few sequence numbers, or 32 for tokens), and
+        core's ``TailView`` builds the view from them; only a view reaching
+        further back (a turn larger than the window, rule 3, or a token
+        window over more rows) reads older rows, a page per round trip.
+        Sizes stored under the window's counter are used, others measured.
         """
         validate_conversation_id(conversation_id)
         checked_window(window)
@@ -390,15 +390,21 @@ class RedisChatMemoryRepository(ClosingContext):
         reads = self._tail_reads(window)
         rows = next(reads)
         reply = self._run(
-            client, self._view, (keys.meta, keys.msgs, keys.turns, keys.system), [rows]
+            client,
+            self._view,
+            (keys.meta, keys.msgs, keys.turns, keys.system),
+            [rows, window.counter_id or ""],
         )
-        view, sizes, pairs = view_start(reply, window)
-        while not view.feed(tail_rows(pairs, sizes)) and len(pairs) == 2 * rows:
-            rows = next(reads)
-            pairs = self._run(
-                client, self._tail, (keys.turns, keys.msgs), [pairs[0], rows]
+        read = TailRead(reply, window)
+        while not read.view.feed(read.rows()) and not read.complete:
+            reply = self._run(
+                client,
+                self._tail,
+                (keys.meta, keys.msgs, keys.turns),
+                read.further(next(reads)),
             )
-        return view.messages()
+            read.extend(reply)
+        return read.view.messages()
 
     def find_messages_page(
         self,

@@ -49,8 +49,13 @@ leave both the list and the hash: ``forget_oldest`` translates core's
 evictions instead of spending two commands on every evicting append.
 
 Reads of the log (:data:`VIEW`, :data:`TAIL`, :data:`PAGE`) are scripts too,
-so each is one round trip and sees one state of the conversation: they read
-markers and then only the messages they return.
+so each is one round trip and sees one state of the conversation. They read
+messages by sequence number, in ranges that stop at the head of the turns
+list: a window evicts only the oldest non-system messages, so from there on
+every number holds a message but for the system messages a window replaced,
+and before it only system messages are left (each with its marker in the
+system list). A read therefore costs about what it returns, whatever the
+log's length or what a window evicted from it.
 """
 
 from __future__ import annotations
@@ -580,75 +585,114 @@ end
 return 1
 """
 
-# A flat reply of (marker, message) pairs: the message of each marker, in
-# the markers' order, one HMGET per 256.
-_PAIRS = """
-local function with_messages(msgs, markers, seqs)
-  local bodies = hmget_all(msgs, seqs)
-  local reply = {}
-  for i = 1, #markers do
-    reply[#reply + 1] = markers[i]
-    reply[#reply + 1] = bodies[i]
+# The newest rows of a log below a sequence number, read by number: every
+# non-system message from the head of the turns list on is stored (a window
+# evicts the oldest only), so a range of numbers down to that head holds
+# them all, and only system messages (a view skips them) or holes a window
+# left by replacing them. tail_range gives the numbers to read, from top
+# down, and appends the lowest of them and the head's to the reply;
+# tail_markers appends the markers of the rows just older than marker (the
+# newest ones when it is ''), which hold their sizes.
+_TAIL_ROWS = """
+local function tail_range(reply, turns, top, rows)
+  local low = top + 1
+  local head = redis.call('LINDEX', turns, 0)
+  if head then low = tonumber(string.match(head, '^%a:%d+:(%d+):')) end
+  local start = math.max(low, top - rows + 1)
+  reply[#reply + 1] = start
+  reply[#reply + 1] = low
+  local seqs = {}
+  for seq = top, start, -1 do seqs[#seqs + 1] = string.format('%d', seq) end
+  return seqs
+end
+
+local function tail_markers(reply, turns, rows, marker)
+  local markers = {}
+  if marker == '' then
+    markers = redis.call('LRANGE', turns, -rows, -1)
+  else
+    local at = redis.call('LPOS', turns, marker, 'RANK', -1)
+    if at and at > 0 then
+      markers = redis.call('LRANGE', turns, math.max(0, at - rows), at - 1)
+    end
   end
-  return reply
+  for _, entry in ipairs(markers) do reply[#reply + 1] = entry end
 end
 """
 
 #: The first read of a window view: the current system set and the newest rows.
 #:
 #: KEYS: meta, msgs, turns, system.
-#: ARGV[1]: how many of the newest non-system rows to read.
+#: ARGV[1]: how many sequence numbers to read down from the newest;
+#: ARGV[2]: the window's counter id (``""`` for none).
 #: Returns ``[]`` for no conversation, else ``ctr``, ``sized`` (``""`` when
-#: absent), the number of system rows, then ``<size>:<seq>`` and the message
-#: of each system message the view shows (rule 1: ``current_system``), then
-#: the marker and the message of each row read, oldest first.
+#: absent), the number of system rows shown, the newest sequence number,
+#: then ``<size>:<seq>`` of each system message the view shows (rule 1:
+#: ``current_system``) and their messages, then the lowest number read and
+#: the head's (see ``tail_range``), the messages read, newest first (false
+#: for a hole), then, when ``ctr`` is the window's counter, the newest
+#: markers (oldest first), which hold the rows' stored sizes. The messages
+#: come from one ``HMGET`` (per 256).
 VIEW = (
     _CHUNKS
     + _CURRENT_SYSTEM
-    + _PAIRS
+    + _TAIL_ROWS
     + """
 local meta, msgs, turns, system = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
 local state = redis.call('HMGET', meta, 'next', 'ctr', 'sized', 'sb')
 if state[1] == false then return {} end
-local markers, seqs = {}, {}
+local top = tonumber(state[1]) - 1
+local rows = tonumber(ARGV[1])
 local shown = current_system(system, tonumber(state[4] or '0'))
+local reply = {state[2], state[3] or '', #shown, top}
+local seqs = {}
 for i, entry in ipairs(shown) do
   local size, seq = string.match(entry, '^(%d+):(%d+):')
-  markers[i] = size .. ':' .. seq
+  reply[#reply + 1] = size .. ':' .. seq
   seqs[i] = seq
 end
-for _, entry in ipairs(redis.call('LRANGE', turns, -tonumber(ARGV[1]), -1)) do
-  markers[#markers + 1] = entry
-  seqs[#seqs + 1] = string.match(entry, '^%a:%d+:(%d+):')
-end
-local reply = {state[2], state[3] or '', #shown}
-for _, value in ipairs(with_messages(msgs, markers, seqs)) do
-  reply[#reply + 1] = value
-end
+local bounds = {}
+for _, seq in ipairs(tail_range(bounds, turns, top, rows)) do seqs[#seqs + 1] = seq end
+local bodies = hmget_all(msgs, seqs)
+for i = 1, #shown do reply[#reply + 1] = bodies[i] end
+reply[#reply + 1] = bounds[1]
+reply[#reply + 1] = bounds[2]
+for i = #shown + 1, #seqs do reply[#reply + 1] = bodies[i] end
+if ARGV[2] ~= '' and ARGV[2] == state[2] then tail_markers(reply, turns, rows, '') end
 return reply
 """
 )
 
-#: A further read of a window view: the rows just older than the oldest read.
+#: A further read of a window view: the rows below those read so far.
 #:
-#: KEYS: turns, msgs.
-#: ARGV[1]: the oldest marker read so far; ARGV[2]: how many rows to read.
-#: Returns the marker and the message of each row, oldest first; ``[]`` at
-#: the start of the log, or when that marker is gone (a window append
-#: evicted it, or ``save_all`` replaced the conversation, since).
-#: ``LPOS`` looks for the marker from the newest end, so the search grows
-#: with the rows read and appended since, not with the log.
+#: KEYS: meta, msgs, turns.
+#: ARGV[1]: the lowest sequence number read so far; ARGV[2]: how many
+#: numbers to read below it; ARGV[3]: the oldest marker read so far, whose
+#: older neighbours hold the sizes, or ``""`` when no size is wanted;
+#: ARGV[4] and ARGV[5]: ``ctr`` and ``sized`` as the first read saw them.
+#: Returns the lowest number read and the head's (see ``tail_range``), the
+#: messages read, newest first (false for a hole), then, when a marker was
+#: given and the sizes are still those the first read took, the markers
+#: just older than it, found with ``LPOS`` from the newest end (so the
+#: search grows with the rows read and appended since, not with the log);
+#: none when it is gone (a window append evicted it).
 TAIL = (
     _CHUNKS
-    + _PAIRS
+    + _TAIL_ROWS
     + """
-local turns, msgs = KEYS[1], KEYS[2]
-local at = redis.call('LPOS', turns, ARGV[1], 'RANK', -1)
-if not at or at == 0 then return {} end
-local markers = redis.call('LRANGE', turns, math.max(0, at - tonumber(ARGV[2])), at - 1)
-local seqs = {}
-for i, entry in ipairs(markers) do seqs[i] = string.match(entry, '^%a:%d+:(%d+):') end
-return with_messages(msgs, markers, seqs)
+local meta, msgs, turns = KEYS[1], KEYS[2], KEYS[3]
+local rows = tonumber(ARGV[2])
+local reply = {}
+local bodies = hmget_all(msgs, tail_range(reply, turns, tonumber(ARGV[1]) - 1, rows))
+for i = 1, #bodies do reply[#reply + 1] = bodies[i] end
+if ARGV[3] ~= '' then
+  -- another counter may have measured the rows since (then they are measured)
+  local state = redis.call('HMGET', meta, 'ctr', 'sized')
+  if state[1] == ARGV[4] and (state[2] or '') == ARGV[5] then
+    tail_markers(reply, turns, rows, ARGV[3])
+  end
+end
+return reply
 """
 )
 

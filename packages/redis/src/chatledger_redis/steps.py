@@ -19,7 +19,7 @@ Nothing here does I/O.
 
 A window view (``find_window``) is read newest first: the ``VIEW`` script
 answers the current system set and the newest rows (:func:`tail_reads`
-says how many), :func:`view_start` and :func:`tail_rows` turn them into
+says how many), :class:`TailRead` turns them into
 :class:`~chatledger.window_view.LogRow` for core's
 :class:`~chatledger.window_view.TailView`, and only while that view is not
 done does the ``TAIL`` script read further back.
@@ -34,7 +34,6 @@ import itertools
 import math
 import os
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 from chatledger.adapters import (
@@ -66,7 +65,7 @@ from chatledger_redis.markers import ROLE_CODES, system_marker, turn_marker
 __all__ = [
     "CLUSTER_SUFFIX",
     "RESIZE_ATTEMPTS",
-    "StoredSizes",
+    "TailRead",
     "append_args",
     "append_result",
     "checked_window",
@@ -82,10 +81,8 @@ __all__ = [
     "resize_args",
     "save_args",
     "tail_reads",
-    "tail_rows",
     "text",
     "ttl_milliseconds",
-    "view_start",
     "write_token",
 ]
 
@@ -341,65 +338,106 @@ def tail_reads(window: Window) -> Iterator[int]:
         rows = max(rows, min(rows * 2, _TAIL_PAGE_CAP))
 
 
-@dataclass(frozen=True, slots=True)
-class StoredSizes:
-    """Which sizes stored in the markers a view may take.
+class TailRead:
+    """What a window view has read of a log, from the VIEW and TAIL answers.
 
-    Attributes:
-        usable: The markers were measured by the window's counter.
-        since: The first sequence number measured so (a log append with a
-            new counter measures only its own rows; 0 when all are).
+    Rows are read by sequence number, newest first, down to the head of the
+    turns list (below it only system messages are left, which a view takes
+    from the current set alone). The sizes stored in the markers are used
+    when they were measured by the window's counter (from ``sized`` on, when
+    a log append measured only its own rows); other rows are measured by
+    :class:`~chatledger.window_view.TailView`.
+
+    Args:
+        reply: The VIEW script's answer.
+        window: The window shown.
     """
 
-    usable: bool
-    since: int
-
-    def size(self, seq: int, stored: str) -> int | None:
-        """The stored size of the row ``seq``, or ``None`` to measure it."""
-        return int(stored) if self.usable and seq >= self.since else None
-
-
-def view_start(
-    reply: list[Any], window: Window
-) -> tuple[TailView, StoredSizes, list[Any]]:
-    """Read the VIEW script's answer: the view begun, the sizes, the tail pairs.
-
-    Returns the :class:`~chatledger.window_view.TailView` holding the system
-    rows, the :class:`StoredSizes` the rows of this view may take, and the
-    ``(marker, message)`` pairs of the newest rows, oldest first, flat.
-    """
-    if not reply:
-        return TailView(window, []), StoredSizes(False, 0), []
-    counter, sized, count = reply[0], text(reply[1] or ""), int(reply[2])
-    sizes = StoredSizes(
-        window.counter_id is not None and text(counter or "") == window.counter_id,
-        int(sized) if sized else 0,
+    __slots__ = (
+        "_bodies",
+        "_seen",
+        "_since",
+        "_sizes",
+        "_top",
+        "low",
+        "marker",
+        "start",
+        "view",
     )
-    system: list[LogRow] = []
-    end = 3 + 2 * count
-    for marker, body in zip(reply[3:end:2], reply[4:end:2], strict=True):
-        if body is not None:
-            size, seq = text(marker).split(":")
-            number = int(seq)
-            system.append(
-                LogRow(number, codec.from_json(body), sizes.size(number, size))
-            )
-    return TailView(window, system), sizes, reply[end:]
 
+    def __init__(self, reply: list[Any], window: Window) -> None:
+        """Read the system rows, the first tail rows and their sizes."""
+        self._sizes: dict[int, int] = {}
+        self._bodies: list[Any] = []
+        self._seen = ["", ""]
+        #: The oldest marker read, ``""`` before any (and when none is wanted).
+        self.marker: str | bytes = ""
+        if not reply:
+            self.view = TailView(window, [])
+            self._since, self._top = 0, -1
+            self.start = self.low = 0
+            return
+        counter, sized = text(reply[0] or ""), text(reply[1] or "")
+        weighed = window.counter_id is not None and counter == window.counter_id
+        self._since = int(sized) if sized else 0
+        # What a further read checks before it takes sizes from the markers.
+        self._seen = [counter, sized]
+        count = int(reply[2])
+        end = 4 + count
+        system: list[LogRow] = []
+        for entry, body in zip(reply[4:end], reply[end : end + count], strict=True):
+            if body is not None:
+                size, seq = text(entry).split(":")
+                number = int(seq)
+                stored = weighed and number >= self._since
+                message = codec.from_json(body)
+                system.append(LogRow(number, message, int(size) if stored else None))
+        self.view = TailView(window, system)
+        self._top = int(reply[3])
+        self._take(reply[end + count :], weighed)
 
-def tail_rows(pairs: list[Any], sizes: StoredSizes) -> Iterator[LogRow]:
-    """The rows of flat ``(marker, message)`` pairs, oldest first, newest first.
+    def _take(self, rows: list[Any], weighed: bool) -> None:
+        """Read a tail answer: the bounds, the messages, then any markers."""
+        self.start, self.low = int(rows[0]), int(rows[1])
+        read = max(0, self._top - self.start + 1)
+        self._bodies = rows[2 : 2 + read]
+        markers = rows[2 + read :]
+        if weighed and markers:
+            self.marker = markers[0]
+            for marker in markers:
+                _, size, seq, _ = text(marker).split(":", 3)
+                if int(seq) >= self._since:
+                    self._sizes[int(seq)] = int(size)
 
-    A lazy iterator: :meth:`~chatledger.window_view.TailView.feed` stops at
-    the row that settles the view, and no message past it is decoded.
-    """
-    for index in range(len(pairs) - 2, -1, -2):
-        body = pairs[index + 1]
-        if body is None:  # a marker without its message: not written together
-            continue
-        _, size, seq, _ = text(pairs[index]).split(":", 3)
-        number = int(seq)
-        yield LogRow(number, codec.from_json(body), sizes.size(number, size))
+    @property
+    def complete(self) -> bool:
+        """True once the rows read reach the head of the turns list."""
+        return self.start <= self.low
+
+    def rows(self) -> Iterator[LogRow]:
+        """The rows of the latest read, newest first, decoded as fed.
+
+        A lazy iterator: :meth:`~chatledger.window_view.TailView.feed` stops
+        at the row that settles the view, and no message past it is decoded.
+        """
+        sizes = self._sizes
+        for offset, body in enumerate(self._bodies):
+            if body is not None:  # a hole: a system message a window replaced
+                seq = self._top - offset
+                yield LogRow(seq, codec.from_json(body), sizes.get(seq))
+
+    def further(self, rows: int) -> list[Any]:
+        """The TAIL script's ARGV to read ``rows`` numbers below those read."""
+        return [self.start, rows, self.marker, *self._seen]
+
+    def extend(self, reply: list[Any]) -> None:
+        """Take the TAIL script's answer as the latest read."""
+        below = self.start
+        self._top = below - 1
+        self._take(reply, bool(self.marker))
+        if self.start >= below:
+            # Nothing older was left to read: never ask again.
+            self.low = self.start
 
 
 def page_args(after: int | None, limit: int, newest_first: bool) -> list[Any]:
