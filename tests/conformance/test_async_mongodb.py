@@ -16,9 +16,14 @@ from typing import Any
 
 import pytest
 
-from chatledger.testing import AsyncChatMemoryRepositoryTests
-from chatledger.testing.async_runner import EventLoopThread
+from chatledger.testing import AsyncChatMemoryRepositoryTests, LogTests
+from chatledger.testing.async_runner import (
+    EventLoopThread,
+    RepositoryFacade,
+    repository_facade,
+)
 from tests.backends import backend_url
+from tests.conformance.test_mongodb import small_reads
 
 pymongo = pytest.importorskip("pymongo")
 chatledger_mongodb = pytest.importorskip("chatledger_mongodb")
@@ -66,3 +71,28 @@ class TestAsyncMongoDBConformance(AsyncChatMemoryRepositoryTests):
         self, async_client: Any, collections: list[str]
     ) -> Callable[[timedelta], Any]:
         return lambda ttl: self._make(async_client, collections, ttl=ttl)
+
+
+class TestAsyncMongoDBLogInSmallReads(LogTests):
+    """The log suite on ``AsyncMongoClient``, views read a row or two at a time."""
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def async_runner(cls) -> Iterator[EventLoopThread]:
+        runner = EventLoopThread()
+        yield runner
+        runner.close()
+
+    @pytest.fixture
+    def repository(
+        self, required: set[str], async_runner: EventLoopThread
+    ) -> Iterator[RepositoryFacade]:
+        client = pymongo.AsyncMongoClient(backend_url("mongodb", required))
+        name = f"cl_{uuid.uuid4().hex}"
+        repository = chatledger_mongodb.AsyncMongoDBChatMemoryRepository(
+            client, database=DATABASE, collection=name
+        )
+        repository._view_reads = small_reads
+        yield repository_facade(repository, async_runner)
+        async_runner.run(client[DATABASE].drop_collection(name))
+        async_runner.run(client.close())

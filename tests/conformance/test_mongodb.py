@@ -9,6 +9,7 @@ it afterwards.
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
@@ -16,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from chatledger.testing import ChatMemoryRepositoryTests
+from chatledger.testing import ChatMemoryRepositoryTests, LogTests
+from chatledger.window import Window
 from tests.backends import backend_url
 
 pymongo = pytest.importorskip("pymongo")
@@ -32,6 +34,21 @@ def mongo_client(required: set[str]) -> Iterator[Any]:
     client.close()
 
 
+@pytest.fixture
+def collections(mongo_client: Any) -> Iterator[list[str]]:
+    """The names of the collections a test made, dropped after it."""
+    names: list[str] = []
+    yield names
+    for name in names:
+        mongo_client[DATABASE].drop_collection(name)
+
+
+def small_reads(window: Window) -> Iterator[int]:
+    """One row first, then two a read: every view walks back through further reads."""
+    yield 1
+    yield from itertools.repeat(2)
+
+
 class TestMongoDBConformance(ChatMemoryRepositoryTests):
     """The whole suite against a real MongoDB server."""
 
@@ -39,13 +56,6 @@ class TestMongoDBConformance(ChatMemoryRepositoryTests):
     supports_ttl = True
     # SCAN and cursors fetch in batches: the paging test crosses them.
     many_conversations = 10_000
-
-    @pytest.fixture
-    def collections(self, mongo_client: Any) -> Iterator[list[str]]:
-        names: list[str] = []
-        yield names
-        for name in names:
-            mongo_client[DATABASE].drop_collection(name)
 
     def _make(self, client: Any, names: list[str], **options: Any) -> Any:
         name = f"cl_{uuid.uuid4().hex}"
@@ -63,3 +73,22 @@ class TestMongoDBConformance(ChatMemoryRepositoryTests):
         self, mongo_client: Any, collections: list[str]
     ) -> Callable[[timedelta], Any]:
         return lambda ttl: self._make(mongo_client, collections, ttl=ttl)
+
+
+class TestMongoDBLogInSmallReads(LogTests):
+    """The log suite with views read a row or two at a time.
+
+    The suite's own views (the window's limit plus a few rows) rarely read
+    twice: here every view of the random histories reads further back, a
+    row or two per aggregation, and meets a read's boundary at every row.
+    """
+
+    @pytest.fixture
+    def repository(self, mongo_client: Any, collections: list[str]) -> Any:
+        name = f"cl_{uuid.uuid4().hex}"
+        collections.append(name)
+        repository = chatledger_mongodb.MongoDBChatMemoryRepository(
+            mongo_client, database=DATABASE, collection=name
+        )
+        repository._view_reads = small_reads
+        return repository

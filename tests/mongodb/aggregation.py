@@ -9,9 +9,10 @@ It is NOT MongoDB. No MongoDB server runs where these tests are written, and
 mongomock does not implement ``$reduce``, ``$range``, ``$mergeObjects`` or
 ``$anyElementTrue``. This evaluator follows the operator semantics documented in
 the MongoDB manual (missing versus null, truthiness, field paths through arrays)
-for exactly the operators the update pipeline uses, and raises on anything else,
-so the window logic written as pipeline expressions can be checked against
-:func:`chatledger.window.apply_window`. It proves the logic, not the server.
+for exactly the operators the update pipelines and the log's reads use, and
+raises on anything else, so the window logic written as pipeline expressions
+can be checked against :func:`chatledger.window.apply_window`, and the reads'
+``$project`` stages against the log. It proves the logic, not the server.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-__all__ = ["MISSING", "evaluate", "run_pipeline"]
+__all__ = ["MISSING", "evaluate", "project", "run_pipeline"]
 
 
 class _Missing:
@@ -266,3 +267,23 @@ def run_pipeline(
         else:
             raise NotImplementedError(f"the test evaluator does not implement {kind}")
     return current
+
+
+def project(document: dict[str, Any], spec: dict[str, Any]) -> dict[str, Any]:
+    """Apply one ``$project`` stage: ``_id: 0``, fields kept by 1, computed fields."""
+    shown: dict[str, Any] = {}
+    if spec.get("_id", 1) and "_id" in document:
+        shown["_id"] = document["_id"]
+    for path, expression in spec.items():
+        if path == "_id":
+            continue
+        if expression is True or expression == 1:
+            if path in document:
+                shown[path] = document[path]
+            continue
+        if isinstance(expression, bool | int):
+            raise NotImplementedError("the test evaluator does not exclude fields")
+        value = evaluate(expression, document, {})
+        if value is not MISSING:
+            _set_path(shown, path, value)
+    return shown

@@ -7,11 +7,12 @@ Example:
     twin = AsyncMongoDBChatMemoryRepository(AsyncStandInClient(), collection="t1")
 
 It is NOT a MongoDB server and proves nothing about one. mongomock keeps the
-documents and answers the plain queries; update pipelines, which mongomock
+documents and answers the plain queries (an aggregation's ``$match`` too);
+update pipelines and an aggregation's ``$project`` stages, which mongomock
 cannot evaluate for the operators the adapter uses, go through
 :mod:`tests.mongodb.aggregation`. One lock around every call stands in for the
 server's single-document atomicity. What it checks: the adapter's Python side
-and the window logic its pipeline encodes, end to end.
+and the window and log logic its pipelines encode, end to end.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 import mongomock
 from pymongo import ReturnDocument
 
-from tests.mongodb.aggregation import run_pipeline
+from tests.mongodb.aggregation import project, run_pipeline
 
 __all__ = ["AsyncStandInClient", "StandInClient"]
 
@@ -61,8 +62,15 @@ class _Collection:
             return _Cursor(self._inner.find(*args, **kwargs))
 
     def aggregate(self, pipeline: list[dict[str, Any]]) -> _Cursor:
+        """``$match`` by mongomock, then each ``$project`` by the evaluator."""
+        (kind, query), *rest = (next(iter(stage.items())) for stage in pipeline)
+        assert kind == "$match", "the stand-in aggregates from a $match"
         with self._lock:
-            return _Cursor(iter(list(self._inner.aggregate(pipeline))))
+            found = [copy.deepcopy(d) for d in self._inner.find(query)]
+        for kind, spec in rest:
+            assert kind == "$project", f"the stand-in does not run {kind}"
+            found = [project(document, spec) for document in found]
+        return _Cursor(iter(found))
 
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self._inner, name)

@@ -12,17 +12,23 @@ covers where one is reachable.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
-from chatledger.testing import AsyncChatMemoryRepositoryTests
+from chatledger.testing import AsyncChatMemoryRepositoryTests, LogTests
+from chatledger.testing.async_runner import (
+    EventLoopThread,
+    RepositoryFacade,
+    repository_facade,
+)
 
 pytest.importorskip("mongomock")
 
 from chatledger_mongodb import AsyncMongoDBChatMemoryRepository
+from tests.conformance.test_mongodb import small_reads
 from tests.mongodb.standin import AsyncStandInClient
 
 
@@ -54,3 +60,23 @@ class TestAsyncMongoDBStandInEvaluator(AsyncChatMemoryRepositoryTests):
             collection=f"c_{uuid.uuid4().hex}",
             ttl=ttl,
         )
+
+
+class TestAsyncMongoDBStandInLogInSmallReads(LogTests):
+    """The log suite, async, on the stand-in (NOT a server), in small view reads."""
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def async_runner(cls) -> Iterator[EventLoopThread]:
+        runner = EventLoopThread()
+        yield runner
+        runner.close()
+
+    @pytest.fixture
+    def repository(self, async_runner: EventLoopThread) -> RepositoryFacade:
+        repository = AsyncMongoDBChatMemoryRepository(
+            AsyncStandInClient(),  # type: ignore[arg-type]
+            collection=f"c_{uuid.uuid4().hex}",
+        )
+        repository._view_reads = small_reads
+        return repository_facade(repository, async_runner)

@@ -19,11 +19,12 @@ from typing import Any
 
 import pytest
 
-from chatledger.testing import ChatMemoryRepositoryTests
+from chatledger.testing import ChatMemoryRepositoryTests, LogTests
 
 pytest.importorskip("mongomock")
 
 from chatledger_mongodb import MongoDBChatMemoryRepository
+from tests.conformance.test_mongodb import small_reads
 from tests.mongodb.standin import StandInClient
 
 
@@ -50,3 +51,20 @@ class TestMongoDBStandInEvaluator(ChatMemoryRepositoryTests):
             collection=f"c_{uuid.uuid4().hex}",
             ttl=ttl,
         )
+
+
+class TestMongoDBStandInLogInSmallReads(LogTests):
+    """The log suite on the stand-in (NOT a server), views read a row or two at a time.
+
+    Every view of the random histories then reads further back through the
+    further-read aggregation, and meets a read's boundary at every row.
+    """
+
+    @pytest.fixture
+    def repository(self) -> MongoDBChatMemoryRepository:
+        repository = MongoDBChatMemoryRepository(
+            StandInClient(),  # type: ignore[arg-type]
+            collection=f"c_{uuid.uuid4().hex}",
+        )
+        repository._view_reads = small_reads
+        return repository

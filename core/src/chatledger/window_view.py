@@ -53,6 +53,16 @@ and that random-history test exercises it on its backend:
   ``TAIL`` script reads while the view is not done (the Redis conformance
   tests also run the suite with views read a row or two at a time, so every
   view crosses those reads).
+- MongoDB: rule 1 (:func:`current_system`) in the aggregation of
+  ``chatledger_mongodb.log_reads.view_pipeline``, which answers the system
+  elements whose batch is at least the one the conversation's document
+  records (``b`` against ``sb``, absent meaning 0) together with the newest
+  rows; rules 2-4 run here, in :class:`TailView`, over those rows and the
+  older ones ``tail_pipeline`` reads while the view is not done. The suite
+  runs on a MongoDB server where one is reachable, and always on the tests'
+  in-process stand-in (mongomock and an evaluator of the pipeline's
+  operators: it checks the aggregation's logic, not a server); both also
+  with views read a row or two at a time.
 """
 
 from __future__ import annotations

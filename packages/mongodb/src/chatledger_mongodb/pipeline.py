@@ -1,4 +1,4 @@
-"""The stored shape of a message and the one-document window-append update.
+"""The stored shape of a message and the two one-document appends: window and log.
 
 Example:
     from chatledger import Message, MessageWindow
@@ -18,19 +18,37 @@ is :func:`chatledger.window.apply_window` written as MongoDB aggregation
 expressions (server 4.2+; ``$reduce``, ``$filter``, ``$map``, ``$range``,
 ``$mergeObjects``), so the server applies the window rules to the stored
 document while it holds it, in one atomic single-document update.
+:func:`log_append_pipeline` is the log's append (``SupportsLog``): the same
+first steps, then the new messages go after the stored ones and nothing
+leaves.
 
-The pipeline is one ``$set`` stage per step of the window rule, each made by
-its own builder below, in order: :func:`stored_state_stage` (an expired
-document counts as empty), :func:`fresh_stage` (ids already stored, or
-recorded as taken out of the window, are filtered out),
-:func:`replace_system_stage` and :func:`merge_system_stage`
-(system messages by :func:`chatledger.adapters.system_key`),
-:func:`history_stage` (numbering), :func:`sizes_stage`,
-:func:`size_totals_stage`, :func:`cut_stage` (eviction count, turn snap and the
-orphan tool rule), :func:`evict_stage` and :func:`commit_stage` (messages,
-counters, expiry, the record of evicted ids and the result); then the
-temporary fields go. A step reads the stored document and what the steps
-before it set.
+The window pipeline is one ``$set`` stage per step of the window rule, each
+made by its own builder below, in order: :func:`stored_state_stage` (an
+expired document counts as empty), :func:`fresh_stage` (ids already stored,
+or recorded as taken out of the window, are filtered out),
+:func:`replace_system_stage` and :func:`merge_system_stage` (rule 1: system
+messages compared with the current system set by
+:func:`chatledger.adapters.system_key`), :func:`number_stage` (sequence
+numbers and the batch), :func:`history_stage`, :func:`sizes_stage`,
+:func:`size_totals_stage`, :func:`cut_stage` (eviction count, turn snap and
+the orphan tool rule), :func:`evict_stage` and :func:`commit_stage`
+(messages, counters, expiry, the record of evicted ids and the result); then
+the temporary fields go. The log pipeline shares the steps up to
+:func:`number_stage` and ends with :func:`log_commit_stage`. A step reads
+the stored document and what the steps before it set.
+
+The current system set (rule 1, :func:`chatledger.window_view.current_system`)
+is the system messages of the latest append that stored any. Each system
+element records its batch in ``b`` (the ``seq`` of the first message that
+append stored) and the document records the current set's batch in
+:data:`SYSTEM_BATCH_FIELD`; an element without ``b``, or a document without
+that field, means batch 0, which is what ``save_all`` and the releases that
+kept only the window wrote: there every stored system message is current.
+So the current set is the system elements whose batch is at least the
+document's. A log append that stores a system message keeps the superseded
+ones (the log keeps everything) and moves the document's batch; a window
+append replaces the current set only (its messages leave, their ids join the
+record) and leaves superseded ones where they are.
 
 Every value from the caller (ids, payloads, counter names) enters the pipeline
 inside ``$literal``, so a string that starts with ``$`` is never read as a field
@@ -53,14 +71,21 @@ from chatledger.adapters import (
 __all__ = [
     "EVICTED_IDS_FIELD",
     "RESULT_FIELD",
+    "SYSTEM_BATCH_FIELD",
     "append_pipeline",
+    "batch_of",
+    "cached_size",
     "commit_stage",
     "cut_stage",
     "encode_element",
     "evict_stage",
     "fresh_stage",
     "history_stage",
+    "in_current_set",
+    "log_append_pipeline",
+    "log_commit_stage",
     "merge_system_stage",
+    "number_stage",
     "replace_system_stage",
     "size_totals_stage",
     "sizes_stage",
@@ -74,14 +99,21 @@ RESULT_FIELD = "last_append"
 #: first (see :mod:`chatledger.evicted_ids`); an append treats them as stored.
 EVICTED_IDS_FIELD = "evicted_ids"
 
+#: The field of the current system set's batch (see the module docstring);
+#: absent means batch 0.
+SYSTEM_BATCH_FIELD = "sb"
+
 _TEMPORARIES = [
     "_old",
     "_record",
     "_seq",
+    "_sb",
     "_fresh",
     "_ssys",
     "_replace",
     "_merge",
+    "_new",
+    "_nsb",
     "_hist",
     "_sized",
     "_stale",
@@ -120,17 +152,34 @@ def _is_role(variable: str, role: Role) -> dict[str, Any]:
 
 _SYSTEM = Role.SYSTEM.value
 
+
+def batch_of(variable: str) -> dict[str, Any]:
+    """The batch of the element ``variable`` (``$$m``): its ``b``, else 0."""
+    return {"$ifNull": [f"{variable}.b", 0]}
+
+
+def in_current_set(variable: str, batch: Any) -> dict[str, Any]:
+    """True for a system element of the current set, whose batch is ``batch``."""
+    return {
+        "$and": [
+            {"$eq": [f"{variable}.role", _SYSTEM]},
+            {"$gte": [batch_of(variable), batch]},
+        ]
+    }
+
+
 #: True in the stages after :func:`size_totals_stage` when a stored message lacks a
 #: size under the window's counter: the append then changes no content.
 _STALE: dict[str, Any] = {"$gt": [{"$size": "$_stale"}, 0]}
 
 
 def stored_state_stage(now: datetime) -> dict[str, Any]:
-    """Read the stored messages, the record of evicted ids and the next seq.
+    """Read the stored messages, the record of evicted ids, the next seq, the batch.
 
-    They go to ``_old``, ``_record`` and ``_seq``. A document whose
-    ``expires_at`` passed by ``now`` counts as empty, record included: the TTL
-    monitor may not have removed it yet.
+    They go to ``_old``, ``_record``, ``_seq`` and ``_sb`` (the current
+    system set's batch). A document whose ``expires_at`` passed by ``now``
+    counts as empty, record included: the TTL monitor may not have removed
+    it yet.
     """
     expired = {
         "$and": [
@@ -145,6 +194,7 @@ def stored_state_stage(now: datetime) -> dict[str, Any]:
                 "$cond": [expired, [], {"$ifNull": [f"${EVICTED_IDS_FIELD}", []]}]
             },
             "_seq": {"$cond": [expired, 0, {"$ifNull": ["$next_seq", 0]}]},
+            "_sb": {"$cond": [expired, 0, {"$ifNull": [f"${SYSTEM_BATCH_FIELD}", 0]}]},
         }
     }
 
@@ -153,7 +203,7 @@ def fresh_stage(batch: list[dict[str, Any]]) -> dict[str, Any]:
     """Keep the batch elements whose id is neither stored nor recorded (``_fresh``).
 
     A retried append is a no-op this way, even after the window took its
-    messages out. The stored system messages (``_ssys``) are set aside for the
+    messages out. The current system set (``_ssys``) is set aside for the
     system-message rule.
     """
     return {
@@ -178,7 +228,7 @@ def fresh_stage(batch: list[dict[str, Any]]) -> dict[str, Any]:
                 "$filter": {
                     "input": "$_old",
                     "as": "m",
-                    "cond": {"$eq": ["$$m.role", _SYSTEM]},
+                    "cond": in_current_set("$$m", "$_sb"),
                 }
             },
         }
@@ -186,9 +236,9 @@ def fresh_stage(batch: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def replace_system_stage() -> dict[str, Any]:
-    """Decide whether the stored system messages are replaced (``_replace``).
+    """Decide whether the current system set is replaced (``_replace``).
 
-    Any new system message whose key matches no stored one replaces them all.
+    Any new system message whose key matches none of the set replaces it all.
     """
     return {
         "$set": {
@@ -216,8 +266,8 @@ def replace_system_stage() -> dict[str, Any]:
 def merge_system_stage() -> dict[str, Any]:
     """Drop new system messages equal to one kept before them (``_merge.kept``).
 
-    Equality is the ``k`` key; what counts as kept before is the stored system
-    messages (unless replaced) and the batch's earlier system messages.
+    Equality is the ``k`` key; what counts as kept before is the current
+    system set (unless replaced) and the batch's earlier system messages.
     """
     return {
         "$set": {
@@ -260,11 +310,51 @@ def merge_system_stage() -> dict[str, Any]:
     }
 
 
-def history_stage() -> dict[str, Any]:
-    """Join what stays stored with the new messages, numbered (``_hist``).
+def number_stage() -> dict[str, Any]:
+    """Number the kept messages from ``_seq`` on (``_new``) and name the batch.
 
-    The new messages take ``seq`` from ``_seq`` on. When the system messages
-    are replaced, the stored ones leave and their ids go to ``_gone``.
+    The batch of this append is ``_seq``, the number of its first message;
+    each new system element records it in ``b``. A new system message is
+    kept only when the set is replaced, so ``_nsb``, the current set's batch
+    after the append, is ``_seq`` then and ``_sb`` otherwise.
+    """
+    numbered = {
+        "$let": {
+            "vars": {"m": {"$arrayElemAt": ["$_merge.kept", "$$i"]}},
+            "in": {
+                "$mergeObjects": [
+                    "$$m",
+                    {"seq": {"$add": ["$_seq", "$$i"]}},
+                    {
+                        "$cond": [
+                            _is_role("$$m", Role.SYSTEM),
+                            {"b": "$_seq"},
+                            {"$literal": {}},
+                        ]
+                    },
+                ]
+            },
+        }
+    }
+    return {
+        "$set": {
+            "_new": {
+                "$map": {
+                    "input": {"$range": [0, {"$size": "$_merge.kept"}]},
+                    "as": "i",
+                    "in": numbered,
+                }
+            },
+            "_nsb": {"$cond": ["$_replace", "$_seq", "$_sb"]},
+        }
+    }
+
+
+def history_stage() -> dict[str, Any]:
+    """Join what stays stored with the new messages (``_hist``).
+
+    When the current system set is replaced, its messages leave and their ids
+    go to ``_gone``; system messages it had superseded stay, as history.
     """
     return {
         "$set": {
@@ -275,25 +365,18 @@ def history_stage() -> dict[str, Any]:
                             "input": "$_old",
                             "as": "m",
                             "cond": {
-                                "$or": [
-                                    {"$not": ["$_replace"]},
-                                    {"$ne": ["$$m.role", _SYSTEM]},
+                                "$not": [
+                                    {
+                                        "$and": [
+                                            "$_replace",
+                                            in_current_set("$$m", "$_sb"),
+                                        ]
+                                    }
                                 ]
                             },
                         }
                     },
-                    {
-                        "$map": {
-                            "input": {"$range": [0, {"$size": "$_merge.kept"}]},
-                            "as": "i",
-                            "in": {
-                                "$mergeObjects": [
-                                    {"$arrayElemAt": ["$_merge.kept", "$$i"]},
-                                    {"seq": {"$add": ["$_seq", "$$i"]}},
-                                ]
-                            },
-                        }
-                    },
+                    "$_new",
                 ]
             },
             "_gone": {"$cond": ["$_replace", "$_ssys.id", []]},
@@ -301,8 +384,11 @@ def history_stage() -> dict[str, Any]:
     }
 
 
-def _size_of(variable: str, counter_id: str | None) -> Any:
-    """The size of one element under the window's counter; null when not cached."""
+def cached_size(variable: str, counter_id: str | None) -> Any:
+    """The size of the element ``variable`` under ``counter_id``; null when not cached.
+
+    Without a counter (a message window) every message weighs 1.
+    """
     if counter_id is None:
         return 1
     return {
@@ -328,21 +414,35 @@ def _size_of(variable: str, counter_id: str | None) -> Any:
 
 
 def sizes_stage(counter_id: str | None) -> dict[str, Any]:
-    """Pair each message of ``_hist`` with its size (``_sized``: id, role, n).
+    """Pair each message the window holds with its size (``_sized``: id, role, n).
 
-    A message window counts every message as 1; a token window reads the size
-    cached under ``counter_id``, null where none is.
+    Those are the messages of ``_hist`` less the system messages the current
+    set superseded (history, outside any window). A message window counts
+    every message as 1; a token window reads the size cached under
+    ``counter_id``, null where none is.
     """
+    windowed = {
+        "$filter": {
+            "input": "$_hist",
+            "as": "m",
+            "cond": {
+                "$or": [
+                    {"$ne": ["$$m.role", _SYSTEM]},
+                    {"$gte": [batch_of("$$m"), "$_nsb"]},
+                ]
+            },
+        }
+    }
     return {
         "$set": {
             "_sized": {
                 "$map": {
-                    "input": "$_hist",
+                    "input": windowed,
                     "as": "m",
                     "in": {
                         "id": "$$m.id",
                         "role": "$$m.role",
-                        "n": _size_of("$$m", counter_id),
+                        "n": cached_size("$$m", counter_id),
                     },
                 }
             }
@@ -535,7 +635,8 @@ def commit_stage(
     """Write the outcome: messages, counters, expiry, record and result.
 
     ``messages`` is ``_hist`` without the evicted, ``next_seq`` moves past the
-    new messages and ``version`` and ``expires_at`` take their new values.
+    new messages, :data:`SYSTEM_BATCH_FIELD` takes ``_nsb`` and ``version``
+    and ``expires_at`` take their new values.
     :data:`EVICTED_IDS_FIELD` gets the replaced system messages and the
     evicted ones (new messages dropped at once included) appended, then keeps
     its newest ``evicted_ids_kept``, as :func:`chatledger.adapters.kept_newest`
@@ -564,9 +665,10 @@ def commit_stage(
                 "$cond": [
                     _STALE,
                     "$next_seq",
-                    {"$add": ["$_seq", {"$size": "$_merge.kept"}]},
+                    {"$add": ["$_seq", {"$size": "$_new"}]},
                 ]
             },
+            SYSTEM_BATCH_FIELD: {"$cond": [_STALE, f"${SYSTEM_BATCH_FIELD}", "$_nsb"]},
             "version": {"$cond": [_STALE, "$version", {"$literal": version}]},
             "expires_at": {"$cond": [_STALE, "$expires_at", {"$literal": expires_at}]},
             EVICTED_IDS_FIELD: {"$cond": [_STALE, f"${EVICTED_IDS_FIELD}", record]},
@@ -574,7 +676,7 @@ def commit_stage(
                 "$cond": [
                     _STALE,
                     {"stale": "$_stale"},
-                    {"appended": "$_merge.kept.id", "evicted": evicted},
+                    {"appended": "$_new.id", "evicted": evicted},
                 ]
             },
         }
@@ -617,11 +719,67 @@ def append_pipeline(
         fresh_stage(batch),
         replace_system_stage(),
         merge_system_stage(),
+        number_stage(),
         history_stage(),
         sizes_stage(window.counter_id),
         size_totals_stage(),
         cut_stage(window.limit),
         evict_stage(),
         commit_stage(version, expires_at, evicted_ids_kept),
+        {"$unset": _TEMPORARIES},
+    ]
+
+
+def log_commit_stage(version: str, expires_at: datetime | None) -> dict[str, Any]:
+    """Write a log append: the new messages after the stored ones, nothing out.
+
+    ``next_seq`` moves past them, :data:`SYSTEM_BATCH_FIELD` takes ``_nsb``,
+    ``version`` and ``expires_at`` their new values; the record of evicted
+    ids is kept as read (emptied when the document had expired), and
+    :data:`RESULT_FIELD` names the appended ids, with none evicted.
+    """
+    return {
+        "$set": {
+            "messages": {"$concatArrays": ["$_old", "$_new"]},
+            "next_seq": {"$add": ["$_seq", {"$size": "$_new"}]},
+            SYSTEM_BATCH_FIELD: "$_nsb",
+            "version": {"$literal": version},
+            "expires_at": {"$literal": expires_at},
+            EVICTED_IDS_FIELD: "$_record",
+            RESULT_FIELD: {"appended": "$_new.id", "evicted": []},
+        }
+    }
+
+
+def log_append_pipeline(
+    batch: list[dict[str, Any]],
+    *,
+    version: str,
+    expires_at: datetime | None,
+    now: datetime,
+) -> list[dict[str, Any]]:
+    """Return the update pipeline that appends ``batch`` to the log.
+
+    The steps follow the ``SupportsLog`` contract: drop elements whose id is
+    stored or in the record of evicted ids, drop system messages equal to
+    one of the current set or to an earlier one of the batch (rule 1, by
+    ``k``: the comparison the window pipeline makes), number the rest from
+    ``next_seq`` and store them after the last message, recording the batch
+    of their system messages. Nothing stored is changed or removed, and no
+    size is read: an element carries the sizes it was encoded with.
+
+    Args:
+        batch: Elements made by :func:`encode_element`, in order.
+        version: The new value of the document's ``version`` token.
+        expires_at: The new expiry, or ``None`` for no TTL.
+        now: The current time; a document that expired by then counts as empty.
+    """
+    return [
+        stored_state_stage(now),
+        fresh_stage(batch),
+        replace_system_stage(),
+        merge_system_stage(),
+        number_stage(),
+        log_commit_stage(version, expires_at),
         {"$unset": _TEMPORARIES},
     ]

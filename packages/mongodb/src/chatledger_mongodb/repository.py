@@ -20,8 +20,8 @@ MongoDB makes a write atomic for one document only (multi-document
 transactions need a replica set and cost more). So a conversation is ONE
 document::
 
-    {_id: <conversation id>, messages: [{seq, id, role, sizes, k?, p}, ...],
-     next_seq, version, expires_at, evicted_ids, last_append}
+    {_id: <conversation id>, messages: [{seq, id, role, sizes, k?, b?, p}, ...],
+     next_seq, sb, version, expires_at, evicted_ids, last_append}
 
 - ``p`` is the codec's JSON text. Metadata keys such as ``"$set"`` or ``"a.b"``
   therefore never become BSON field names, and a message comes back exactly.
@@ -30,6 +30,12 @@ document::
 - ``sizes`` caches each message's size under a token counter, so a token
   window never re-tokenizes the history; ``k`` (system messages only) is the
   equality key the system-message rule compares.
+- ``b`` (system messages only) is the batch of the append that stored the
+  message, the ``seq`` of the first message it stored, and ``sb`` the batch
+  of the current system set (rule 1: the system messages of the latest
+  append that stored any). Absent, either means 0: what ``save_all`` and the
+  releases that kept only the window wrote, where every stored system
+  message is current.
 - ``evicted_ids`` records, oldest first, the ids of the newest
   :data:`chatledger.adapters.EVICTED_IDS_KEPT` messages appends took out of
   the window (see :mod:`chatledger.evicted_ids`), so a late retry of an
@@ -43,14 +49,15 @@ document::
 
 A window append is ONE ``findAndModify`` whose update is an aggregation
 pipeline (:mod:`chatledger_mongodb.pipeline`): the server skips known message
-ids (stored or recorded as evicted), merges system messages, numbers the new
-messages, computes the turn-aligned cut, drops the evicted messages and records
-their ids while it holds the document, then returns only ``last_append`` (ids
-appended, ids evicted). One round trip, atomic, no
-retries under contention and no lost or duplicated message. The window bounds
-the document, and with it the 16 MiB limit: a batch that cannot fit is refused
-before any I/O, and a write the server refuses for size (nothing changes, the
-update is atomic) surfaces as :class:`chatledger.MessageTooLargeError`.
+ids (stored or recorded as evicted), merges system messages into the current
+set, numbers the new messages, computes the turn-aligned cut, drops the
+evicted messages and records their ids while it holds the document, then
+returns only ``last_append`` (ids appended, ids evicted). One round trip,
+atomic, no retries under contention and no lost or duplicated message. The
+window bounds the document, and with it the 16 MiB limit: a batch that cannot
+fit is refused before any I/O, and a write the server refuses for size
+(nothing changes, the update is atomic) surfaces as
+:class:`chatledger.MessageTooLargeError`.
 
 Alternatives weighed: a document per message (Spring AI's layout) needs a
 multi-document transaction to append and evict atomically; read-then-write with
@@ -61,6 +68,64 @@ retries an upsert that lost a duplicate-key race on ``_id`` (MongoDB 4.2+).
 ``save_all`` writes the whole document in one update, so it never leaves a
 partial conversation. Expired documents are hidden by every read (the TTL
 monitor runs about once a minute) and count as empty for an append.
+
+The log
+-------
+The same document is the conversation's log (``SupportsLog``). A log
+append is ONE ``findAndModify`` too, whose pipeline shares the window
+append's first steps (known ids skipped, rule 1 by ``k`` against the current
+set, numbering) and then puts the new messages after the stored ones,
+removing nothing; a new system set moves ``sb`` and the superseded one stays
+in the log. A window append replaces the current set only and leaves
+superseded system messages in place, so the two appends can take turns on
+one conversation. A view (``find_window``) is one aggregation that answers
+the current set (rule 1, decided in the server) and the newest non-system
+rows, for core's ``TailView``; only a turn reaching back past them reads
+further, a page per aggregation. A page of messages is one aggregation over a
+range of ``seq`` (:mod:`chatledger_mongodb.log_reads`). Whatever wrote the
+document (a window append, ``save_all``, an older release), the log methods
+read what it holds: a window-written conversation reads as a log of its
+window.
+
+Why the log stays one document: a log append must be one atomic unit, in
+one round trip where the backend allows, that skips every id the
+conversation holds or held, compares system messages with the current set
+and numbers the rest without gaps. On one document the server does all of
+it in one ``findAndModify``, atomically, without a transaction or a replica
+set, with no retry under contention. The layout weighed against it is one
+document per message under a unique index on ``(conversation id, seq)``,
+with a small counter document per conversation: no 16 MiB bound, and a view
+that reads the newest rows by index. But its append writes several
+documents, which MongoDB makes atomic only in a transaction (a replica set;
+the counter's ``findAndModify``, which must answer the numbers and the
+current system set before the inserts can carry them, a read of the ids
+already held, since a duplicate key would abort the transaction rather than
+skip one message, the inserts, and the commit: four round trips, with
+concurrent appends conflicting on the counter document and retried whole). A
+bulk write is one round trip, but it is not atomic (a failover or an
+interruption midway leaves part of it) and it cannot number messages without
+reading the counter first. And while memories still call the window append,
+that single-document pipeline must work on the same data.
+
+What one document costs, reasoned rather than measured (no MongoDB server
+ran where this was written):
+
+- A conversation's log holds at most 16 MiB of BSON: about 13,000 messages
+  of 1,000 characters each (about 1.2 KB stored apiece). An append that would pass it is refused by the server,
+  raises :class:`chatledger.MessageTooLargeError` and changes nothing;
+  ``save_all`` with a shorter history, or deleting the conversation, makes
+  room again. Retention will bound a log.
+- Every append, window or log, rebuilds the document in the server (the
+  pipeline walks the array for known ids and the system set), work that
+  grows with the stored log; what crosses the network is the batch and the
+  ids appended.
+- A view or a page loads the document and filters its array in the server;
+  what crosses the network is the rows asked for, which grows with the
+  window or the page, not with the log.
+
+Rows are addressed by ``seq``, never by their place in the array, so cursors
+and batches would keep their meaning under a layout that moves old rows out
+of the document.
 
 Every filter, update and pipeline, and the reading of every answer, is in
 :mod:`chatledger_mongodb.steps`, so the sync and the async repository store
@@ -74,7 +139,7 @@ cancellation returned.
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -82,16 +147,30 @@ from pymongo import AsyncMongoClient, MongoClient, ReturnDocument
 from pymongo.collection import Collection
 
 from chatledger.adapters import (
+    DEFAULT_MESSAGE_PAGE_SIZE,
     AppendResult,
     ClosingContext,
     ConversationPage,
     FaultPoints,
     Message,
+    MessagePage,
     Window,
+    check_message_page,
+    message_page,
     to_ttl,
     utc_now,
     validate_conversation_id,
     validate_page_request,
+)
+from chatledger_mongodb.log_reads import (
+    page_pipeline,
+    page_rows,
+    tail_of,
+    tail_pipeline,
+    tail_rows,
+    view_pipeline,
+    view_reads,
+    view_start,
 )
 from chatledger_mongodb.steps import (
     APPEND_PROJECTION,
@@ -104,14 +183,18 @@ from chatledger_mongodb.steps import (
     append_outcome,
     append_update,
     backfill,
+    checked_window,
     contention_error,
     count_of,
     count_pipeline,
     listed,
     live,
+    log_append_outcome,
+    log_append_update,
     messages_of,
     page_of,
     prepare_append,
+    prepare_log_append,
     save_update,
     size_refusal,
     split_url_options,
@@ -133,8 +216,9 @@ class MongoDBChatMemoryRepository(ClosingContext):
     """Conversations in a MongoDB collection, one document each.
 
     Implements :class:`chatledger.ChatMemoryRepository`,
-    :class:`chatledger.SupportsWindowAppend`, and counting and paging.
-    The data model and its limits are in the module's docstring.
+    :class:`chatledger.SupportsWindowAppend`,
+    :class:`chatledger.SupportsLog`, and counting and paging. The data
+    model and its limits are in the module's docstring.
 
     Args:
         client: A ``pymongo.MongoClient``. Its read and write concerns are
@@ -183,6 +267,8 @@ class MongoDBChatMemoryRepository(ClosingContext):
             self._collection_name
         ]
         self.fault_points = FaultPoints()
+        # How many rows a window view reads, first and then further back.
+        self._view_reads: Callable[[Window], Iterator[int]] = view_reads
         self._create_indexes = bool(create_indexes)
         self._indexes_ready = not self._create_indexes
         self._ready_lock = threading.Lock()
@@ -364,6 +450,99 @@ class MongoDBChatMemoryRepository(ClosingContext):
                 return result
             self._backfill_sizes(conversation_id, window, prepared.now)
         raise contention_error(conversation_id, window)
+
+    def append_to_log(
+        self,
+        conversation_id: str,
+        messages: Sequence[Message],
+        window: Window | None = None,
+    ) -> AppendResult:
+        """Append to the conversation's log in one atomic single-document update.
+
+        See :class:`chatledger.SupportsLog` for the contract. Nothing is
+        evicted: the messages go after the last one, less the ids the
+        conversation holds or held and the system messages equal to the
+        current set (rule 1, compared by ``system_key`` as the window append
+        does). Given a window with a counter, each message's size under it is
+        stored beside it. One ``findAndModify``, whatever the history holds.
+
+        Raises:
+            TypeError: if ``window`` is neither ``None`` nor a ``Window``.
+            MessageTooLargeError: if the batch cannot fit in one document
+                (before any I/O) or the server refuses the grown document
+                (the log is full at 16 MiB; nothing changed).
+        """
+        prepared = prepare_log_append(conversation_id, messages, window)
+        if prepared is None:
+            return AppendResult()
+        self._prepared()
+        update = log_append_update(prepared, self.ttl)
+        self.fault_points.reach("before_commit")
+        with size_refusal(conversation_id):
+            document = settled(
+                self._collection.find_one_and_update(
+                    {"_id": conversation_id},
+                    update,
+                    projection=APPEND_PROJECTION,
+                    upsert=True,
+                    return_document=ReturnDocument.AFTER,
+                )
+            )
+        self.fault_points.reach("after_commit")
+        return log_append_outcome(document, prepared)
+
+    def find_window(self, conversation_id: str, window: Window) -> list[Message]:
+        """Return the view of ``window`` on the log, oldest first.
+
+        One aggregation reads the current system set and the newest rows (the
+        window's limit plus a few, or 32 for tokens), and core's ``TailView``
+        builds the view from them; only a turn reaching further back (rule 3)
+        makes it read older rows, a page per round trip. Sizes stored under
+        the window's counter are used, others measured here.
+
+        Raises:
+            TypeError: if ``window`` is not a ``Window``, before any I/O.
+        """
+        validate_conversation_id(conversation_id)
+        checked_window(window)
+        now = utc_now()
+        reads = self._view_reads(window)
+        rows = next(reads)
+        found = self._collection.aggregate(
+            view_pipeline(conversation_id, window, rows, now)
+        )
+        view, tail = view_start(found.to_list(), window)
+        while not view.feed(tail_rows(tail)) and len(tail) == rows:
+            rows = next(reads)
+            found = self._collection.aggregate(
+                tail_pipeline(conversation_id, window, tail[0], rows, now)
+            )
+            tail = tail_of(found.to_list())
+        return view.messages()
+
+    def find_messages_page(
+        self,
+        conversation_id: str,
+        cursor: str | None = None,
+        limit: int = DEFAULT_MESSAGE_PAGE_SIZE,
+        newest_first: bool = True,
+    ) -> MessagePage:
+        """Return up to ``limit`` messages of the log after ``cursor``, in one read.
+
+        The aggregation takes the page's range of sequence numbers (and one
+        row more, to tell whether another page follows), so what it sends
+        grows with the page, not with the log.
+
+        Raises:
+            InvalidPageError: for a bad ``limit`` or ``cursor``, before any I/O.
+        """
+        validate_conversation_id(conversation_id)
+        after, limit = check_message_page(cursor, limit, newest_first=newest_first)
+        found = self._collection.aggregate(
+            page_pipeline(conversation_id, after, limit, newest_first, utc_now())
+        )
+        rows = page_rows(found.to_list(), newest_first)
+        return message_page(rows, limit, newest_first=newest_first)
 
     def _backfill_sizes(
         self, conversation_id: str, window: Window, now: datetime

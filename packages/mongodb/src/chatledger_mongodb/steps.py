@@ -20,9 +20,10 @@ Example:
 
 :class:`chatledger_mongodb.MongoDBChatMemoryRepository` and
 :class:`chatledger_mongodb.AsyncMongoDBChatMemoryRepository` build every
-filter, update and pipeline here and read every answer here, so they store
-the same documents and decide alike; only the client (``pymongo.MongoClient``
-or ``pymongo.AsyncMongoClient``) and the awaiting differ. Nothing here does
+filter, update and pipeline here and read every answer here (the log's
+reads in :mod:`chatledger_mongodb.log_reads`), so they store the same
+documents and decide alike; only the client (``pymongo.MongoClient`` or
+``pymongo.AsyncMongoClient``) and the awaiting differ. Nothing here does
 I/O.
 """
 
@@ -59,8 +60,10 @@ from chatledger.adapters import (
 from chatledger_mongodb.pipeline import (
     EVICTED_IDS_FIELD,
     RESULT_FIELD,
+    SYSTEM_BATCH_FIELD,
     append_pipeline,
     encode_element,
+    log_append_pipeline,
 )
 
 __all__ = [
@@ -76,14 +79,18 @@ __all__ = [
     "append_outcome",
     "append_update",
     "backfill",
+    "checked_window",
     "contention_error",
     "count_of",
     "count_pipeline",
     "listed",
     "live",
+    "log_append_outcome",
+    "log_append_update",
     "messages_of",
     "page_of",
     "prepare_append",
+    "prepare_log_append",
     "save_update",
     "size_refusal",
     "split_url_options",
@@ -238,7 +245,7 @@ def save_update(
     """The update that replaces one conversation; ``None`` when it is to be deleted.
 
     Validates everything first. The record of evicted ids goes with the old
-    content.
+    content, and the messages are one batch, numbered 0 (no batch recorded).
 
     Raises:
         MessageTooLargeError: if the conversation would not fit in one
@@ -260,7 +267,8 @@ def save_update(
     }
     size = len(bson.encode({"_id": conversation_id, **fields}))
     _DOCUMENT.check(size, f"conversation {conversation_id!r}")
-    return {"$set": fields, "$unset": {RESULT_FIELD: "", EVICTED_IDS_FIELD: ""}}
+    gone = {RESULT_FIELD: "", EVICTED_IDS_FIELD: "", SYSTEM_BATCH_FIELD: ""}
+    return {"$set": fields, "$unset": gone}
 
 
 @dataclass(frozen=True)
@@ -290,6 +298,45 @@ def prepare_append(
     batch = validate_messages(messages)
     if not batch:
         return None
+    return _encoded(conversation_id, batch, window)
+
+
+def checked_window(window: object) -> Window:
+    """Return ``window`` if it is a :class:`~chatledger.window.Window`, else raise.
+
+    Raises:
+        TypeError: before any I/O, naming the type given.
+    """
+    if not isinstance(window, Window):
+        raise TypeError(f"window must be a Window, not {type(window).__name__}")
+    return window
+
+
+def prepare_log_append(
+    conversation_id: str, messages: Sequence[Message], window: Window | None
+) -> PreparedAppend | None:
+    """Validate and encode a log append's batch; ``None`` for an empty batch.
+
+    The id, the batch and the window (``None`` or a
+    :class:`~chatledger.window.Window`) are checked even when the batch is
+    empty. Given a window with a counter, each element carries its size.
+
+    Raises:
+        TypeError: if ``window`` is neither ``None`` nor a ``Window``.
+        MessageTooLargeError: if the batch cannot fit in one document.
+    """
+    validate_conversation_id(conversation_id)
+    batch = validate_messages(messages)
+    if window is not None:
+        checked_window(window)
+    if not batch:
+        return None
+    return _encoded(conversation_id, batch, window)
+
+
+def _encoded(
+    conversation_id: str, batch: list[Message], window: Window | None
+) -> PreparedAppend:
     now = utc_now()
     stamped = stamp_messages(batch, now)
     elements = [encode_element(m, window) for m in stamped]
@@ -331,6 +378,28 @@ def append_outcome(
         return None
     by_id = {m.id: m for m in prepared.stamped}
     return AppendResult([by_id[i] for i in result["appended"]], list(result["evicted"]))
+
+
+def log_append_update(
+    prepared: PreparedAppend, ttl: timedelta | None
+) -> list[dict[str, Any]]:
+    """The update pipeline of a log append, with a new ``version``."""
+    return log_append_pipeline(
+        prepared.elements,
+        version=uuid.uuid4().hex,
+        expires_at=_expires_at(ttl, prepared.now),
+        now=prepared.now,
+    )
+
+
+def log_append_outcome(
+    document: Mapping[str, Any] | None, prepared: PreparedAppend
+) -> AppendResult:
+    """What a log append did, from the document it returned; nothing is evicted."""
+    # An upsert that returns the document after the update always has one.
+    assert document is not None
+    by_id = {m.id: m for m in prepared.stamped}
+    return AppendResult([by_id[i] for i in document[RESULT_FIELD]["appended"]])
 
 
 def backfill(
