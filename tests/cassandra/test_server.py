@@ -13,11 +13,17 @@ from typing import Any
 
 import pytest
 
-from chatledger import Message, MessageWindow
+from chatledger import Message, MessageWindow, ToolResponse
 from chatledger.adapters import EVICTED_IDS_KEPT
 from chatledger_cassandra import CassandraChatMemoryRepository
 from chatledger_cassandra.statements import LANE_EVICTED
 from tests.backends import backend_url
+
+
+def _orphan(call: str) -> Message:
+    """A tool response whose call is not stored: the one message a window
+    takes out of a history with no user message."""
+    return Message.tool(ToolResponse(id=call, name="f", data="{}"))
 
 
 @pytest.fixture
@@ -86,10 +92,12 @@ def test_cassandra_emptied_conversation_keeps_its_record_unlisted(
     repository: CassandraChatMemoryRepository,
 ) -> None:
     window = MessageWindow(1)
-    first = [Message.assistant("A1")]
-    repository.append_to_window("gone", first, window)
+    # Only tool responses without their calls all go: a history with no user
+    # message is otherwise kept whole (rules 3 and 4).
+    first = [_orphan("c1")]
+    repository.save_all("gone", first)
     repository.append_to_window("kept", [Message.user("U")], window)
-    second = [Message.assistant("A2")]
+    second = [_orphan("c2")]
     repository.append_to_window("gone", second, window)
     # The window took every message out: the partition stays for the record.
     assert "gone" in _partitions(repository)
@@ -140,8 +148,8 @@ def test_cassandra_pages_step_over_emptied_partitions(
     window = MessageWindow(1)
     listed = {f"keep{n}" for n in range(7)}
     for n in range(20):
-        repository.append_to_window(f"gone{n}", [Message.assistant("A")], window)
-        repository.append_to_window(f"gone{n}", [Message.assistant("B")], window)
+        repository.save_all(f"gone{n}", [_orphan("c1")])
+        repository.append_to_window(f"gone{n}", [_orphan("c2")], window)
     for conversation_id in listed:
         repository.append_to_window(conversation_id, [Message.user("U")], window)
     assert len(_partitions(repository)) == 27
@@ -186,8 +194,8 @@ def test_cassandra_record_rows_expire_with_the_conversation(
     ) as repository:
         try:
             window = MessageWindow(1)
-            repository.append_to_window("c", [Message.assistant("A1")], window)
-            repository.append_to_window("c", [Message.assistant("A2")], window)
+            repository.save_all("c", [_orphan("c1")])
+            repository.append_to_window("c", [_orphan("c2")], window)
             rows = _record(repository, "c")
             assert len(rows) == 2
             assert all(0 < row.ttl <= 600 for row in rows)

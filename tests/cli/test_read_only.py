@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from chatledger import Message, TokenWindow
+from chatledger import Message, TokenWindow, ToolResponse
 from tests.cli.conftest import HAVE_SQL, NO_SQL, Cli, file_url
 from tests.cli.test_cli import _jsonl, _one_line_error, _sample
 
@@ -153,9 +153,10 @@ def test_a_conversation_its_window_emptied_is_not_listed(
     assert cli("import", url, "-", stdin=_jsonl(_sample())).code == 0
     with SqlChatMemoryRepository.from_url(url) as repository:
         window = TokenWindow(5, token_counter=lambda m: len(m.content or ""))
-        emptied = repository.append_to_window(
-            "emptied", [Message.assistant("x" * 10)], window
-        )
+        # A tool response without its call is the one message a window drops
+        # at once: any other is kept, at least as the turn in progress.
+        orphan = Message.tool(ToolResponse(id="c", name="f", data="{}"))
+        emptied = repository.append_to_window("emptied", [orphan], window)
         assert emptied.evicted_ids
         assert repository.find_by_conversation_id("emptied") == []
     for args in (["ls", url], ["ls", url, "--long"]):

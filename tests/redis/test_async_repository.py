@@ -17,6 +17,7 @@ from chatledger import (
     MessageWindow,
     MessageWindowChatMemory,
     TokenWindow,
+    ToolResponse,
     connect_async,
 )
 from chatledger.adapters import InvalidNameError
@@ -81,7 +82,8 @@ def test_both_repositories_share_the_evicted_record(
     removes the record a window left when it emptied a conversation."""
     prefix = f"chatledger-test:{uuid.uuid4().hex[:12]}:"
     sync = RedisChatMemoryRepository.from_url(redis_url, key_prefix=prefix)
-    batch = [Message.assistant("a"), Message.assistant("b")]
+    # Tool responses without their calls: a window takes them all out (rule 4).
+    batch = [Message.tool(ToolResponse(id=c, name="f", data="{}")) for c in "ab"]
 
     async def scenario() -> None:
         async with AsyncRedisChatMemoryRepository.from_url(
