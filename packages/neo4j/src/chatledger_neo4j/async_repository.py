@@ -1,5 +1,4 @@
 # sync twin: repository.py
-# sync rename: asyncio -> threading
 """``AsyncNeo4jChatMemoryRepository``: conversations in Neo4j 5 through ``neo4j``.
 
 Example (needs a Neo4j server):
@@ -36,7 +35,7 @@ The graph model and why it is so: :mod:`chatledger_neo4j.cypher`.
 
 from __future__ import annotations
 
-import asyncio
+import asyncio  # async-only
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, LiteralString, Protocol, Self, TypeVar
 
@@ -48,6 +47,7 @@ from neo4j import (
     Record,
     RoutingControl,
 )
+from neo4j.api import AsyncBookmarkManager
 from neo4j.exceptions import ClientError
 
 from chatledger.adapters import (
@@ -95,7 +95,10 @@ from chatledger_neo4j.steps import (
 from chatledger_neo4j.url import parse_url
 
 if True:  # async
-    from chatledger.adapters import settled
+    from chatledger.adapters import LoopLocal, settled
+    from chatledger_neo4j.loop_drivers import LoopDrivers
+else:
+    import threading
 
 _T = TypeVar("_T")
 _T_co = TypeVar("_T_co", covariant=True)
@@ -118,16 +121,20 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
 
     Args:
         driver: A ``neo4j.AsyncDriver`` (``AsyncGraphDatabase.driver``). The
-            repository does not close a driver it was given.
+            repository does not close a driver it was given. The async
+            repository's driver serves one event loop, the first to use it
+            through the repository: a call from another loop raises
+            ``RuntimeError``, where the driver would fail or hang. The async
+            repository that :meth:`from_url` makes serves any loop.
         database: The database to use; ``None`` means the server's default.
         conversation_label: Label of conversation nodes.
         message_label: Label of message nodes.
         create_schema: Create the constraints and indexes if missing
             (idempotent, safe from several processes at once): the sync
             repository when it is made, the async one on its first call,
-            once, however many calls arrive together. Pass ``False`` when
-            they are managed elsewhere; :meth:`create_schema` creates them at
-            a time you choose.
+            once however many calls arrive together on its event loop.
+            Pass ``False`` when they are managed elsewhere;
+            :meth:`create_schema` creates them at a time you choose.
 
     Attributes:
         fault_points: Test-only hooks called at the named steps of a write.
@@ -153,11 +160,16 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
                 "driver must be a neo4j.AsyncDriver (AsyncGraphDatabase.driver), "
                 f"not {type(driver).__name__}"
             )
-        self._driver = driver
         self._database = database
-        self._owns_driver = False
         self._ready = not create_schema
-        self._ready_lock = asyncio.Lock()
+        if True:  # async
+            self._drivers = LoopDrivers(driver, None)
+            # An asyncio.Lock belongs to the loop that first waits on it.
+            self._ready_locks = LoopLocal(asyncio.Lock)
+        else:
+            self._driver = driver
+            self._owns_driver = False
+            self._ready_lock = threading.Lock()
         self.fault_points = FaultPoints()
         if True:  # async
             pass  # nothing to await on here: the first call creates the schema
@@ -203,7 +215,17 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
             else:
                 driver.close()
             raise
-        repository._owns_driver = True
+        if True:  # async
+            # A driver serves one event loop, so each loop gets one of its
+            # own, made on its first call (chatledger_neo4j.loop_drivers).
+            def make() -> AsyncDriver:
+                return AsyncGraphDatabase.driver(
+                    settings.uri, auth=settings.auth, **driver_config
+                )
+
+            repository._drivers = LoopDrivers(driver, make)
+        else:
+            repository._owns_driver = True
         return repository
 
     def __repr__(self) -> str:
@@ -225,30 +247,64 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
 
     @property
     def driver(self) -> AsyncDriver:
-        """The driver this repository talks through."""
-        return self._driver
+        """The driver this repository talks through.
+
+        The async repository that :meth:`from_url` made has one per event
+        loop: this is the running loop's, and outside a running loop it
+        raises ``RuntimeError``.
+        """
+        if True:  # async
+            return self._drivers.shown()
+        else:
+            return self._driver
 
     # -- lifecycle ---------------------------------------------------------
 
     async def aclose(self) -> None:
-        """Close the driver if :meth:`from_url` made it (idempotent)."""
-        if self._owns_driver:
-            self._owns_driver = False
-            await self._driver.close()
+        """Close the driver if :meth:`from_url` made it (idempotent).
+
+        The async repository closes every driver it made: the running
+        loop's before this returns, another open loop's on that loop, on its
+        next turn. A loop's driver is closed when the loop shuts down, too.
+        """
+        if True:  # async
+            await self._drivers.aclose()
+        else:
+            if self._owns_driver:
+                self._owns_driver = False
+                self._driver.close()
+
+    def _connection(self) -> tuple[AsyncDriver, AsyncBookmarkManager]:
+        """The driver to talk through, and the bookmarks its sessions share.
+
+        Sharing them gives read-your-writes across this repository's
+        sessions, in a cluster too.
+        """
+        if True:  # async
+            return self._drivers.current(), self._drivers.bookmarks
+        else:
+            return self._driver, self._driver.execute_query_bookmark_manager
 
     def _session(self) -> AsyncSession:
-        # The driver's shared bookmark manager gives read-your-writes across
-        # this repository's sessions, in a cluster too.
-        return self._driver.session(
-            database=self._database,
-            bookmark_manager=self._driver.execute_query_bookmark_manager,
-        )
+        driver, bookmarks = self._connection()
+        return driver.session(database=self._database, bookmark_manager=bookmarks)
+
+    def _schema_lock(self) -> asyncio.Lock:
+        """The lock the first calls wait on while one creates the schema."""
+        if True:  # async
+            return self._ready_locks.get()
+        else:
+            return self._ready_lock
 
     async def _prepared(self) -> None:
-        """Create the schema if due, once, however many calls race."""
+        """Create the schema if due, once however many calls race.
+
+        The async repository's calls wait for one another on each event
+        loop; loops that start at once may each create it, which is safe.
+        """
         if self._ready:
             return
-        async with self._ready_lock:
+        async with self._schema_lock():
             if not self._ready:
                 await self.create_schema()
                 self._ready = True
@@ -357,13 +413,14 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
         (see :func:`chatledger_neo4j.steps.snapshot_payloads`), in one round
         trip and its commit.
         """
+        driver, bookmarks = self._connection()
         for _ in range(SNAPSHOT_ATTEMPTS):
-            result = await self._driver.execute_query(
+            result = await driver.execute_query(
                 self._statements.read_snapshot,
                 {"cid": cid},
                 routing_=RoutingControl.READ,
                 database_=self._database,
-                bookmark_manager_=self._driver.execute_query_bookmark_manager,
+                bookmark_manager_=bookmarks,
             )
             found = snapshot_payloads(result.records[0])
             if found is not None:

@@ -47,6 +47,7 @@ from neo4j import (
     RoutingControl,
     Session,
 )
+from neo4j.api import BookmarkManager
 from neo4j.exceptions import ClientError
 
 from chatledger.adapters import (
@@ -114,16 +115,20 @@ class Neo4jChatMemoryRepository(ClosingContext):
 
     Args:
         driver: A ``neo4j.Driver`` (``GraphDatabase.driver``). The
-            repository does not close a driver it was given.
+            repository does not close a driver it was given. The async
+            repository's driver serves one event loop, the first to use it
+            through the repository: a call from another loop raises
+            ``RuntimeError``, where the driver would fail or hang. The async
+            repository that :meth:`from_url` makes serves any loop.
         database: The database to use; ``None`` means the server's default.
         conversation_label: Label of conversation nodes.
         message_label: Label of message nodes.
         create_schema: Create the constraints and indexes if missing
             (idempotent, safe from several processes at once): the sync
             repository when it is made, the async one on its first call,
-            once, however many calls arrive together. Pass ``False`` when
-            they are managed elsewhere; :meth:`create_schema` creates them at
-            a time you choose.
+            once however many calls arrive together on its event loop.
+            Pass ``False`` when they are managed elsewhere;
+            :meth:`create_schema` creates them at a time you choose.
 
     Attributes:
         fault_points: Test-only hooks called at the named steps of a write.
@@ -149,10 +154,10 @@ class Neo4jChatMemoryRepository(ClosingContext):
                 "driver must be a neo4j.Driver (GraphDatabase.driver), "
                 f"not {type(driver).__name__}"
             )
-        self._driver = driver
         self._database = database
-        self._owns_driver = False
         self._ready = not create_schema
+        self._driver = driver
+        self._owns_driver = False
         self._ready_lock = threading.Lock()
         self.fault_points = FaultPoints()
         # Made now, so a wrong address or password shows at once.
@@ -213,30 +218,52 @@ class Neo4jChatMemoryRepository(ClosingContext):
 
     @property
     def driver(self) -> Driver:
-        """The driver this repository talks through."""
+        """The driver this repository talks through.
+
+        The async repository that :meth:`from_url` made has one per event
+        loop: this is the running loop's, and outside a running loop it
+        raises ``RuntimeError``.
+        """
         return self._driver
 
     # -- lifecycle ---------------------------------------------------------
 
     def close(self) -> None:
-        """Close the driver if :meth:`from_url` made it (idempotent)."""
+        """Close the driver if :meth:`from_url` made it (idempotent).
+
+        The async repository closes every driver it made: the running
+        loop's before this returns, another open loop's on that loop, on its
+        next turn. A loop's driver is closed when the loop shuts down, too.
+        """
         if self._owns_driver:
             self._owns_driver = False
             self._driver.close()
 
+    def _connection(self) -> tuple[Driver, BookmarkManager]:
+        """The driver to talk through, and the bookmarks its sessions share.
+
+        Sharing them gives read-your-writes across this repository's
+        sessions, in a cluster too.
+        """
+        return self._driver, self._driver.execute_query_bookmark_manager
+
     def _session(self) -> Session:
-        # The driver's shared bookmark manager gives read-your-writes across
-        # this repository's sessions, in a cluster too.
-        return self._driver.session(
-            database=self._database,
-            bookmark_manager=self._driver.execute_query_bookmark_manager,
-        )
+        driver, bookmarks = self._connection()
+        return driver.session(database=self._database, bookmark_manager=bookmarks)
+
+    def _schema_lock(self) -> threading.Lock:
+        """The lock the first calls wait on while one creates the schema."""
+        return self._ready_lock
 
     def _prepared(self) -> None:
-        """Create the schema if due, once, however many calls race."""
+        """Create the schema if due, once however many calls race.
+
+        The async repository's calls wait for one another on each event
+        loop; loops that start at once may each create it, which is safe.
+        """
         if self._ready:
             return
-        with self._ready_lock:
+        with self._schema_lock():
             if not self._ready:
                 self.create_schema()
                 self._ready = True
@@ -342,13 +369,14 @@ class Neo4jChatMemoryRepository(ClosingContext):
         (see :func:`chatledger_neo4j.steps.snapshot_payloads`), in one round
         trip and its commit.
         """
+        driver, bookmarks = self._connection()
         for _ in range(SNAPSHOT_ATTEMPTS):
-            result = self._driver.execute_query(
+            result = driver.execute_query(
                 self._statements.read_snapshot,
                 {"cid": cid},
                 routing_=RoutingControl.READ,
                 database_=self._database,
-                bookmark_manager_=self._driver.execute_query_bookmark_manager,
+                bookmark_manager_=bookmarks,
             )
             found = snapshot_payloads(result.records[0])
             if found is not None:
