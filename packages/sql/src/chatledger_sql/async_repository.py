@@ -88,6 +88,7 @@ from chatledger_sql.dialects.base import (
     SqlDialect,
 )
 from chatledger_sql.floor import AsyncSqlBenchmarkFloor, open_floor_async
+from chatledger_sql.once import Once  # async-only
 from chatledger_sql.rows import check_ids, check_sizes, decode_raw
 from chatledger_sql.schema import Tables, build_tables, check_name, check_table_name
 from chatledger_sql.statements import Statements
@@ -115,7 +116,7 @@ T = TypeVar("T")
 P = ParamSpec("P")
 
 if True:  # async
-    from chatledger.adapters import settled
+    from chatledger.adapters import LoopLocal, settled
 
     #: A step run on a connection (a read, a write, a schema step).
     Work = Callable[[AsyncConnection], Awaitable[T]]
@@ -131,18 +132,31 @@ _RAW_READ_OPTIONS: tuple[dict[str, Any], ...] = ({}, {"isolation_level": "AUTOCO
 #: The MySQL protocol's status bit for an open transaction.
 _SERVER_STATUS_IN_TRANS = 1
 
-_engine_locks: weakref.WeakKeyDictionary[AsyncEngine, asyncio.Lock] = (
-    weakref.WeakKeyDictionary()
-)
 _engine_locks_guard = threading.Lock()
 
+if True:  # async
+    #: An asyncio lock serves one event loop: an engine has one per loop.
+    _engine_locks: weakref.WeakKeyDictionary[AsyncEngine, LoopLocal[asyncio.Lock]] = (
+        weakref.WeakKeyDictionary()
+    )
 
-def _engine_lock(engine: AsyncEngine) -> asyncio.Lock:
-    with _engine_locks_guard:
-        lock = _engine_locks.get(engine)
-        if lock is None:
-            lock = _engine_locks[engine] = asyncio.Lock()
-        return lock
+    def _engine_lock(engine: AsyncEngine) -> LoopLocal[asyncio.Lock]:
+        with _engine_locks_guard:
+            locks = _engine_locks.get(engine)
+            if locks is None:
+                locks = _engine_locks[engine] = LoopLocal(asyncio.Lock)
+            return locks
+else:
+    _engine_locks: weakref.WeakKeyDictionary[Engine, threading.Lock] = (  # type: ignore[no-redef]
+        weakref.WeakKeyDictionary()
+    )
+
+    def _engine_lock(engine: Engine) -> threading.Lock:
+        with _engine_locks_guard:
+            lock = _engine_locks.get(engine)
+            if lock is None:
+                lock = _engine_locks[engine] = threading.Lock()
+            return lock
 
 
 def _engine_of(engine: AsyncEngine) -> Engine:
@@ -290,7 +304,12 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
                 "engine must be a sqlalchemy AsyncEngine (create_async_engine), "
                 f"not {type(engine).__name__}"
             )
-        self.engine = engine
+        if True:  # async
+            self._engine = engine
+            #: One engine per event loop, when from_url made them (see engine).
+            self._engines: LoopLocal[AsyncEngine] | None = None
+        else:
+            self.engine = engine
         self.fault_points = FaultPoints()
         self._explicit = dialect
         #: ``self._sql.read`` compiled for the engine on first use.
@@ -303,8 +322,8 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         if True:  # async
             self.dialect: SqlDialect | None = None
             self._create = bool(create_schema)
-            self._ready = False
-            self._ready_lock = asyncio.Lock()
+            # Run once, by one of the loops that make the first calls at once.
+            self._ready = Once(self._prepare)
             if _detectable_now(engine):
                 self._use(resolve_dialect(engine.sync_engine, dialect))
         else:
@@ -313,14 +332,16 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
                 self.create_schema()
 
     def _use(self, dialect: SqlDialect) -> None:
-        self.dialect = dialect
         self.tables = build_tables(dialect, self._table_name, self._schema)
         self._sql = Statements(self.tables, dialect)
         #: The dialect's one-statement append, until a call finds it missing.
         self._routine: AppendRoutine | None = self._sql.append_routine
-        self._writer_lock: asyncio.Lock | None = (
+        self._writer_lock = (
             _engine_lock(self.engine) if dialect.serialize_in_process() else None
         )
+        # Last: a call on another thread's loop that finds the dialect set
+        # (on an async driver) goes on to use what was set above.
+        self.dialect = dialect
 
     @classmethod
     def from_url(
@@ -372,26 +393,67 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         )
         if skip_idle_rollback:
             settings["pool_reset_on_return"] = None
-        try:
-            engine = create_async_engine(parsed, **settings)
-        except (ImportError, exc.NoSuchModuleError) as error:
-            raise missing_driver(parsed, error) from error
+
+        def make_engine() -> AsyncEngine:
+            try:
+                engine = create_async_engine(parsed, **settings)
+            except (ImportError, exc.NoSuchModuleError) as error:
+                raise missing_driver(parsed, error) from error
+            if engine.dialect.name == "sqlite":
+                event.listen(_engine_of(engine), "connect", _sqlite_on_connect)
+            if skip_idle_rollback:
+                event.listen(_engine_of(engine), "reset", _rollback_unless_idle)
+            return engine
+
+        engine = make_engine()
         # The engine has not connected yet: its pool holds nothing to close,
         # so disposing it here needs no I/O, and SQLite has created no file.
         try:
             check_database_file(
                 parsed, must_exist=not options.get("create_schema", True)
             )
-            if engine.dialect.name == "sqlite":
-                event.listen(_engine_of(engine), "connect", _sqlite_on_connect)
-            if skip_idle_rollback:
-                event.listen(_engine_of(engine), "reset", _rollback_unless_idle)
             repository = cls(engine, **options)
         except BaseException:
             _engine_of(engine).dispose()
             raise
         repository._owns_engine = True
+        if True:  # async
+            # Each event loop gets an engine of its own (see engine).
+            repository._engines = LoopLocal(
+                make_engine, close=AsyncEngine.dispose, first=engine
+            )
         return repository
+
+    if True:  # async
+
+        @property
+        def engine(self) -> AsyncEngine:
+            """The engine of the running event loop.
+
+            An ``AsyncEngine``'s pool serves one event loop: its connections'
+            transports (asyncpg, asyncmy, aiomysql) and its queue's waiters
+            belong to the loop that made them. So a repository that
+            :meth:`from_url` made keeps an engine per loop
+            (:class:`chatledger.adapters.LoopLocal`): the first loop to call
+            takes the one made there, each later loop (``asyncio.run`` again,
+            threads each running a loop) makes one like it on its first call,
+            and each is disposed on its own loop as that loop shuts down, or
+            by :meth:`aclose` (the running loop's before it returns, another
+            open loop's on that loop's next turn). Outside a running loop
+            this is the engine made first.
+
+            An engine given to the constructor serves every call as it is: its
+            pool keeps SQLAlchemy's rule of one event loop, unless it is a
+            ``NullPool``, which serves any.
+            """
+            engines = self._engines
+            if engines is None:
+                return self._engine
+            try:
+                asyncio.get_running_loop()
+            except RuntimeError:
+                return self._engine
+            return engines.get()
 
     def __repr__(self) -> str:
         return (
@@ -406,7 +468,11 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
             return
         self._closed = True
         if self._owns_engine:
-            await self.engine.dispose()
+            if True:  # async
+                assert self._engines is not None
+                await self._engines.aclose()
+            else:
+                self.engine.dispose()
 
     # -- schema ----------------------------------------------------------------
 
@@ -424,17 +490,16 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
     async def _prepared(self) -> SqlDialect:
         """The dialect, once the first call has detected it and made the tables."""
         if True:  # async
-            if self._ready:
-                assert self.dialect is not None
-                return self.dialect
-            async with self._ready_lock:
-                if not self._ready:
-                    await self._detected()
-                    if self._create:
-                        await self._create_tables()
-                    self._ready = True
+            if not self._ready.done:
+                await self._ready()
             assert self.dialect is not None
         return self.dialect
+
+    async def _prepare(self) -> None:  # async-only
+        """Detect the dialect and create the tables: the first call's step."""
+        await self._detected()
+        if self._create:
+            await self._create_tables()
 
     def _dialect(self) -> SqlDialect:
         """The dialect of a repository that has detected it."""
@@ -1012,6 +1077,8 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
     @contextlib.asynccontextmanager
     async def _serialized(self) -> AsyncIterator[None]:
         lock = getattr(self, "_writer_lock", None)
+        if True:  # async
+            lock = None if lock is None else lock.get()  # the running loop's
         if lock is None:
             yield
         else:

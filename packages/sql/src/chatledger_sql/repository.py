@@ -119,10 +119,11 @@ _RAW_READ_OPTIONS: tuple[dict[str, Any], ...] = ({}, {"isolation_level": "AUTOCO
 #: The MySQL protocol's status bit for an open transaction.
 _SERVER_STATUS_IN_TRANS = 1
 
-_engine_locks: weakref.WeakKeyDictionary[Engine, threading.Lock] = (
+_engine_locks_guard = threading.Lock()
+
+_engine_locks: weakref.WeakKeyDictionary[Engine, threading.Lock] = (  # type: ignore[no-redef]
     weakref.WeakKeyDictionary()
 )
-_engine_locks_guard = threading.Lock()
 
 
 def _engine_lock(engine: Engine) -> threading.Lock:
@@ -282,14 +283,16 @@ class SqlChatMemoryRepository(ClosingContext):
             self.create_schema()
 
     def _use(self, dialect: SqlDialect) -> None:
-        self.dialect = dialect
         self.tables = build_tables(dialect, self._table_name, self._schema)
         self._sql = Statements(self.tables, dialect)
         #: The dialect's one-statement append, until a call finds it missing.
         self._routine: AppendRoutine | None = self._sql.append_routine
-        self._writer_lock: threading.Lock | None = (
+        self._writer_lock = (
             _engine_lock(self.engine) if dialect.serialize_in_process() else None
         )
+        # Last: a call on another thread's loop that finds the dialect set
+        # (on an async driver) goes on to use what was set above.
+        self.dialect = dialect
 
     @classmethod
     def from_url(
@@ -341,20 +344,25 @@ class SqlChatMemoryRepository(ClosingContext):
         )
         if skip_idle_rollback:
             settings["pool_reset_on_return"] = None
-        try:
-            engine = create_engine(parsed, **settings)
-        except (ImportError, exc.NoSuchModuleError) as error:
-            raise missing_driver(parsed, error) from error
+
+        def make_engine() -> Engine:
+            try:
+                engine = create_engine(parsed, **settings)
+            except (ImportError, exc.NoSuchModuleError) as error:
+                raise missing_driver(parsed, error) from error
+            if engine.dialect.name == "sqlite":
+                event.listen(_engine_of(engine), "connect", _sqlite_on_connect)
+            if skip_idle_rollback:
+                event.listen(_engine_of(engine), "reset", _rollback_unless_idle)
+            return engine
+
+        engine = make_engine()
         # The engine has not connected yet: its pool holds nothing to close,
         # so disposing it here needs no I/O, and SQLite has created no file.
         try:
             check_database_file(
                 parsed, must_exist=not options.get("create_schema", True)
             )
-            if engine.dialect.name == "sqlite":
-                event.listen(_engine_of(engine), "connect", _sqlite_on_connect)
-            if skip_idle_rollback:
-                event.listen(_engine_of(engine), "reset", _rollback_unless_idle)
             repository = cls(engine, **options)
         except BaseException:
             _engine_of(engine).dispose()
