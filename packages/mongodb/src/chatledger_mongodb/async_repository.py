@@ -114,8 +114,9 @@ What one document costs, reasoned rather than measured (no MongoDB server
 ran where this was written):
 
 - A conversation's log holds at most 16 MiB of BSON: about 13,000 messages
-  of 1,000 characters each (about 1.2 KB stored apiece). An append that would pass it is refused by the server,
-  raises :class:`chatledger.MessageTooLargeError` and changes nothing;
+  of 1,000 characters each (about 1.2 KB stored apiece). An append that
+  would pass it is refused by the server, raises
+  :class:`chatledger.MessageTooLargeError` and changes nothing;
   ``save_all`` with a shorter history, or deleting the conversation, makes
   room again. Retention will bound a log.
 - Every append, window or log, rebuilds the document in the server (the

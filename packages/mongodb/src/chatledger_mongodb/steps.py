@@ -35,7 +35,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 from urllib.parse import unquote, urlsplit
 
 import bson
@@ -135,6 +135,9 @@ _COLLECTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,119}")
 _TOO_LARGE_CODES = frozenset({10334, 17419, 17420})
 
 TTLValue = timedelta | int | float | None
+
+#: The types whose instances :func:`checked_window` found to be windows.
+_WINDOW_TYPES: set[type] = set()
 
 
 def _validate_name(kind: str, value: object, pattern: re.Pattern[str]) -> str:
@@ -307,9 +310,15 @@ def checked_window(window: object) -> Window:
     Raises:
         TypeError: before any I/O, naming the type given.
     """
-    if not isinstance(window, Window):
-        raise TypeError(f"window must be a Window, not {type(window).__name__}")
-    return window
+    kind = type(window)
+    if kind not in _WINDOW_TYPES:
+        # A check against a runtime Protocol walks its members on every call
+        # (tens of microseconds, more than the rest of an append's own work),
+        # so each type is checked once.
+        if not isinstance(window, Window):
+            raise TypeError(f"window must be a Window, not {kind.__name__}")
+        _WINDOW_TYPES.add(kind)
+    return cast(Window, window)
 
 
 def prepare_log_append(
