@@ -28,9 +28,10 @@ the same conversations.
 The same keys hold the conversation as a log (``SupportsLog``): a log
 append pushes the new messages and markers and evicts nothing, keeping a
 superseded system set in the log (``meta``'s ``sb`` names the current one);
-a window view reads the current system set and the newest markers with
-their messages in one script and builds the view with core's ``TailView``;
-a page of messages reads a range of sequence numbers in one script. The log
+a window view reads the current system set and the newest messages, by
+sequence number, in one script and builds the view with core's
+``TailView``; a page of messages reads a range of sequence numbers in one
+script (:mod:`chatledger_redis.scripts` says why a range suffices). The log
 methods read whatever the keys hold, so a conversation a window append or
 ``save_all`` wrote (an older release's too) reads as a log of what is left.
 
