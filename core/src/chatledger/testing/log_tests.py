@@ -138,6 +138,7 @@ class LogTests:
         Where a system prompt was replaced by a smaller one, the view may show
         older turns again, which a write-time window had deleted: then its
         messages after the system ones must end with the write-time window's.
+        Every third seed makes an agent's conversation, with no user message.
         """
         log = _log(repository)
         rng = random.Random(seed)
@@ -148,7 +149,7 @@ class LogTests:
             window = TokenWindow(rng.randint(10, 120), estimate_tokens)
         expected: list[Message] = []
         shrunk = False
-        for batch in random_turns(rng, 30):
+        for batch in random_turns(rng, 30, agent=seed % 3 == 2):
             before = _system_size(expected, window)
             log.append_to_log("random", batch, window)
             fresh = [m for m in batch if m.id not in {e.id for e in expected}]
