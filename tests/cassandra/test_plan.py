@@ -17,6 +17,7 @@ from dataclasses import replace
 from typing import Any, cast
 
 import pytest
+from cassandra.query import UNSET_VALUE
 
 from chatledger import (
     InMemoryChatMemoryRepository,
@@ -32,6 +33,7 @@ from chatledger.validation import stamp_messages
 from chatledger.window import Window
 from chatledger_cassandra.statements import (
     LANE_EVICTED,
+    LANE_IDS,
     LANE_OTHER,
     LANE_SYSTEM,
     Statements,
@@ -55,9 +57,13 @@ class Partition:
     def __init__(self) -> None:
         self.version: int | None = None
         self.emptied = False
+        self.system_batch: int | None = None
+        self.indexed = False
         self.rows: dict[tuple[int, int], StoredRow] = {}
         #: The record of evicted ids: row number -> id.
         self.record: dict[int, str] = {}
+        #: The id index: slot -> id.
+        self.index: dict[int, str] = {}
         self.written_by: dict[tuple[int, int] | str, int] = {}
         self.batches = 0
 
@@ -65,20 +71,23 @@ class Partition:
         """Read like the repository: index columns, then the payloads it asks for."""
         record = {msg_id: seq for seq, msg_id in self.record.items()}
         index = Snapshot(
-            self.version, [replace(r, payload=None) for r in self.rows.values()], record
+            self.version,
+            [replace(r, payload=None) for r in self.rows.values()],
+            record,
+            self.system_batch,
+            self.indexed,
         )
         need = "all" if ttl else payloads_needed(index, window, ttl)
         if need == "none":
             return index
-        return Snapshot(
-            self.version,
-            [
+        return replace(
+            index,
+            rows=[
                 r
                 if need == "all" or r.lane == LANE_SYSTEM
                 else replace(r, payload=None)
                 for r in self.rows.values()
             ],
-            record,
         )
 
     @property
@@ -104,52 +113,100 @@ class Partition:
                 "a partition delete goes beside its condition alone"
             )
             ok = self.version == condition.params[1]
-        if not ok:
+        slots = [w.params for w in plan.writes if w.statement == "insert_id"]
+        if not ok or any(params[2] in self.index for params in slots):
             return False
         self.batches += 1
         if condition.statement == "delete_version":
-            self.version, self.rows, self.record = None, {}, {}
+            self.__init__()  # type: ignore[misc]
             return True
         ranges: list[tuple[Any, ...]] = [
             w.params[1:] for w in plan.writes if w.statement == "delete_before"
         ]
+        lanes = {w.params[1] for w in plan.writes if w.statement == "delete_lane"}
         inserts: list[tuple[Any, ...]] = [
             w.params for w in plan.writes if w.statement == "insert"
         ]
         recorded: list[tuple[Any, ...]] = [
             w.params for w in plan.writes if w.statement == "insert_evicted"
         ]
+        marks = [w.params for w in plan.writes if w.statement == "mark"]
         assert {w.statement for w in plan.writes} <= {
             "delete_before",
+            "delete_lane",
             "insert",
             "insert_evicted",
+            "insert_id",
+            "mark",
         }
-        assert all(params[1] == LANE_EVICTED for params in recorded)
-        assert all(params[1] != LANE_EVICTED for params in inserts)
-        for params in inserts + recorded:
+        assert lanes <= {LANE_IDS}, "only the id index is deleted whole"
+        assert len(marks) <= 1
+        assert all(params[1] in (LANE_EVICTED, LANE_IDS) for params in recorded)
+        assert all(params[1] in (LANE_SYSTEM, LANE_OTHER) for params in inserts)
+        assert all(params[1] == LANE_IDS for params in slots)
+        for params in inserts + recorded + slots:
             lane, seq = params[1], params[2]
             assert not any(lane == dl and seq < bound for dl, bound in ranges), (
                 f"the batch would delete its own row {(lane, seq)}"
             )
+            assert lane not in lanes, f"the batch would delete its own row {lane}"
             assert lane != LANE_EVICTED or seq not in self.record, (
                 f"the batch would overwrite record row {seq}"
             )
+            assert lane != LANE_IDS or params in recorded or seq not in self.index
         for lane, bound in ranges:
+            assert lane != LANE_IDS
             for key in [k for k in self.rows if k[0] == lane and k[1] < bound]:
                 del self.rows[key]
             if lane == LANE_EVICTED:
                 self.record = {s: i for s, i in self.record.items() if s >= bound}
+        if LANE_IDS in lanes:
+            self.index = {}
         for _, lane, seq, msg_id, role, counter, size, payload, _ttl in inserts:
             key = (lane, seq)
             self.rows[key] = StoredRow(lane, seq, msg_id, role, counter, size, payload)
             self.written_by[key] = self.batches
-        for _, _, seq, msg_id, _ttl in recorded:
-            self.record[seq] = msg_id
+        for _, lane, seq, msg_id, _ttl in recorded + slots:
+            if lane == LANE_EVICTED:
+                self.record[seq] = msg_id
+            else:
+                assert params in slots or self.index.get(seq) == msg_id
+                self.index[seq] = msg_id
+                self.written_by[(lane, seq)] = self.batches
+        for _, batch, flag, _ in marks:
+            if batch is not UNSET_VALUE:
+                self.system_batch = cast(int | None, batch)
+            if flag is not UNSET_VALUE:
+                self.indexed = bool(flag)
         self.version = cast(int, condition.params[1])
         self.emptied = cast(bool, condition.params[2])
         assert self.emptied == (not self.rows), "emptied says whether messages are left"
         self.written_by["next_seq"] = self.batches
+        self._check_statics()
         return True
+
+    def replacing(self, batch: list[Message], ttl: int = 0, start: int = 0) -> Plan:
+        """The ``save_all`` plan on what the partition's static columns say."""
+        return plan_replace(
+            "c",
+            self.version,
+            batch,
+            ttl,
+            start,
+            system_batch=self.system_batch,
+            indexed=self.indexed,
+        )
+
+    def _check_statics(self) -> None:
+        """The invariants the static columns of the log keep."""
+        system = [k[1] for k in self.rows if k[0] == LANE_SYSTEM]
+        if self.system_batch is not None:
+            assert any(s >= self.system_batch for s in system), "a current set exists"
+        if self.indexed:
+            ids = {r.msg_id for r in self.rows.values()} | set(self.record.values())
+            assert ids <= set(self.index.values()), "every stored id is indexed"
+        else:
+            assert self.index == {}, "an index not marked is empty"
 
 
 def _append(part: Partition, batch: list[Message], window: Window, ttl: int) -> Plan:
@@ -314,7 +371,7 @@ def test_cassandra_replace_clears_the_record() -> None:
         part, stamp_messages([Message.user("U2"), Message.assistant("A2")]), window, 0
     )
     assert part.record
-    assert part.apply(plan_replace("c", part.version, first, 0))
+    assert part.apply(part.replacing(first))
     assert part.record == {}
     assert part.messages() == first
 
@@ -324,7 +381,7 @@ def test_cassandra_replace_continues_the_sequence_without_self_shadowing() -> No
     first = stamp_messages([Message.system("S"), Message.user("U1")])
     assert part.apply(plan_replace("c", None, first, 0))
     second = stamp_messages([Message.user("U2"), Message.assistant("A2")])
-    plan = plan_replace("c", part.version, second, 5)
+    plan = part.replacing(second, 5)
     assert [w.params for w in plan.writes if w.statement == "delete_before"] == [
         ("c", LANE_SYSTEM, 2),
         ("c", LANE_OTHER, 2),

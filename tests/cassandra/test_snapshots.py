@@ -49,7 +49,7 @@ def test_cassandra_after_commit_is_what_the_partition_holds(seed: int) -> None:
         sent += batch
         before = part.snapshot(window, 0)
         if rng.random() < 0.1:
-            plan = plan_replace("c", part.version, batch, 0, 50)
+            plan = part.replacing(batch, 0, 50)
         else:
             plan = plan_append_batch("c", before, batch, window, 0, 50)
         if plan.condition is not None:

@@ -107,27 +107,60 @@ when it is made. Both prepare each statement once, on first use.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
-from cassandra import ConsistencyLevel, ReadTimeout, WriteTimeout
+from cassandra import ConsistencyLevel, InvalidRequest, ReadTimeout, WriteTimeout
 
 from chatledger.adapters import (
+    DEFAULT_MESSAGE_PAGE_SIZE,
     AppendResult,
     AsyncClosingContext,
     ConversationPage,
     FaultPoints,
     Message,
+    MessagePage,
+    Role,
+    TailView,
     Window,
+    check_message_page,
     codec,
+    message_page,
     stamp_messages,
     validate_conversation_id,
     validate_messages,
 )
 from chatledger_cassandra.connecting import url_settings
 from chatledger_cassandra.errors import ContentionError
+from chatledger_cassandra.id_index import SlotMap
 from chatledger_cassandra.listing import PageGathering, listed
 from chatledger_cassandra.locks import AsyncConversationLocks
+from chatledger_cassandra.log_plans import (
+    LogKnowledge,
+    LogPlan,
+    plan_log_append,
+    whole_partition,
+)
+from chatledger_cassandra.log_rows import (
+    LOG_COLUMNS,
+    SLOT_COLUMNS,
+    Read,
+    Statics,
+    agree,
+    read_of,
+)
+from chatledger_cassandra.log_states import LogState, LogStates
+from chatledger_cassandra.log_views import (
+    NEWEST_SYSTEM_ROWS,
+    disagrees,
+    log_rows,
+    page_bound,
+    page_rows,
+    system_rows,
+    tail_reads,
+    tail_start,
+)
 from chatledger_cassandra.sizes import DEFAULT_MAX_WRITE_BYTES, check_write
 from chatledger_cassandra.snapshots import (
     SnapshotCache,
@@ -135,8 +168,12 @@ from chatledger_cassandra.snapshots import (
     first_sequence_number,
 )
 from chatledger_cassandra.statements import (
+    ADDED_COLUMNS,
     LANE_EVICTED,
+    LANE_IDS,
+    LANE_OTHER,
     LANE_SYSTEM,
+    STATIC_COLUMNS,
     Statements,
 )
 from chatledger_cassandra.statements import create_keyspace as keyspace_statement
@@ -146,6 +183,7 @@ from chatledger_cassandra.steps import (
     MAX_TTL_SECONDS,
     Plan,
     Snapshot,
+    StoredRow,
     backoff,
     cells,
     commit_statement,
@@ -182,6 +220,9 @@ _DEFAULT_REPLICATION: dict[str, object] = {
 #: How many conversations a repository remembers the last written snapshot of
 #: (:mod:`chatledger_cassandra.snapshots`), most recently written first.
 _REMEMBERED_CONVERSATIONS = 64
+#: What a log append knows of a conversation not stored yet: its size check
+#: plans on it before any I/O.
+_NEW_LOG = LogKnowledge(None, None, False, (), SlotMap(whole=True))
 _PHASE_POINT = {
     "delete": "after_delete",
     "insert": "after_insert",
@@ -273,6 +314,7 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
         self._max_write_bytes = max_write_bytes
         self._fault_points = FaultPoints()
         self._snapshots = SnapshotCache(_REMEMBERED_CONVERSATIONS)
+        self._log_states = LogStates(_REMEMBERED_CONVERSATIONS)
         self._session: Any = None if session is _NOT_OPENED else session
         self._consistency = consistency_level
         self._serial = serial_consistency_level
@@ -382,7 +424,28 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
             self._create_keyspace = False
         if table:
             await all_rows(self._session.execute_async(self._cql.create_table))
+            await self._add_log_columns()
             self._create_schema = False
+
+    async def _add_log_columns(self) -> None:
+        """Add the static columns of the log to a table made before them.
+
+        Idempotent: a column another process added meanwhile is no error.
+        """
+        rows = await all_rows(
+            self._session.execute_async(
+                "SELECT column_name FROM system_schema.columns "
+                "WHERE keyspace_name = %s AND table_name = %s",
+                (self.keyspace, self.table),
+            )
+        )
+        present = {cells(row, ("column_name",))[0] for row in rows}
+        for name in ADDED_COLUMNS.keys() - present:
+            try:
+                await all_rows(self._session.execute_async(self._cql.add_column(name)))
+            except InvalidRequest as error:
+                if "already exist" not in str(error):
+                    raise
 
     # -- reads ---------------------------------------------------------------
 
@@ -448,7 +511,7 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
         self._check_new(conversation_id, batch)
         await self._made_ready()
         async with self._writers.hold(conversation_id):
-            self._snapshots.forget(conversation_id)
+            self._forget(conversation_id)
             await self._retrying(
                 conversation_id, lambda: self._replace_once(conversation_id, batch)
             )
@@ -458,7 +521,7 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
         validate_conversation_id(conversation_id)
         await self._made_ready()
         async with self._writers.hold(conversation_id):
-            self._snapshots.forget(conversation_id)
+            self._forget(conversation_id)
             await self._retrying(
                 conversation_id, lambda: self._delete_once(conversation_id)
             )
@@ -481,22 +544,342 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
         self._check_new(conversation_id, stamped)
         await self._made_ready()
         async with self._writers.hold(conversation_id):
+            self._log_states.forget(conversation_id)
             result: AppendResult = await self._retrying(
                 conversation_id,
                 lambda: self._append_once(conversation_id, stamped, window),
             )
         return result
 
+    # -- the log -------------------------------------------------------------
+
+    async def append_to_log(
+        self,
+        conversation_id: str,
+        messages: Sequence[Message],
+        window: Window | None = None,
+    ) -> AppendResult:
+        """Append to the log in one conditional batch (``AsyncSupportsLog``).
+
+        Nothing is evicted: the messages go after the last one, less the ids
+        the conversation holds or held (its id index, and before the first
+        log append its rows and record of evicted ids) and the system
+        messages equal to the current ones (rule 1). Given a window with a
+        counter, each message's size under it is stored beside it.
+
+        One round trip when the repository knows the conversation's state
+        from its last append or view of it and nobody wrote since: the batch
+        is sent on that state, and its condition checks it. Otherwise the
+        state (version, current system messages, the slots of the ids) is
+        read first, in one round trip of reads sent together, then the batch
+        is sent: two. With a TTL, every cell of the conversation is rewritten
+        under it, so such an append reads and writes the whole log.
+
+        Raises:
+            TypeError: ``window`` is neither ``None`` nor a ``Window``.
+            MessageTooLargeError: before any I/O, if the new messages cannot
+                fit in one write (``max_write_bytes``); before writing, if the
+                whole batch cannot (with a TTL it rewrites the log).
+        """
+        validate_conversation_id(conversation_id)
+        batch = validate_messages(messages)
+        if window is not None:
+            _checked_window(window)
+        if not batch:
+            return AppendResult()
+        stamped = stamp_messages(batch)
+        check_write(
+            plan_log_append(conversation_id, _NEW_LOG, stamped, None, self.ttl, 0).plan,
+            self._max_write_bytes,
+            conversation_id,
+        )
+        await self._made_ready()
+        async with self._writers.hold(conversation_id):
+            self._snapshots.forget(conversation_id)
+            result: AppendResult = await self._retrying(
+                conversation_id,
+                lambda: self._log_append_once(conversation_id, stamped, window),
+            )
+        return result
+
+    async def find_window(self, conversation_id: str, window: Window) -> list[Message]:
+        """Return the view of ``window`` on the log, oldest first.
+
+        Reads the newest rows only, newest first in clustering order (the
+        window's limit and a turn's slack, or 32 rows for tokens), with the
+        current system messages read beside them: one round trip, of one
+        read when the repository knows those system messages already, else
+        of two sent together. Core's ``TailView`` builds the view; only a
+        turn reaching further back makes it read older rows, a page per
+        round trip. Sizes stored under the window's counter are used, others
+        measured here.
+
+        Raises:
+            TypeError: ``window`` is not a ``Window``, before any I/O.
+            ContentionError: writers kept changing the conversation between
+                the reads of every attempt.
+        """
+        validate_conversation_id(conversation_id)
+        _checked_window(window)
+        await self._made_ready()
+        for _ in range(self._max_attempts):
+            view = await self._view_once(conversation_id, window)
+            if view is not None:
+                return view
+        raise ContentionError(
+            conversation_id,
+            self._max_attempts,
+            "other writers kept changing the conversation while its view was read",
+        )
+
+    async def find_messages_page(
+        self,
+        conversation_id: str,
+        cursor: str | None = None,
+        limit: int = DEFAULT_MESSAGE_PAGE_SIZE,
+        newest_first: bool = True,
+    ) -> MessagePage:
+        """Return up to ``limit`` messages of the log after ``cursor``.
+
+        One bounded read of each message lane (system messages, the rest)
+        from the cursor on, the two sent together: one round trip, whose
+        cost grows with the page, not with the log.
+
+        Raises:
+            InvalidPageError: for a bad ``limit`` or ``cursor``, before any I/O.
+        """
+        validate_conversation_id(conversation_id)
+        after, limit = check_message_page(cursor, limit, newest_first=newest_first)
+        await self._made_ready()
+        name = "select_before" if newest_first else "select_after"
+        bound = page_bound(after, newest_first=newest_first)
+        answers = [
+            await self._send(name, (conversation_id, lane, bound, limit + 1))
+            for lane in (LANE_SYSTEM, LANE_OTHER)
+        ]
+        reads = [read_of(await self._rows(answer), LOG_COLUMNS) for answer in answers]
+        rows = page_rows(reads, newest_first=newest_first)
+        return message_page(rows, limit, newest_first=newest_first)
+
+    async def _log_append_once(
+        self, conversation_id: str, stamped: list[Message], window: Window | None
+    ) -> AppendResult | None:
+        """One attempt of a log append; ``None`` to read again and retry."""
+        remembered = None if self.ttl else self._log_states.recall(conversation_id)
+        if remembered is not None and remembered.suffices(stamped):
+            planned = plan_log_append(
+                conversation_id,
+                LogKnowledge.of_state(remembered),
+                stamped,
+                window,
+                self.ttl,
+                first_sequence_number(),
+            )
+            if planned.plan.condition is not None:
+                self._fault_points.reach("after_lock")
+                return await self._commit_log(conversation_id, planned)
+            # Nothing to append, on a state remembered only: read what is stored.
+        knowledge = await self._log_knowledge(conversation_id, stamped)
+        if knowledge is None:
+            return None  # the reads saw different states: read again
+        self._fault_points.reach("after_lock")
+        planned = plan_log_append(
+            conversation_id,
+            knowledge,
+            stamped,
+            window,
+            self.ttl,
+            first_sequence_number(),
+        )
+        if planned.plan.condition is None:
+            self._log_states.remember(conversation_id, planned.state)
+            return planned.plan.result
+        return await self._commit_log(conversation_id, planned)
+
+    async def _commit_log(
+        self, conversation_id: str, planned: LogPlan
+    ) -> AppendResult | None:
+        try:
+            applied = await self._commit(conversation_id, planned.plan)
+        except BaseException:
+            self._log_states.forget(conversation_id)  # outcome unknown
+            raise
+        if not applied:
+            self._log_states.forget(conversation_id)
+            return None
+        self._log_states.remember(conversation_id, planned.state)
+        return planned.plan.result
+
+    async def _log_knowledge(
+        self, conversation_id: str, stamped: list[Message]
+    ) -> LogKnowledge | None:
+        """Read what a log append decides on, at one version; ``None`` if the
+        reads saw different states.
+
+        The static columns, the home slots of the batch's ids and, for a batch
+        with a system message, the newest system rows are sent together;
+        only a larger system set, a conversation not indexed yet, or ids
+        whose home slot another id took need a further round of reads.
+        """
+        if self.ttl:
+            rows = await self._read(
+                "select_partition", (conversation_id,), self._page_size
+            )
+            return whole_partition(read_of(rows, LOG_COLUMNS))
+        ids = [m.id for m in stamped]
+        with_system = any(m.role is Role.SYSTEM for m in stamped)
+        slots = SlotMap()
+        wanted = slots.unread(ids)
+        newest = page_bound(None, newest_first=True)
+        answers = [
+            await self._send("select_statics", (conversation_id,)),
+            await self._send("select_slots", (conversation_id, LANE_IDS, wanted)),
+        ]
+        if with_system:
+            answers.append(
+                await self._send(
+                    "select_before",
+                    (conversation_id, LANE_SYSTEM, newest, NEWEST_SYSTEM_ROWS),
+                )
+            )
+        statics_read = read_of(await self._rows(answers[0]), STATIC_COLUMNS)
+        reads = [statics_read, read_of(await self._rows(answers[1]), SLOT_COLUMNS)]
+        if with_system:
+            reads.append(read_of(await self._rows(answers[2]), LOG_COLUMNS))
+        statics = statics_read.statics or Statics(None, None, False)
+        if not agree(reads) or (
+            statics_read.statics is None and any(r.statics for r in reads)
+        ):
+            return None
+        if statics.indexed:
+            slots.learn(wanted, {row.seq: row.msg_id for row in reads[1].rows})
+        else:
+            slots = SlotMap(whole=True)  # no index yet: lane 3 is empty
+        system: list[StoredRow] | None = [] if statics.version is None else None
+        if with_system and statics.version is not None:
+            if disagrees(reads[2], statics):
+                return None
+            whole = reads[2].count < NEWEST_SYSTEM_ROWS
+            system = system_rows(reads[2], statics, whole=whole)
+        stored: tuple[str, ...] | None = None
+        if statics.version is None or statics.indexed:
+            stored = ()
+        while True:
+            more = slots.unread(ids)
+            pending: list[tuple[str, Any]] = []
+            if with_system and system is None:
+                name, params = _system_set_read(conversation_id, statics)
+                pending.append(
+                    ("system", await self._send(name, params, self._page_size))
+                )
+            if stored is None:
+                params = (conversation_id, LANE_IDS)
+                answer = await self._send("select_index", params, self._page_size)
+                pending.append(("stored", answer))
+            if more:
+                params = (conversation_id, LANE_IDS, more)
+                pending.append(("slots", await self._send("select_slots", params)))
+            if not pending:
+                break
+            for kind, answer in pending:
+                rows = await self._rows(answer)
+                if kind == "system":
+                    read = read_of(rows, LOG_COLUMNS)
+                    if disagrees(read, statics):
+                        return None
+                    system = system_rows(read, statics, whole=True)
+                    continue
+                read = read_of(rows, SLOT_COLUMNS if kind == "slots" else INDEX_COLUMNS)
+                if read.statics is not None and read.version != statics.version:
+                    return None
+                if kind == "stored":
+                    stored = tuple(row.msg_id for row in read.rows)
+                else:
+                    slots.learn(more, {row.seq: row.msg_id for row in read.rows})
+        return LogKnowledge(
+            statics.version,
+            statics.system_batch,
+            statics.indexed,
+            None if system is None else tuple(system),
+            slots,
+            stored or (),
+        )
+
+    async def _view_once(
+        self, conversation_id: str, window: Window
+    ) -> list[Message] | None:
+        """One attempt of a view; ``None`` when its reads saw different states."""
+        sizes = tail_reads(window)
+        first = next(sizes)
+        remembered = self._log_states.recall(conversation_id)
+        newest_answer = await self._send(
+            "select_newest", (conversation_id, LANE_EVICTED, first)
+        )
+        system_answer = None
+        # The system messages remembered serve only where a batch names them.
+        if remembered is None or None in (remembered.system, remembered.system_batch):
+            system_answer = await self._send(
+                "select_before",
+                (
+                    conversation_id,
+                    LANE_SYSTEM,
+                    page_bound(None, newest_first=True),
+                    NEWEST_SYSTEM_ROWS,
+                ),
+            )
+        newest = read_of(await self._rows(newest_answer), LOG_COLUMNS)
+        newest_system: Read | None = None
+        if system_answer is not None:
+            newest_system = read_of(await self._rows(system_answer), LOG_COLUMNS)
+        start = tail_start(newest, first, newest_system, remembered)
+        if start is None:
+            return None
+        statics = start.statics
+        if statics is None:
+            return []
+        system = start.system
+        if system is None:
+            name, params = _system_set_read(conversation_id, statics)
+            read = read_of(await self._read(name, params, self._page_size), LOG_COLUMNS)
+            if disagrees(read, statics):
+                return None
+            system = system_rows(read, statics, whole=True)
+            assert system is not None  # a whole read holds them all
+        view = TailView(window, list(log_rows(system, window)))
+        others, exhausted = start.others, start.exhausted
+        while not view.feed(log_rows(others, window)) and not exhausted:
+            rows = next(sizes)
+            params = (conversation_id, LANE_OTHER, others[-1].seq, rows)
+            older = read_of(await self._read("select_before", params), LOG_COLUMNS)
+            if older.statics is not None and older.version != statics.version:
+                return None
+            others, exhausted = older.rows, older.count < rows
+        self._log_states.remember(
+            conversation_id,
+            LogState(
+                statics.version, statics.system_batch, statics.indexed, tuple(system)
+            ),
+        )
+        return view.messages()
+
     # -- one attempt of a write ----------------------------------------------
 
     async def _replace_once(
         self, conversation_id: str, batch: list[Message]
     ) -> bool | None:
-        rows = await self._read("select_version", (conversation_id,))
-        version = cells(rows[0], ("next_seq",))[0] if rows else None
+        read = read_of(
+            await self._read("select_statics", (conversation_id,)), STATIC_COLUMNS
+        )
+        statics = read.statics or Statics(None, None, False)
         self._fault_points.reach("after_lock")
         plan = plan_replace(
-            conversation_id, version, batch, self.ttl, first_sequence_number()
+            conversation_id,
+            statics.version,
+            batch,
+            self.ttl,
+            first_sequence_number(),
+            system_batch=statics.system_batch,
+            indexed=statics.indexed,
         )
         if plan.condition is None:
             return True
@@ -569,6 +952,11 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
 
     # -- the parts of a write ------------------------------------------------
 
+    def _forget(self, conversation_id: str) -> None:
+        """Forget what was remembered of a conversation about to be replaced."""
+        self._snapshots.forget(conversation_id)
+        self._log_states.forget(conversation_id)
+
     def _check_new(self, conversation_id: str, batch: Sequence[Message]) -> None:
         """Refuse, before any I/O, messages whose inserts alone cannot fit."""
         if batch:
@@ -596,7 +984,7 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
 
     async def _snapshot(self, conversation_id: str, *, full: bool) -> Snapshot:
         statement = "select_full" if full else "select_index"
-        rows = await self._read(statement, (conversation_id,))
+        rows = await self._read(statement, (conversation_id, LANE_IDS))
         return to_snapshot(rows, FULL_COLUMNS if full else INDEX_COLUMNS)
 
     async def _recall(self, conversation_id: str, window: Window) -> Snapshot | None:
@@ -622,7 +1010,7 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
         ):
             return None  # a write landed between the two reads: start over
         others = [r for r in snapshot.rows if r.lane != LANE_SYSTEM]
-        return Snapshot(snapshot.version, lane.rows + others, snapshot.evicted)
+        return replace(snapshot, rows=lane.rows + others)
 
     async def _commit(self, conversation_id: str, plan: Plan) -> bool:
         """Send ``plan`` as one conditional statement or batch; True if applied.
@@ -676,12 +1064,34 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
     ) -> list[Any]:
         """Every row the prepared read ``name`` returns; paged by ``fetch_size``
         rows, or one unpaged request when it is ``None``."""
+        return await self._rows(await self._send(name, params, fetch_size))
+
+    async def _send(
+        self, name: str, params: tuple[object, ...], fetch_size: int | None = None
+    ) -> Any:
+        """Send the prepared read ``name`` now; :meth:`_rows` collects its answer.
+
+        Reads sent one after the other before any answer is awaited travel
+        together: they cost one round trip between them.
+        """
         prepared = self._prepared.get(name)
         if prepared is None:
             prepared = await self._prepare(name)
         bound = prepared.bind(params)
         bound.fetch_size = fetch_size
-        return await all_rows(self._session.execute_async(bound))
+        if True:  # async
+            return self._session.execute_async(bound)
+        else:
+            # Not session.execute: it would wait for the answer before the
+            # next read is sent.
+            return self._session.execute_async(bound)
+
+    async def _rows(self, response: Any) -> list[Any]:
+        """Every row of a read :meth:`_send` sent, page after page."""
+        if True:  # async
+            return await all_rows(response)
+        else:
+            return list(response.result())
 
     async def _prepare(self, name: str) -> Any:
         """Prepare the statement ``name``, once.
@@ -738,6 +1148,23 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
         except BaseException:
             cluster.shutdown()
             raise
+
+
+def _checked_window(window: object) -> Window:
+    """Return ``window`` if it is a ``Window``, else raise ``TypeError``."""
+    if not isinstance(window, Window):
+        raise TypeError(f"window must be a Window, not {type(window).__name__}")
+    return window
+
+
+def _system_set_read(
+    conversation_id: str, statics: Statics
+) -> tuple[str, tuple[object, ...]]:
+    """The read of every current system row: lane 0 from ``system_batch`` on,
+    or all of it when none is recorded."""
+    if statics.system_batch is None:
+        return "select_lane", (conversation_id, LANE_SYSTEM)
+    return "select_from", (conversation_id, LANE_SYSTEM, statics.system_batch)
 
 
 def _shutdown(opened: tuple[Any, Any]) -> None:  # async-only

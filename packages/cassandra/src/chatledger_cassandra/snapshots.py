@@ -40,6 +40,8 @@ from collections import OrderedDict
 from dataclasses import replace
 from typing import cast
 
+from cassandra.query import UNSET_VALUE
+
 from chatledger_cassandra.statements import LANE_EVICTED, LANE_SYSTEM
 from chatledger_cassandra.steps import Plan, Snapshot, StoredRow
 
@@ -71,15 +73,12 @@ def after_commit(snapshot: Snapshot, plan: Plan) -> Snapshot:
     messages only, as an index read would return them.
     """
     if plan.condition is None:
-        return Snapshot(
-            snapshot.version,
-            [_as_indexed(row) for row in snapshot.rows],
-            snapshot.evicted,
-        )
+        return replace(snapshot, rows=[_as_indexed(row) for row in snapshot.rows])
     if plan.condition.statement not in ("start", "advance"):
         return Snapshot(None, [])
     rows = {(row.lane, row.seq): row for row in snapshot.rows}
     evicted = dict(snapshot.evicted)
+    system_batch, indexed = snapshot.system_batch, snapshot.indexed
     for write in plan.writes:
         if write.statement == "delete_before":
             _, lane, bound = cast(tuple[str, int, int], write.params)
@@ -95,8 +94,15 @@ def after_commit(snapshot: Snapshot, plan: Plan) -> Snapshot:
         elif write.statement == "insert_evicted":
             _, _, seq, msg_id, _ = cast(_RecordValues, write.params)
             evicted[msg_id] = seq
+        elif write.statement == "mark":
+            _, batch, flag, _ = write.params
+            if batch is not UNSET_VALUE:
+                system_batch = cast(int | None, batch)
+            if flag is not UNSET_VALUE:
+                indexed = bool(flag)
     version = cast(int, plan.condition.params[1])
-    return Snapshot(version, [_as_indexed(row) for row in rows.values()], evicted)
+    kept = [_as_indexed(row) for row in rows.values()]
+    return Snapshot(version, kept, evicted, system_batch, indexed)
 
 
 def _as_indexed(row: StoredRow) -> StoredRow:

@@ -11,12 +11,18 @@ The table holds one partition per conversation::
 
     conversation_id  partition key
     lane             clustering: 0 for system messages, 1 for all others,
-                     2 for the record of evicted ids
+                     2 for the record of evicted ids, 3 for the id index
     seq              clustering: the conversation's gap-free sequence number
+                     (in lane 3, the slot of an id)
     next_seq         STATIC: the next free sequence number, which is also the
                      version every write checks with IF
     emptied          STATIC: true while a window has left the conversation
                      without messages, holding only its record of evicted ids
+    system_batch     STATIC: the sequence number of the first message of the
+                     append that stored the current system messages; they are
+                     the rows of lane 0 from it on (none recorded: all of lane 0)
+    indexed          STATIC: true while lane 3 holds the id of every row of
+                     lanes 0 to 2
     msg_id, role     the message id and role, readable without the payload
     size_counter     the window measure the stored size was counted with
     size             the message's size in that measure
@@ -27,6 +33,14 @@ message rows by ``seq`` gives the conversation order. The lanes exist so that
 evicting the oldest turns is one range delete (``lane = 1 AND seq < ?``) that
 can never touch a system message, and so that the reads of messages leave the
 record out with one bound (``lane < 2``).
+
+The conversation is also a log (:mod:`chatledger_cassandra.log_plans`): a log
+append keeps every message, so lane 0 then holds superseded system messages
+below ``system_batch`` too, and a window view reads the newest rows of lanes 1
+and 0 backwards in clustering order (``ORDER BY lane DESC, seq DESC``). Lane 3
+is the id index (:mod:`chatledger_cassandra.id_index`): one row per id, at a
+slot its hash gives, holding ``msg_id`` alone, so an append tells a stored id
+from a new one by reading (or conditioning on) the rows of its own ids.
 
 The record of evicted ids (:mod:`chatledger.evicted_ids`) lives in lane 2 of
 the same partition: one row per id an append took out of the window, numbered
@@ -44,9 +58,13 @@ from dataclasses import dataclass
 from chatledger_cassandra.names import render_replication, validate_name
 
 __all__ = [
+    "ADDED_COLUMNS",
     "LANE_EVICTED",
+    "LANE_IDS",
     "LANE_OTHER",
     "LANE_SYSTEM",
+    "ROW_COLUMNS",
+    "STATIC_COLUMNS",
     "Statements",
     "create_keyspace",
 ]
@@ -57,6 +75,19 @@ LANE_SYSTEM = 0
 LANE_OTHER = 1
 #: Clustering lane of the record of evicted ids; every message lane is below it.
 LANE_EVICTED = 2
+#: Clustering lane of the id index; every other lane is below it.
+LANE_IDS = 3
+#: The static columns the log added to the table, with their types: a table
+#: made before them gets them from :meth:`Statements.add_column`.
+ADDED_COLUMNS = {"system_batch": "bigint static", "indexed": "boolean static"}
+#: The static columns every read of the log returns, in this order, first.
+STATIC_COLUMNS = ("next_seq", "system_batch", "indexed")
+#: The columns of a stored row, in the order the reads return them.
+ROW_COLUMNS = ("lane", "seq", "msg_id", "role", "size_counter", "size", "payload")
+
+
+_STATICS = ", ".join(STATIC_COLUMNS)
+_ROW = ", ".join(ROW_COLUMNS)
 
 
 def create_keyspace(keyspace: str, replication: dict[str, object]) -> str:
@@ -101,6 +132,8 @@ class Statements:
             "seq bigint, "
             "next_seq bigint static, "
             "emptied boolean static, "
+            "system_batch bigint static, "
+            "indexed boolean static, "
             "msg_id text, "
             "role text, "
             "size_counter text, "
@@ -109,6 +142,10 @@ class Statements:
             "PRIMARY KEY ((conversation_id), lane, seq)"
             ") WITH CLUSTERING ORDER BY (lane ASC, seq ASC)"
         )
+
+    def add_column(self, name: str) -> str:
+        """Add one of :data:`ADDED_COLUMNS` to a table made before it."""
+        return f"ALTER TABLE {self.qualified} ADD {name} {ADDED_COLUMNS[name]}"
 
     @property
     def select_messages(self) -> str:
@@ -133,27 +170,93 @@ class Statements:
         """Read what a window append decides on, without the payloads.
 
         The record of evicted ids comes with it: an append probes it in the
-        read that finds the ids already stored.
+        read that finds the ids already stored. Bound with :data:`LANE_IDS`,
+        so the id index stays out.
         """
         return (
-            "SELECT next_seq, lane, seq, msg_id, role, size_counter, size "
-            f"FROM {self.qualified} WHERE conversation_id = ?"
+            f"SELECT {_STATICS}, lane, seq, msg_id, role, size_counter, size "
+            f"FROM {self.qualified} WHERE conversation_id = ? AND lane < ?"
         )
 
     @property
     def select_full(self) -> str:
-        """Read everything of a conversation, payloads included."""
+        """Read every message and the record, payloads included.
+
+        Bound with :data:`LANE_IDS`, so the id index stays out.
+        """
         return (
-            "SELECT next_seq, lane, seq, msg_id, role, size_counter, size, payload "
-            f"FROM {self.qualified} WHERE conversation_id = ?"
+            f"SELECT {_STATICS}, {_ROW} "
+            f"FROM {self.qualified} WHERE conversation_id = ? AND lane < ?"
+        )
+
+    @property
+    def select_partition(self) -> str:
+        """Read every row of a conversation, the id index too, payloads included."""
+        return (
+            f"SELECT {_STATICS}, {_ROW} FROM {self.qualified} WHERE conversation_id = ?"
         )
 
     @property
     def select_lane(self) -> str:
         """Read one lane of a conversation (the system messages), payloads included."""
         return (
-            "SELECT next_seq, lane, seq, msg_id, role, size_counter, size, payload "
+            f"SELECT {_STATICS}, {_ROW} "
             f"FROM {self.qualified} WHERE conversation_id = ? AND lane = ?"
+        )
+
+    @property
+    def select_statics(self) -> str:
+        """Read a conversation's static columns alone (none: no conversation)."""
+        return (
+            f"SELECT {_STATICS} FROM {self.qualified} WHERE conversation_id = ? LIMIT 1"
+        )
+
+    @property
+    def select_slots(self) -> str:
+        """Read the rows of some slots of the id index, bound with :data:`LANE_IDS`."""
+        return (
+            f"SELECT {_STATICS}, seq, msg_id FROM {self.qualified} "
+            "WHERE conversation_id = ? AND lane = ? AND seq IN ?"
+        )
+
+    @property
+    def select_newest(self) -> str:
+        """Read the newest rows below a lane, newest first, in clustering order.
+
+        Bound with :data:`LANE_EVICTED`: the newest messages of lane 1, then,
+        once lane 1 is read whole, the newest of lane 0 (system messages).
+        """
+        return (
+            f"SELECT {_STATICS}, {_ROW} FROM {self.qualified} "
+            "WHERE conversation_id = ? AND lane < ? "
+            "ORDER BY lane DESC, seq DESC LIMIT ?"
+        )
+
+    @property
+    def select_before(self) -> str:
+        """Read the rows of one lane below a sequence number, newest first."""
+        return (
+            f"SELECT {_STATICS}, {_ROW} FROM {self.qualified} "
+            "WHERE conversation_id = ? AND lane = ? AND seq < ? "
+            "ORDER BY lane DESC, seq DESC LIMIT ?"
+        )
+
+    @property
+    def select_after(self) -> str:
+        """Read the rows of one lane above a sequence number, oldest first."""
+        return (
+            f"SELECT {_STATICS}, {_ROW} FROM {self.qualified} "
+            "WHERE conversation_id = ? AND lane = ? AND seq > ? "
+            "ORDER BY lane ASC, seq ASC LIMIT ?"
+        )
+
+    @property
+    def select_from(self) -> str:
+        """Read every row of one lane from a sequence number on (the current
+        system messages, from ``system_batch``)."""
+        return (
+            f"SELECT {_STATICS}, {_ROW} FROM {self.qualified} "
+            "WHERE conversation_id = ? AND lane = ? AND seq >= ?"
         )
 
     @property
@@ -222,6 +325,27 @@ class Statements:
         )
 
     @property
+    def mark(self) -> str:
+        """Set the static columns of the log; an unset value leaves its cell."""
+        return (
+            f"UPDATE {self.qualified} USING TTL ? SET system_batch = ?, indexed = ? "
+            "WHERE conversation_id = ?"
+        )
+
+    @property
+    def insert_id(self) -> str:
+        """Index one id at a free slot of lane 3 (a condition of the batch)."""
+        return (
+            f"INSERT INTO {self.qualified} (conversation_id, lane, seq, msg_id) "
+            "VALUES (?, ?, ?, ?) IF NOT EXISTS USING TTL ?"
+        )
+
+    @property
+    def delete_lane(self) -> str:
+        """Range-delete one whole lane (the id index)."""
+        return f"DELETE FROM {self.qualified} WHERE conversation_id = ? AND lane = ?"
+
+    @property
     def delete_before(self) -> str:
         """Range-delete the rows of one lane below a sequence number."""
         return (
@@ -267,6 +391,13 @@ class Statements:
             "select_index": self.select_index,
             "select_full": self.select_full,
             "select_lane": self.select_lane,
+            "select_partition": self.select_partition,
+            "select_statics": self.select_statics,
+            "select_slots": self.select_slots,
+            "select_newest": self.select_newest,
+            "select_before": self.select_before,
+            "select_after": self.select_after,
+            "select_from": self.select_from,
             "list_ids": self.list_ids,
             "first_ids_page": self.first_ids_page,
             "ids_page_after": self.ids_page_after,
@@ -275,6 +406,9 @@ class Statements:
             "advance": self.advance,
             "insert": self.insert,
             "insert_evicted": self.insert_evicted,
+            "mark": self.mark,
+            "insert_id": self.insert_id,
+            "delete_lane": self.delete_lane,
             "delete_before": self.delete_before,
             "delete_version": self.delete_version,
             "delete_any": self.delete_any,

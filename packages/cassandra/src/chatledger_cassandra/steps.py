@@ -68,7 +68,14 @@ from chatledger.adapters import (
     trim_below,
     trim_due,
 )
-from chatledger_cassandra.statements import LANE_EVICTED, LANE_OTHER, LANE_SYSTEM
+from chatledger_cassandra.statements import (
+    LANE_EVICTED,
+    LANE_IDS,
+    LANE_OTHER,
+    LANE_SYSTEM,
+    ROW_COLUMNS,
+    STATIC_COLUMNS,
+)
 
 __all__ = [
     "FULL_COLUMNS",
@@ -81,24 +88,28 @@ __all__ = [
     "backoff",
     "cells",
     "commit_statement",
+    "condition_write",
     "configure_prepared",
+    "insert_write",
     "is_retryable",
     "payloads_needed",
     "plan_append_batch",
     "plan_delete",
     "plan_replace",
+    "rewrite_write",
     "to_snapshot",
     "ttl_seconds",
 ]
 
-Phase = Literal["condition", "delete", "insert", "evict", "refresh"]
+Phase = Literal["condition", "delete", "insert", "evict", "refresh", "index", "mark"]
 
 #: Cassandra's largest TTL: 20 years.
 MAX_TTL_SECONDS = 630_720_000
-#: The columns of an append's read: every index column, no payload.
-INDEX_COLUMNS = ("next_seq", "lane", "seq", "msg_id", "role", "size_counter", "size")
+#: The columns of an append's read: the static ones and every index column of
+#: the rows, no payload.
+INDEX_COLUMNS = (*STATIC_COLUMNS, *ROW_COLUMNS[:-1])
 #: The same with the payloads.
-FULL_COLUMNS = (*INDEX_COLUMNS, "payload")
+FULL_COLUMNS = (*STATIC_COLUMNS, *ROW_COLUMNS)
 
 
 def ttl_seconds(ttl: timedelta | float | None) -> int:
@@ -169,11 +180,22 @@ class Snapshot:
         version: ``next_seq``, or ``None`` when the conversation does not exist.
         rows: Its message rows, in any order.
         evicted: Its record of evicted ids: each id with the number of its row.
+        system_batch: Where its current system messages start in lane 0
+            (``None``: every row of lane 0 is one).
+        indexed: Whether lane 3 indexes its ids (a log append wrote last).
     """
 
     version: int | None
     rows: list[StoredRow]
     evicted: dict[str, int] = field(default_factory=dict)
+    system_batch: int | None = None
+    indexed: bool = False
+
+    def is_current_system(self, row: StoredRow) -> bool:
+        """Whether ``row`` is one of the current system messages."""
+        return row.lane == LANE_SYSTEM and (
+            self.system_batch is None or row.seq >= self.system_batch
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,13 +233,17 @@ class Plan:
 def to_snapshot(rows: Iterable[Any], names: Sequence[str]) -> Snapshot:
     """The snapshot that the rows of a read of ``names`` (one partition) show."""
     version: int | None = None
+    system_batch: int | None = None
+    indexed = False
     stored: list[StoredRow] = []
     evicted: dict[str, int] = {}
     for row in rows:
         values = dict(zip(names, cells(row, names), strict=True))
         version = values["next_seq"]
-        if values["seq"] is None:
-            continue  # a partition holding only its static columns
+        system_batch = values["system_batch"]
+        indexed = bool(values["indexed"])
+        if values["seq"] is None or values["lane"] > LANE_EVICTED:
+            continue  # a partition holding only its static columns, or the index
         if values["lane"] == LANE_EVICTED:
             evicted[values["msg_id"]] = values["seq"]
             continue
@@ -232,14 +258,14 @@ def to_snapshot(rows: Iterable[Any], names: Sequence[str]) -> Snapshot:
                 payload=values.get("payload"),
             )
         )
-    return Snapshot(version, stored, evicted)
+    return Snapshot(version, stored, evicted, system_batch, indexed)
 
 
 def _lane(message: Message) -> int:
     return LANE_SYSTEM if message.role is Role.SYSTEM else LANE_OTHER
 
 
-def _insert(
+def insert_write(
     conversation_id: str,
     seq: int,
     message: Message,
@@ -269,7 +295,7 @@ def _insert(
     )
 
 
-def _rewrite(conversation_id: str, row: StoredRow, ttl: int) -> Write:
+def rewrite_write(conversation_id: str, row: StoredRow, ttl: int) -> Write:
     if row.payload is None:
         raise RuntimeError(f"payload of seq {row.seq} is needed to refresh its TTL")
     return Write(
@@ -289,7 +315,7 @@ def _rewrite(conversation_id: str, row: StoredRow, ttl: int) -> Write:
     )
 
 
-def _condition(
+def condition_write(
     conversation_id: str,
     version: int | None,
     new: int,
@@ -402,6 +428,13 @@ def plan_append_batch(
     range deletes and adds the version condition (the contract of
     ``SupportsWindowAppend``).
 
+    On a conversation a log append wrote, the window's system messages are
+    the current ones (lane 0 from ``system_batch`` on); superseded ones are
+    left as they are, and deleted with the current ones when new ones replace
+    them. The append then drops the id index (lane 3): the window keeps its
+    own record of evicted ids, and the next log append indexes what is stored
+    (:mod:`chatledger_cassandra.log_plans`).
+
     Args:
         conversation_id: The validated conversation id.
         snapshot: The conversation as read, with the payloads
@@ -416,8 +449,14 @@ def plan_append_batch(
     if not fresh:
         return Plan(None)
     system_rows = sorted(
-        (r for r in snapshot.rows if r.lane == LANE_SYSTEM), key=lambda r: r.seq
+        (r for r in snapshot.rows if snapshot.is_current_system(r)),
+        key=lambda r: r.seq,
     )
+    superseded = [
+        r
+        for r in snapshot.rows
+        if r.lane == LANE_SYSTEM and not snapshot.is_current_system(r)
+    ]
     other_rows = sorted(
         (r for r in snapshot.rows if r.lane == LANE_OTHER), key=lambda r: r.seq
     )
@@ -450,13 +489,15 @@ def plan_append_batch(
     new_seq = {m.id: base + i for i, m in enumerate(plan.appended)}
     next_seq = base + len(plan.appended)
     writes: list[Write] = []
-    if plan.replace_system and system_rows:
+    if plan.replace_system and (system_rows or superseded):
         writes.append(
             Write("delete_before", (conversation_id, LANE_SYSTEM, base), "delete")
         )
     for message, size in zip(plan.insert, plan.insert_sizes, strict=True):
         writes.append(
-            _insert(conversation_id, new_seq[message.id], message, window, ttl, size)
+            insert_write(
+                conversation_id, new_seq[message.id], message, window, ttl, size
+            )
         )
     surviving_rows = other_rows[len(plan.evicted) :]
     if plan.evicted:
@@ -475,13 +516,39 @@ def plan_append_batch(
     taken_out = [(numbers[msg_id], msg_id) for msg_id in plan.evicted_ids]
     writes += _record(conversation_id, snapshot.evicted, taken_out, ttl)
     if ttl:
-        kept_rows = ([] if plan.replace_system else system_rows) + surviving_rows
-        writes.extend(_rewrite(conversation_id, row, ttl) for row in kept_rows)
+        kept_system = [] if plan.replace_system else superseded + system_rows
+        kept_rows = kept_system + surviving_rows
+        writes.extend(rewrite_write(conversation_id, row, ttl) for row in kept_rows)
+    system_batch: object = UNSET_VALUE
+    if plan.replace_system:
+        system_batch = base
+    elif ttl and snapshot.system_batch is not None:
+        system_batch = snapshot.system_batch
+    writes += _statics(conversation_id, ttl, system_batch, snapshot.indexed)
     return Plan(
-        _condition(conversation_id, snapshot.version, next_seq, ttl, plan.empty),
+        condition_write(conversation_id, snapshot.version, next_seq, ttl, plan.empty),
         writes,
         result,
     )
+
+
+def _statics(
+    conversation_id: str, ttl: int, system_batch: object, indexed: bool
+) -> list[Write]:
+    """The writes that set ``system_batch`` (unless unset) and drop the id index.
+
+    A window append or ``save_all`` leaves a conversation its rows and record
+    alone say everything about: the index of a conversation ``indexed`` goes
+    (lane 3 and the flag, whose null is a cell tombstone, never a live cell
+    that would keep an expired partition listed).
+    """
+    writes: list[Write] = []
+    if indexed:
+        writes.append(Write("delete_lane", (conversation_id, LANE_IDS), "delete"))
+    if system_batch is not UNSET_VALUE or indexed:
+        flag = None if indexed else UNSET_VALUE
+        writes.append(Write("mark", (ttl, system_batch, flag, conversation_id), "mark"))
+    return writes
 
 
 def plan_replace(
@@ -490,12 +557,17 @@ def plan_replace(
     messages: Sequence[Message],
     ttl: int,
     start: int = 0,
+    *,
+    system_batch: int | None = None,
+    indexed: bool = False,
 ) -> Plan:
     """Plan ``save_all``: replace every stored row with ``messages``.
 
     The old rows (the record of evicted ids too) are range-deleted below the
     version read and the new ones are written from that version on, in one
-    batch; an empty ``messages`` deletes the conversation.
+    batch; an empty ``messages`` deletes the conversation. Its system messages
+    are all current (``system_batch`` is the first new number, or cleared
+    when there are none) and the id index goes.
 
     Args:
         conversation_id: The validated conversation id.
@@ -503,6 +575,8 @@ def plan_replace(
         messages: The validated, stamped messages.
         ttl: The TTL in seconds, ``0`` for none.
         start: The first sequence number when the conversation is new.
+        system_batch: The ``system_batch`` read.
+        indexed: The ``indexed`` read.
     """
     if not messages:
         if version is None:
@@ -516,10 +590,17 @@ def plan_replace(
             for lane in (LANE_SYSTEM, LANE_OTHER, LANE_EVICTED)
         ]
     writes += [
-        _insert(conversation_id, base + i, m, None, ttl) for i, m in enumerate(messages)
+        insert_write(conversation_id, base + i, m, None, ttl)
+        for i, m in enumerate(messages)
     ]
+    batch: object = UNSET_VALUE
+    if any(m.role is Role.SYSTEM for m in messages):
+        batch = base
+    elif system_batch is not None:
+        batch = None
+    writes += _statics(conversation_id, ttl, batch, indexed)
     return Plan(
-        _condition(conversation_id, version, base + len(messages), ttl),
+        condition_write(conversation_id, version, base + len(messages), ttl),
         writes,
         AppendResult(list(messages), []),
     )
