@@ -183,7 +183,6 @@ from chatledger_cassandra.steps import (
     MAX_TTL_SECONDS,
     Plan,
     Snapshot,
-    StoredRow,
     backoff,
     cells,
     commit_statement,
@@ -220,6 +219,13 @@ _DEFAULT_REPLICATION: dict[str, object] = {
 #: How many conversations a repository remembers the last written snapshot of
 #: (:mod:`chatledger_cassandra.snapshots`), most recently written first.
 _REMEMBERED_CONVERSATIONS = 64
+#: Said beside the server's refusal of a statement on a table made before
+#: the log's static columns.
+_OLDER_TABLE = (
+    "{} was made before the columns of the log (system_batch, indexed): "
+    "call create_schema() once, or open a repository with create_schema=True, "
+    "to add them"
+)
 #: What a log append knows of a conversation not stored yet: its size check
 #: plans on it before any I/O.
 _NEW_LOG = LogKnowledge(None, None, False, (), SlotMap(whole=True))
@@ -716,10 +722,12 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
         """Read what a log append decides on, at one version; ``None`` if the
         reads saw different states.
 
-        The static columns, the home slots of the batch's ids and, for a batch
-        with a system message, the newest system rows are sent together;
-        only a larger system set, a conversation not indexed yet, or ids
-        whose home slot another id took need a further round of reads.
+        The static columns, the home slots of the batch's ids and the newest
+        system rows are sent together (the last so that the state remembered
+        after the commit knows the current system messages, and the next
+        append with one needs no read); only a system set larger than that
+        read (for a batch with a system message), a conversation not indexed
+        yet, or ids whose home slot another id took need a further round.
         """
         if self.ttl:
             rows = await self._read(
@@ -734,33 +742,28 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
         answers = [
             await self._send("select_statics", (conversation_id,)),
             await self._send("select_slots", (conversation_id, LANE_IDS, wanted)),
+            await self._send(
+                "select_before",
+                (conversation_id, LANE_SYSTEM, newest, NEWEST_SYSTEM_ROWS),
+            ),
         ]
-        if with_system:
-            answers.append(
-                await self._send(
-                    "select_before",
-                    (conversation_id, LANE_SYSTEM, newest, NEWEST_SYSTEM_ROWS),
-                )
-            )
         statics_read = read_of(await self._rows(answers[0]), STATIC_COLUMNS)
-        reads = [statics_read, read_of(await self._rows(answers[1]), SLOT_COLUMNS)]
-        if with_system:
-            reads.append(read_of(await self._rows(answers[2]), LOG_COLUMNS))
+        slot_read = read_of(await self._rows(answers[1]), SLOT_COLUMNS)
+        system_read = read_of(await self._rows(answers[2]), LOG_COLUMNS)
+        reads = [statics_read, slot_read, system_read]
         statics = statics_read.statics or Statics(None, None, False)
         if not agree(reads) or (
             statics_read.statics is None and any(r.statics for r in reads)
         ):
             return None
         if statics.indexed:
-            slots.learn(wanted, {row.seq: row.msg_id for row in reads[1].rows})
+            slots.learn(wanted, {row.seq: row.msg_id for row in slot_read.rows})
         else:
             slots = SlotMap(whole=True)  # no index yet: lane 3 is empty
-        system: list[StoredRow] | None = [] if statics.version is None else None
-        if with_system and statics.version is not None:
-            if disagrees(reads[2], statics):
-                return None
-            whole = reads[2].count < NEWEST_SYSTEM_ROWS
-            system = system_rows(reads[2], statics, whole=whole)
+        if disagrees(system_read, statics):
+            return None
+        whole = system_read.count < NEWEST_SYSTEM_ROWS
+        system = system_rows(system_read, statics, whole=whole)
         stored: tuple[str, ...] | None = None
         if statics.version is None or statics.indexed:
             stored = ()
@@ -1104,10 +1107,15 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
             prepared = self._prepared.get(name)
             if prepared is None:
                 session, text = self._session, self._texts[name]
-                if True:  # async
-                    prepared = await off_loop(lambda: session.prepare(text))
-                else:
-                    prepared = session.prepare(text)
+                try:
+                    if True:  # async
+                        prepared = await off_loop(lambda: session.prepare(text))
+                    else:
+                        prepared = session.prepare(text)
+                except InvalidRequest as error:
+                    if "Undefined column name" in str(error):
+                        error.add_note(_OLDER_TABLE.format(self._cql.qualified))
+                    raise
                 prepared = configure_prepared(prepared, self._consistency, self._serial)
                 self._prepared[name] = prepared
         return prepared
