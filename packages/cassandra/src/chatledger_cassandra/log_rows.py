@@ -44,6 +44,8 @@ __all__ = [
 LOG_COLUMNS = (*STATIC_COLUMNS, *ROW_COLUMNS)
 #: The columns of a read of the id index.
 SLOT_COLUMNS = (*STATIC_COLUMNS, "seq", "msg_id")
+# The columns of a StoredRow after its lane, number and id, as selected.
+_ROW_FIELDS = ("role", "size_counter", "size", "payload")
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,26 +88,26 @@ class Read:
 
 def read_of(rows: Iterable[Any], names: Sequence[str]) -> Read:
     """Read the rows of a select of ``names`` (the static columns first)."""
+    at = {name: index for index, name in enumerate(names)}
+    seq_at, lane_at, id_at = at.get("seq"), at.get("lane"), at.get("msg_id")
+    fields = [at.get(field) for field in _ROW_FIELDS]
     statics: Statics | None = None
     stored: list[StoredRow] = []
     count = 0
     for row in rows:
         count += 1
-        values = dict(zip(names, cells(row, names), strict=True))
-        statics = Statics(
-            values["next_seq"], values["system_batch"], bool(values["indexed"])
+        values = cells(row, names)
+        if statics is None or values[0] != statics.version:
+            statics = Statics(values[0], values[1], bool(values[2]))
+        if seq_at is None or id_at is None or values[seq_at] is None:
+            continue  # the static columns alone
+        lane = LANE_IDS if lane_at is None else values[lane_at]
+        role, counter, size, payload = (
+            None if index is None else values[index] for index in fields
         )
-        if values.get("seq") is None:
-            continue  # a partition holding only its static columns
         stored.append(
             StoredRow(
-                lane=values.get("lane", LANE_IDS),
-                seq=values["seq"],
-                msg_id=values["msg_id"],
-                role=values.get("role") or "",
-                size_counter=values.get("size_counter"),
-                size=values.get("size"),
-                payload=values.get("payload"),
+                lane, values[seq_at], values[id_at], role or "", counter, size, payload
             )
         )
     return Read(statics, stored, count)
