@@ -13,8 +13,9 @@ Example (needs a Cassandra server):
 ``chatledger.connect("cassandra://...")`` finds this adapter through its entry
 point, and ``chatledger.connect_async("cassandra://...")`` finds its asyncio
 twin, :class:`AsyncCassandraChatMemoryRepository`. The design (one partition
-per conversation, every write a conditional single-partition batch) is
-explained in :mod:`chatledger_cassandra.repository`.
+per conversation, every write a conditional single-partition batch, the
+conversation kept whole as a log beside its window) is explained in
+:mod:`chatledger_cassandra.repository`.
 """
 
 from __future__ import annotations

@@ -3,9 +3,11 @@
 Example:
     from chatledger_cassandra.log_rows import LOG_COLUMNS, read_of
 
-    read = read_of(rows, LOG_COLUMNS)   # rows of a select_newest, say
-    read.statics.version                # next_seq, or read.statics is None
-    [row.seq for row in read.rows]
+    # A row of a read of the log: the static columns, then the row's.
+    rows = [(12, 3, True, 1, 11, "m11", "user", None, None, "{...}")]
+    read = read_of(rows, LOG_COLUMNS)
+    read.statics.version                # 12: the next_seq the read saw
+    [row.seq for row in read.rows]      # [11]
 
 Every read of the log (:mod:`chatledger_cassandra.statements`) selects the
 partition's static columns first, so each row it returns also says at which

@@ -1,15 +1,17 @@
 """How the reads of a window view and of a message page become their answer.
 
 Example:
-    from chatledger import MessageWindow
+    from chatledger import Message, MessageWindow, codec
     from chatledger_cassandra.log_rows import LOG_COLUMNS, read_of
     from chatledger_cassandra.log_views import tail_reads, tail_start
 
     window = MessageWindow(20)
-    sizes = tail_reads(window)
-    first = next(sizes)                        # 28 rows: the window and a turn's slack
+    first = next(tail_reads(window))      # 28 rows: the window and a turn's slack
+    hello = codec.to_json(Message.user("hello"))
+    rows = [(2, None, True, 1, 1, "m1", "user", None, None, hello)]  # the newest
     start = tail_start(read_of(rows, LOG_COLUMNS), first, None, None)
-    start.system                               # the current system rows, or None
+    start.system       # []: the read reached the start of the log, and found none
+    start.exhausted    # True: every message row was read
 
 A view (``find_window``) reads the newest rows of the conversation backwards in
 clustering order: ``lane < 2 ORDER BY lane DESC, seq DESC LIMIT n`` gives the

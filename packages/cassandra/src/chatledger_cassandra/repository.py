@@ -66,6 +66,33 @@ mode 4) stores expiry times as 32-bit seconds: a write whose expiry falls after
 2038-01-19T03:14:07Z is rejected or capped by the server's
 ``expiration_date_overflow_policy``.
 
+The log (``SupportsLog``). The same partition is the conversation's log
+(:mod:`chatledger_cassandra.log_plans`): a log append evicts nothing, so lane
+0 also keeps the system messages a newer set superseded, the static
+``system_batch`` says where the current set starts, and lane 3 indexes every
+id the conversation holds or held (:mod:`chatledger_cassandra.id_index`), so
+an append tells a retried id from a new one by its slot, never by reading the
+log. ``append_to_log`` is one conditional batch, like every write: atomic,
+isolated, gap-free and linearizable under writers in any thread or process.
+How many round trips it takes follows from the model: CQL cannot increment a
+regular column inside a lightweight transaction (and counters cannot join
+one), so the client numbers the messages and must know the version, and it
+must know the current system messages for rule 1. After its own append or
+view of a conversation the repository remembers both
+(:mod:`chatledger_cassandra.log_states`) and sends the batch at once: one
+round trip, the Paxos rounds running between the coordinator and the
+replicas. Otherwise it first sends three reads together (the static columns,
+the slots of the batch's ids, the newest system rows): two round trips. A
+condition that fails (another writer got there first, or a retried id the
+remembered state could not know fills its slot) means reading and sending
+again. ``find_window`` reads the newest rows backwards in clustering order
+with the current system messages (:mod:`chatledger_cassandra.log_views`), one
+round trip of one or two reads; ``find_messages_page`` reads the two message
+lanes from the cursor, one round trip of two reads. Every read names the
+version it saw, and reads that disagree are sent again. With a TTL a log
+append rewrites every cell of the conversation under it, as the window
+append rewrites its window, so its cost grows with the log.
+
 Listing pages through the whole token ring with ``SELECT DISTINCT`` and driver
 paging. Deleting a conversation (or ``save_all(id, [])``) deletes its whole
 partition, so it is never listed again.
@@ -230,7 +257,8 @@ class CassandraChatMemoryRepository(ClosingContext):
     """Conversations in one Cassandra table, one partition each.
 
     Implements :class:`chatledger.ChatMemoryRepository`, the atomic
-    :class:`chatledger.SupportsWindowAppend`, counting and paging. Each
+    :class:`chatledger.SupportsWindowAppend`, the log
+    (:class:`chatledger.SupportsLog`), counting and paging. Each
     statement is prepared once, on first use.
 
     Args:
