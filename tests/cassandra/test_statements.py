@@ -8,7 +8,9 @@ import pytest
 
 from chatledger import InvalidNameError
 from chatledger_cassandra.statements import (
+    ADDED_COLUMNS,
     LANE_EVICTED,
+    LANE_IDS,
     LANE_OTHER,
     LANE_SYSTEM,
     Statements,
@@ -61,7 +63,7 @@ def test_cassandra_statements_bind_every_value(name: str) -> None:
 
 
 def test_cassandra_every_write_carries_ttl_or_is_a_delete() -> None:
-    for name in ("start", "advance", "insert", "insert_evicted"):
+    for name in ("start", "advance", "insert", "insert_evicted", "mark", "insert_id"):
         assert "USING TTL ?" in CQL.prepared()[name]
 
 
@@ -114,3 +116,43 @@ def test_cassandra_reads_are_single_partition() -> None:
         assert "WHERE conversation_id = ?" in CQL.prepared()[name]
     assert "payload" not in CQL.select_index
     assert "AND lane = ?" in CQL.select_lane
+
+
+def test_cassandra_log_reads_the_newest_rows_in_clustering_order() -> None:
+    # Backwards through the clustering order, bounded: never the whole log.
+    for name in ("select_newest", "select_before"):
+        text = CQL.prepared()[name]
+        assert text.endswith("ORDER BY lane DESC, seq DESC LIMIT ?")
+    assert "AND lane < ?" in CQL.select_newest
+    assert "AND lane = ? AND seq < ?" in CQL.select_before
+    assert CQL.select_after.endswith(
+        "AND lane = ? AND seq > ? ORDER BY lane ASC, seq ASC LIMIT ?"
+    )
+    # Every read of the log says which version it saw.
+    for name in ("select_newest", "select_before", "select_after", "select_from"):
+        assert CQL.prepared()[name].startswith(
+            "SELECT next_seq, system_batch, indexed, "
+        )
+
+
+def test_cassandra_id_index_rows_are_conditions_of_the_batch() -> None:
+    assert CQL.insert_id == (
+        f"INSERT INTO {TABLE} (conversation_id, lane, seq, msg_id) "
+        "VALUES (?, ?, ?, ?) IF NOT EXISTS USING TTL ?"
+    )
+    assert CQL.select_slots.endswith("AND lane = ? AND seq IN ?")
+    assert "USING TTL ?" in CQL.mark
+    assert CQL.delete_lane == (
+        f"DELETE FROM {TABLE} WHERE conversation_id = ? AND lane = ?"
+    )
+    assert LANE_EVICTED < LANE_IDS
+
+
+def test_cassandra_older_tables_get_the_log_columns() -> None:
+    ddl = CQL.create_table
+    for name, kind in ADDED_COLUMNS.items():
+        assert f"{name} {kind}" in ddl
+        assert CQL.add_column(name) == f"ALTER TABLE {TABLE} ADD {name} {kind}"
+    # The window append's reads leave the id index out.
+    for name in ("select_index", "select_full"):
+        assert CQL.prepared()[name].endswith("WHERE conversation_id = ? AND lane < ?")
