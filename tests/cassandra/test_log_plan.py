@@ -39,6 +39,7 @@ from chatledger_cassandra.log_plans import (
 )
 from chatledger_cassandra.log_rows import Read, Statics, current_system
 from chatledger_cassandra.log_states import LogState
+from chatledger_cassandra.log_views import tail_start
 from chatledger_cassandra.statements import (
     LANE_EVICTED,
     LANE_IDS,
@@ -350,3 +351,26 @@ def test_cassandra_new_log_statics_and_rows() -> None:
     assert mark == (0, 7, True, "c")
     assert planned.state == LogState(9, 7, True, planned.state.system)
     assert [r.msg_id for r in planned.state.system or ()] == [batch[0].id]
+
+
+def _read(version: int, batch: int | None, rows: list[StoredRow]) -> Read:
+    return Read(Statics(version, batch, True), rows, len(rows))
+
+
+def test_cassandra_view_reads_agree_on_the_system_messages_they_share() -> None:
+    system = StoredRow(LANE_SYSTEM, 5, "s", "system", payload="{}")
+    user = StoredRow(LANE_OTHER, 9, "u", "user", payload="{}")
+    newest = _read(10, 5, [user])
+    # An append without a system message between the two reads: same set.
+    start = tail_start(newest, 1, _read(11, 5, [system]), None)
+    assert start is not None
+    assert start.system == [system]
+    # A new set between them, or a set that vanished: read again.
+    assert tail_start(newest, 1, _read(12, 11, [system]), None) is None
+    assert tail_start(newest, 1, Read(None, [], 0), None) is None
+    # Without a recorded batch (a store release 0.2 wrote), versions decide.
+    older = _read(10, None, [user])
+    assert tail_start(older, 1, _read(11, None, [system]), None) is None
+    assert tail_start(older, 1, _read(10, None, [system]), None) is not None
+    # Nothing stored at the first read, a message at the second: read again.
+    assert tail_start(Read(None, [], 0), 1, _read(3, None, [system]), None) is None

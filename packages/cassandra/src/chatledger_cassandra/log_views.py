@@ -153,15 +153,20 @@ def tail_start(
 
 
 def disagrees(read: Read, statics: Statics) -> bool:
-    """Whether a read of lane 0 shows another state than ``statics``.
+    """Whether a read of lane 0 shows other system messages than ``statics``.
 
     A read that returned no row names no version: it disagrees only if the
     state has current system messages (``system_batch`` set) it should have
-    found.
+    found. A read at another version agrees when both name the same
+    ``system_batch``: every write that changes the current system messages
+    moves it, so an append without one in between changed none of them.
     """
     if read.statics is None:
         return statics.system_batch is not None
-    return read.version != statics.version
+    if read.version == statics.version:
+        return False
+    batch = statics.system_batch
+    return batch is None or read.statics.system_batch != batch
 
 
 def system_rows(read: Read, statics: Statics, *, whole: bool) -> list[StoredRow] | None:
