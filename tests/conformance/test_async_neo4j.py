@@ -8,10 +8,15 @@ from collections.abc import Iterator
 import pytest
 from neo4j import AsyncDriver, AsyncGraphDatabase
 
-from chatledger.testing import AsyncChatMemoryRepositoryTests
-from chatledger.testing.async_runner import EventLoopThread
+from chatledger.testing import AsyncChatMemoryRepositoryTests, LogTests
+from chatledger.testing.async_runner import (
+    EventLoopThread,
+    RepositoryFacade,
+    repository_facade,
+)
 from chatledger_neo4j import AsyncNeo4jChatMemoryRepository, parse_url
 from tests.backends import backend_url
+from tests.conformance.test_neo4j import small_reads
 
 
 class TestAsyncNeo4jConformance(AsyncChatMemoryRepositoryTests):
@@ -41,3 +46,31 @@ class TestAsyncNeo4jConformance(AsyncChatMemoryRepositoryTests):
             yield repository
         finally:
             async_runner.run(repository.drop_schema())
+
+
+class TestAsyncNeo4jLogInSmallReads(LogTests):
+    """The log suite on ``AsyncDriver``, views read a row or two at a time."""
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def async_runner(cls) -> Iterator[EventLoopThread]:
+        runner = EventLoopThread()
+        yield runner
+        runner.close()
+
+    @pytest.fixture
+    def repository(
+        self, required: set[str], async_runner: EventLoopThread
+    ) -> Iterator[RepositoryFacade]:
+        tag = uuid.uuid4().hex[:12]
+        repository = AsyncNeo4jChatMemoryRepository.from_url(
+            backend_url("neo4j", required),
+            conversation_label=f"ConversationB{tag}",
+            message_label=f"MessageB{tag}",
+        )
+        repository._view_reads = small_reads
+        try:
+            yield repository_facade(repository, async_runner)
+        finally:
+            async_runner.run(repository.drop_schema())
+            async_runner.run(repository.aclose())

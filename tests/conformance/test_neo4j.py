@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from collections.abc import Iterator
 
 import pytest
 
-from chatledger.testing import ChatMemoryRepositoryTests
+from chatledger.testing import ChatMemoryRepositoryTests, LogTests
+from chatledger.window import Window
 from chatledger_neo4j import Neo4jChatMemoryRepository
 from tests.backends import backend_url
 
@@ -15,6 +17,12 @@ from tests.backends import backend_url
 @pytest.fixture(scope="module")
 def neo4j_url(required: set[str]) -> str:
     return backend_url("neo4j", required)
+
+
+def small_reads(window: Window) -> Iterator[int]:
+    """One row first, then two a read: every view walks back through further reads."""
+    yield 1
+    yield from itertools.repeat(2)
 
 
 class TestNeo4jConformance(ChatMemoryRepositoryTests):
@@ -28,6 +36,30 @@ class TestNeo4jConformance(ChatMemoryRepositoryTests):
             conversation_label=f"ConversationT{tag}",
             message_label=f"MessageT{tag}",
         )
+        try:
+            yield repository
+        finally:
+            repository.drop_schema()
+            repository.close()
+
+
+class TestNeo4jLogInSmallReads(LogTests):
+    """The log suite with views read a row or two at a time.
+
+    The suite's own views (the window's limit plus a few rows) rarely read
+    twice: here every view of the random histories reads further back, a
+    row or two per statement, and meets a read's boundary at every row.
+    """
+
+    @pytest.fixture
+    def repository(self, neo4j_url: str) -> Iterator[Neo4jChatMemoryRepository]:
+        tag = uuid.uuid4().hex[:12]
+        repository = Neo4jChatMemoryRepository.from_url(
+            neo4j_url,
+            conversation_label=f"ConversationR{tag}",
+            message_label=f"MessageR{tag}",
+        )
+        repository._view_reads = small_reads
         try:
             yield repository
         finally:

@@ -22,6 +22,7 @@ from chatledger import (
     InvalidConversationIdError,
     InvalidMessageError,
     InvalidNameError,
+    InvalidPageError,
     Message,
     MessageWindow,
     Role,
@@ -202,11 +203,12 @@ def test_neo4j_entry_points_resolve_to_from_url() -> None:
 
 
 def test_neo4j_repository_has_the_protocols(offline_driver: Any) -> None:
-    from chatledger import ChatMemoryRepository, SupportsWindowAppend
+    from chatledger import ChatMemoryRepository, SupportsLog, SupportsWindowAppend
 
     repository = Neo4jChatMemoryRepository(offline_driver, create_schema=False)
     assert isinstance(repository, ChatMemoryRepository)
     assert isinstance(repository, SupportsWindowAppend)
+    assert isinstance(repository, SupportsLog)
 
 
 def test_neo4j_repository_shows_the_driver_it_was_given(offline_driver: Any) -> None:
@@ -235,6 +237,12 @@ def test_neo4j_bad_ids_fail_before_any_io(offline_driver: Any, bad_id: Any) -> N
         repository.delete_by_conversation_id(bad_id)
     with pytest.raises(InvalidConversationIdError):
         repository.append_to_window(bad_id, [Message.user("x")], MessageWindow(3))
+    with pytest.raises(InvalidConversationIdError):
+        repository.append_to_log(bad_id, [Message.user("x")])
+    with pytest.raises(InvalidConversationIdError):
+        repository.find_window(bad_id, MessageWindow(3))
+    with pytest.raises(InvalidConversationIdError):
+        repository.find_messages_page(bad_id)
 
 
 @pytest.mark.parametrize("bad_batch", [None, "text", [None], [Message.user("a"), 1]])
@@ -246,11 +254,47 @@ def test_neo4j_bad_batches_fail_before_any_io(
         repository.save_all("c", bad_batch)
     with pytest.raises(InvalidMessageError):
         repository.append_to_window("c", bad_batch, MessageWindow(3))
+    with pytest.raises(InvalidMessageError):
+        repository.append_to_log("c", bad_batch)
 
 
 def test_neo4j_empty_append_does_no_io(offline_driver: Any) -> None:
     repository = Neo4jChatMemoryRepository(offline_driver, create_schema=False)
     assert repository.append_to_window("c", [], MessageWindow(3)) == AppendResult()
+    assert repository.append_to_log("c", []) == AppendResult()
+    assert repository.append_to_log("c", [], MessageWindow(3)) == AppendResult()
+
+
+@pytest.mark.parametrize("bad_window", [20, "20", object(), [MessageWindow(3)]])
+def test_neo4j_log_refuses_a_window_that_is_not_one_before_any_io(
+    offline_driver: Any, bad_window: Any
+) -> None:
+    repository = Neo4jChatMemoryRepository(offline_driver, create_schema=False)
+    with pytest.raises(TypeError, match="window must be a Window"):
+        repository.find_window("c", bad_window)
+    with pytest.raises(TypeError, match="window must be a Window"):
+        repository.append_to_log("c", [Message.user("x")], bad_window)
+
+
+@pytest.mark.parametrize(
+    ("cursor", "limit", "newest_first"),
+    [
+        (None, 0, True),
+        (None, 10_001, True),
+        (None, "5", True),
+        ("not a cursor", 5, True),
+        ("n:12", 5, False),
+        ("o:12", 5, True),
+        ("n:-1", 5, True),
+        (None, 5, "yes"),
+    ],
+)
+def test_neo4j_bad_page_requests_fail_before_any_io(
+    offline_driver: Any, cursor: Any, limit: Any, newest_first: Any
+) -> None:
+    repository = Neo4jChatMemoryRepository(offline_driver, create_schema=False)
+    with pytest.raises(InvalidPageError):
+        repository.find_messages_page("c", cursor, limit, newest_first)
 
 
 # -- Cypher text -------------------------------------------------------------------
@@ -320,8 +364,15 @@ def test_neo4j_schema_has_constraints_and_the_read_indexes() -> None:
     assert "FOR (c:`ChatConv`) REQUIRE c.id IS UNIQUE" in schema
     assert "FOR (m:`ChatMsg`) REQUIRE (m.conversation_id, m.id) IS UNIQUE" in schema
     assert "FOR (m:`ChatMsg`) ON (m.conversation_id, m.seq)" in schema
-    assert "FOR (m:`ChatMsg`) ON (m.conversation_id, m.role)" in schema
+    assert "FOR (m:`ChatMsg`) ON (m.conversation_id, m.role, m.seq)" in schema
     assert schema.count("IF NOT EXISTS") == 4
+
+
+def test_neo4j_drop_schema_drops_the_index_releases_before_the_log_made() -> None:
+    """The (conversation_id, role) index nothing reads any more goes with the rest."""
+    dropped = " | ".join(Statements(CONVERSATION, MESSAGE).drop_schema)
+    assert "DROP INDEX `chatledger_message_ChatMsg_role` IF EXISTS" in dropped
+    assert "DROP INDEX `chatledger_message_ChatMsg_system` IF EXISTS" in dropped
 
 
 def test_neo4j_reads_filter_on_the_indexed_properties() -> None:
@@ -369,8 +420,19 @@ def test_neo4j_probe_takes_the_lock_before_it_reads_messages() -> None:
         ("replace", "old", "conversation_id, seq"),
         ("append", "d", "conversation_id, id"),
         ("probe", "k", "conversation_id, id"),
-        ("probe", "s", "conversation_id, role"),
+        ("probe", "l", "conversation_id, role, seq"),
+        ("probe", "s", "conversation_id, role, seq"),
         ("probe", "m", "conversation_id, seq"),
+        ("log_append", "k", "conversation_id, id"),
+        ("log_append", "l", "conversation_id, role, seq"),
+        ("log_append", "s", "conversation_id, role, seq"),
+        ("view", "l", "conversation_id, role, seq"),
+        ("view", "s", "conversation_id, role, seq"),
+        ("view", "m", "conversation_id, seq"),
+        ("view_older", "a", "conversation_id, id"),
+        ("view_older", "m", "conversation_id, seq"),
+        ("page_newest", "m", "conversation_id, seq"),
+        ("page_oldest", "m", "conversation_id, seq"),
     ],
 )
 def test_neo4j_message_reads_name_their_index(

@@ -88,13 +88,21 @@ _PARAMS: dict[str, Any] = {
     "message_count": 0,
     "size_total": None,
     "size_counter": None,
+    "keys": {},
+    "below": 2**63 - 1,
+    "anchor": "x",
 }
 
 
 @pytest.mark.parametrize(
     ("name", "indexes"),
     [
-        ("probe", ["(id)", "conversation_id, id", "conversation_id, role", "seq"]),
+        ("probe", ["(id)", "conversation_id, id", "conversation_id, role, seq"]),
+        ("log_append", ["(id)", "conversation_id, id", "conversation_id, role, seq"]),
+        ("view", ["(id)", "conversation_id, role, seq", "conversation_id, seq"]),
+        ("view_older", ["(id)", "conversation_id, id", "conversation_id, seq"]),
+        ("page_newest", ["conversation_id, seq"]),
+        ("page_oldest", ["conversation_id, seq"]),
         ("read_page", ["conversation_id, seq"]),
         ("read_sizes", ["conversation_id, seq"]),
         ("read_all", ["conversation_id, seq"]),
@@ -119,7 +127,7 @@ def test_neo4j_queries_seek_their_index(
     seeks = [d for op, d in operators if "IndexSeek" in op]
     for properties in indexes:
         assert any(properties in d for d in seeks), (properties, operators)
-    if name in ("read_all", "read_page", "read_snapshot"):
+    if name in ("read_all", "read_page", "read_snapshot", "page_newest", "page_oldest"):
         # Rows come in the index's order: nothing sorts the whole conversation.
         assert not any(op in {"Sort", "Top", "PartialSort"} for op in kinds), operators
     if name == "probe":

@@ -18,9 +18,16 @@ have the same graph model, the same Cypher
 statements (:mod:`chatledger_neo4j.steps`) and the same transactions, and read
 and write the same conversations.
 
-Every operation is one managed transaction (``session.execute_write``, or
-``driver.execute_query`` for a conversation read); a replace is never split in
-two. Each write first locks the conversation node by writing a property to it
+Every operation is one transaction; a replace is never split in two. The
+window append, ``save_all`` and ``delete_by_conversation_id`` are managed
+transactions (``session.execute_write``), a conversation read is
+``driver.execute_query``. The log calls (``append_to_log``, ``find_window``,
+``find_messages_page``) are each one statement run on its own (auto-commit):
+one round trip, no BEGIN or COMMIT; the driver does not retry those, so the
+repository retries them on retryable errors itself, as the driver would a
+managed transaction (they are idempotent).
+
+Each write first locks the conversation node by writing a property to it
 (Neo4j runs at read committed and does not lock what a transaction only
 reads), and only then reads the sequence and counters. The driver retries a
 transaction function on transient errors, and may run it again after a commit
@@ -36,10 +43,13 @@ The graph model and why it is so: :mod:`chatledger_neo4j.cypher`.
 from __future__ import annotations
 
 import asyncio  # async-only
-from collections.abc import AsyncIterator, Sequence
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from typing import Any, LiteralString, Protocol, Self, TypeVar
 
 from neo4j import (
+    READ_ACCESS,
+    WRITE_ACCESS,
     AsyncDriver,
     AsyncGraphDatabase,
     AsyncManagedTransaction,
@@ -48,17 +58,23 @@ from neo4j import (
     RoutingControl,
 )
 from neo4j.api import AsyncBookmarkManager
-from neo4j.exceptions import ClientError
+from neo4j.exceptions import ClientError, DriverError, Neo4jError
 
 from chatledger.adapters import (
+    DEFAULT_MESSAGE_PAGE_SIZE,
     AppendResult,
     AsyncClosingContext,
     AsyncStoredWindow,
+    ContentionError,
     ConversationPage,
     FaultPoints,
     Message,
+    MessagePage,
     StoredEntry,
+    TailView,
     Window,
+    check_message_page,
+    message_page,
     plan_append_async,
     stamp_messages,
     validate_conversation_id,
@@ -66,6 +82,23 @@ from chatledger.adapters import (
     validate_page_request,
 )
 from chatledger_neo4j.cypher import AWAIT_INDEX, Statements
+from chatledger_neo4j.log_steps import (
+    KEY_ROUNDS,
+    RETRY_TIME,
+    checked_window,
+    log_append_parameters,
+    log_append_result,
+    older_parameters,
+    page_query,
+    page_rows,
+    retry_delays,
+    system_rows,
+    tail_rows,
+    unkeyed_keys,
+    view_parameters,
+    view_reads,
+    view_settled,
+)
 from chatledger_neo4j.steps import (
     FIRST_PAGE,
     PURGE_BATCH,
@@ -110,6 +143,10 @@ class _Work(Protocol[_T_co]):
     async def __call__(self, tx: AsyncManagedTransaction, /) -> _T_co: ...
 
 
+#: Runs one statement and returns its one record.
+_Run = Callable[[LiteralString, dict[str, Any]], Awaitable[Record]]
+
+
 __all__ = ["AsyncNeo4jChatMemoryRepository"]
 
 
@@ -117,7 +154,8 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
     """Conversations as nodes in a Neo4j 5 database.
 
     Implements :class:`chatledger.AsyncChatMemoryRepository`,
-    :class:`chatledger.AsyncSupportsWindowAppend`, and counting and paging.
+    :class:`chatledger.AsyncSupportsWindowAppend`,
+    :class:`chatledger.AsyncSupportsLog`, and counting and paging.
 
     Args:
         driver: A ``neo4j.AsyncDriver`` (``AsyncGraphDatabase.driver``). The
@@ -171,6 +209,8 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
             self._owns_driver = False
             self._ready_lock = threading.Lock()
         self.fault_points = FaultPoints()
+        # How many rows a window view reads, first and then further back.
+        self._view_reads: Callable[[Window], Iterator[int]] = view_reads
         if True:  # async
             pass  # nothing to await on here: the first call creates the schema
         else:
@@ -285,9 +325,13 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
         else:
             return self._driver, self._driver.execute_query_bookmark_manager
 
-    def _session(self) -> AsyncSession:
+    def _session(self, access: str = WRITE_ACCESS) -> AsyncSession:
         driver, bookmarks = self._connection()
-        return driver.session(database=self._database, bookmark_manager=bookmarks)
+        return driver.session(
+            database=self._database,
+            bookmark_manager=bookmarks,
+            default_access_mode=access,
+        )
 
     def _schema_lock(self) -> asyncio.Lock:
         """The lock the first calls wait on while one creates the schema."""
@@ -552,6 +596,218 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
                 self._statements.read_page, page_parameters(cid, after, limit, window)
             )
             page = await result.value("entry")
+
+    # -- the log ---------------------------------------------------------------
+
+    async def append_to_log(
+        self,
+        conversation_id: str,
+        messages: Sequence[Message],
+        window: Window | None = None,
+    ) -> AppendResult:
+        """Append to the conversation's log in one statement (``AsyncSupportsLog``).
+
+        One auto-commit statement, one round trip: it locks the conversation,
+        leaves out the ids it holds or held and the system messages rule 1
+        leaves out, and stores the rest with the next sequence numbers. Given
+        a window with a counter, each message's size under it is stored too.
+        Nothing stored is evicted: the result's ``evicted_ids`` is empty.
+
+        Raises:
+            TypeError: ``window`` is neither ``None`` nor a ``Window``, before
+                any I/O.
+            chatledger.ContentionError: writers of an older release kept
+                storing system messages without their key meanwhile.
+        """
+        cid = validate_conversation_id(conversation_id)
+        batch = validate_messages(messages)
+        if window is not None:
+            checked_window(window)
+        if not batch:
+            return AppendResult()
+        # Stamped once, so a retry writes the same created_at.
+        batch = stamp_messages(batch)
+        keys: dict[str, str] = {}
+        await self._prepared()
+        for _ in range(KEY_ROUNDS):
+            record = await self._write_alone(
+                self._statements.log_append,
+                log_append_parameters(cid, batch, window, keys),
+            )
+            if not record["unkeyed"]:
+                return log_append_result(record, batch)
+            keys.update(unkeyed_keys(record["unkeyed"]))
+        raise ContentionError(
+            cid, KEY_ROUNDS, "system messages without a system_key kept coming"
+        )
+
+    async def find_window(self, conversation_id: str, window: Window) -> list[Message]:
+        """Return the view of ``window`` on the log, oldest first.
+
+        One statement reads the current system set and the newest rows (the
+        window's limit plus a few, or 32 for tokens) by sequence number, and
+        core's ``TailView`` builds the view from them; only a turn reaching
+        further back (rule 3) reads older rows, a statement per read. Sizes
+        stored under the window's counter are used, others measured here.
+        Each read shows the state one write committed; when writes keep
+        interleaving, the view is read holding the conversation's lock.
+
+        Raises:
+            TypeError: ``window`` is not a ``Window``, before any I/O.
+        """
+        cid = validate_conversation_id(conversation_id)
+        checked_window(window)
+        await self._prepared()
+        for _ in range(SNAPSHOT_ATTEMPTS):
+            view = await self._view(cid, window, self._read_alone)
+            if view is not None:
+                return view
+        found = await self._locked(cid, lambda run: self._view(cid, window, run))
+        return [] if found is None else found
+
+    async def _view(self, cid: str, window: Window, run: _Run) -> list[Message] | None:
+        """The view, read through ``run``; ``None`` if a write interleaved."""
+        q = self._statements
+        reads = self._view_reads(window)
+        rows = next(reads)
+        record = await run(q.view, view_parameters(cid, window, rows))
+        if not view_settled(record):
+            return None
+        view = TailView(window, system_rows(record))
+        tail = tail_rows(record)
+        while not view.feed(tail) and len(tail) == rows:
+            rows = next(reads)
+            record = await run(
+                q.view_older, older_parameters(cid, window, tail[-1], rows)
+            )
+            if not view_settled(record):
+                return None
+            tail = tail_rows(record)
+        return view.messages()
+
+    async def find_messages_page(
+        self,
+        conversation_id: str,
+        cursor: str | None = None,
+        limit: int = DEFAULT_MESSAGE_PAGE_SIZE,
+        newest_first: bool = True,
+    ) -> MessagePage:
+        """Return up to ``limit`` messages of the log after ``cursor``, in one read.
+
+        One statement seeks the page's range of sequence numbers (one row
+        more, to tell whether another page follows): it reads as much as the
+        page, however long the log.
+
+        Raises:
+            InvalidPageError: for a bad ``limit`` or ``cursor``, before any I/O.
+        """
+        cid = validate_conversation_id(conversation_id)
+        after, limit = check_message_page(cursor, limit, newest_first=newest_first)
+        query, parameters = page_query(
+            self._statements, cid, after, limit, newest_first
+        )
+
+        async def read(run: _Run) -> list[tuple[int, Message]] | None:
+            return page_rows(await run(query, parameters))
+
+        await self._prepared()
+        for _ in range(SNAPSHOT_ATTEMPTS):
+            rows = await read(self._read_alone)
+            if rows is not None:
+                return message_page(rows, limit, newest_first=newest_first)
+        rows = await self._locked(cid, read)
+        return message_page(rows or [], limit, newest_first=newest_first)
+
+    async def _locked(
+        self, cid: str, read: Callable[[_Run], Awaitable[_T | None]]
+    ) -> _T | None:
+        """``read`` holding the conversation's write lock, so no write interleaves.
+
+        ``None`` when there is no conversation.
+
+        Raises:
+            RuntimeError: a message node has no payload (not written by
+                chatledger).
+        """
+        q = self._statements
+
+        async def work(tx: AsyncManagedTransaction) -> _T | None:
+            lock = await (await tx.run(q.lock_existing, cid=cid)).single(strict=True)
+            if not lock["found"]:
+                return None
+
+            async def run(query: LiteralString, parameters: dict[str, Any]) -> Record:
+                return await (await tx.run(query, parameters)).single(strict=True)
+
+            found = await read(run)
+            if found is None:
+                raise RuntimeError(f"a message of {cid!r} has no payload")
+            return found
+
+        async with self._session() as session:
+            return await session.execute_write(work)
+
+    async def _read_alone(
+        self, query: LiteralString, parameters: dict[str, Any]
+    ) -> Record:
+        """Run one read statement as its own transaction: one round trip."""
+
+        async def attempt() -> Record:
+            async with self._session(READ_ACCESS) as session:
+                return await (await session.run(query, parameters)).single(strict=True)
+
+        return await self._retried(attempt)
+
+    async def _write_alone(
+        self, query: LiteralString, parameters: dict[str, Any]
+    ) -> Record:
+        """Run one write statement as its own transaction: one round trip.
+
+        The server commits as the statement's result ends (auto-commit), so
+        there is no BEGIN or COMMIT to send. The statement is idempotent, so
+        it is sent again on a retryable error, even one that left its outcome
+        unknown (see :meth:`_retried`).
+        """
+
+        async def attempt() -> Record:
+            async with self._session() as session:
+                result = await session.run(query, parameters)
+                record = await result.single(strict=True)
+                bookmarks = (await session.last_bookmarks()).raw_values
+            confirm_commit(bookmarks)
+            return record
+
+        self.fault_points.reach("before_commit")
+        if True:  # async
+            # Once sent, the statement commits whatever the client does: a
+            # cancellation waits for its answer (chatledger.adapters.settled).
+            record = await self._retried(lambda: settled(attempt()))
+        else:
+            record = self._retried(attempt)
+        self.fault_points.reach("after_commit")
+        return record
+
+    async def _retried(self, attempt: Callable[[], Awaitable[_T]]) -> _T:
+        """Run ``attempt``, again after each retryable error, for up to 30 s.
+
+        The driver retries managed transactions only; these statements run
+        on their own (one round trip each), so this does what it would:
+        deadlocks, a leader that moved, a connection lost.
+        """
+        delays = retry_delays()
+        first_failure: float | None = None
+        while True:
+            try:
+                return await attempt()
+            except (Neo4jError, DriverError) as error:
+                if not error.is_retryable():
+                    raise
+                now = time.monotonic()
+                if first_failure is None:
+                    first_failure = now
+                elif now - first_failure > RETRY_TIME:
+                    raise
+            await asyncio.sleep(next(delays))
 
 
 async def _schema_step(tx: AsyncManagedTransaction, statement: LiteralString) -> None:

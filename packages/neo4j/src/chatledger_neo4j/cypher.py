@@ -16,7 +16,8 @@ The model, one node per conversation and one node per message::
 
     (:Conversation {id, next_seq, message_count, size_total, size_counter,
                     version, evicted_ids, emptied})
-    (:Message {conversation_id, id, seq, role, payload, size, size_counter})
+    (:Message {conversation_id, id, seq, batch, role, payload, size,
+               size_counter, system_key})
 
 ``evicted_ids`` is the conversation's record of evicted message ids
 (:mod:`chatledger.evicted_ids`): the ids its appends took out of the window,
@@ -42,9 +43,21 @@ tool responses and media as nodes of their own, as other Neo4j chat stores do):
 
 What the window and the queries need stays in plain properties beside the
 payload: ``conversation_id``, ``id``, ``seq``, ``role`` and the stored ``size``
-with the name of its measure. Messages point to their conversation by
-``conversation_id`` rather than by a relationship: every read seeks a composite
-index on it, and appends do not add relationships to one ever denser node.
+with the name of its measure; for the log (a conversation kept whole, its
+window a view: :mod:`chatledger_neo4j.log_steps`), ``batch``, the sequence
+number of the first message the same write stored (absent: 0), and, on system
+messages, ``system_key``, the text rule 1 compares in the server. Messages
+point to their conversation by ``conversation_id`` rather than by a
+relationship: every read seeks a composite index on it, and appends do not add
+relationships to one ever denser node.
+
+The log's newest rows are read through the ``(conversation_id, seq)`` index
+in its descending order, not by walking the graph (a chain of ``NEXT``
+relationships from a ``LAST`` pointer on the conversation): a walk reads as
+many nodes and relationships as it returns rows, the index seek stops at its
+``LIMIT`` just the same (PROFILE: 28 rows read for a view of a 20-message
+window, at 100 or 2,000 stored messages alike), and a chain would make every
+append rewrite the pointer and lock the previous tail node too.
 
 Schema (created by :attr:`Statements.schema`, each ``IF NOT EXISTS``):
 
@@ -53,9 +66,14 @@ Schema (created by :attr:`Statements.schema`, each ``IF NOT EXISTS``):
 - a uniqueness constraint on ``Message (conversation_id, id)``: the message id
   lookups that make a retried append a no-op seek its index;
 - a range index on ``Message (conversation_id, seq)``: reading a conversation
-  in order and paging its oldest messages seek it;
-- a range index on ``Message (conversation_id, role)``: reading the system
-  messages of a conversation seeks it.
+  in order, a view's newest rows, a page of the log, and the oldest messages
+  a window append evicts seek it;
+- a range index on ``Message (conversation_id, role, seq)``: the current
+  system set (the newest system row, then the system rows from its batch on)
+  is two seeks on it, so system messages the log superseded are never read.
+  Releases before the log made a ``(conversation_id, role)`` index instead;
+  nothing reads it any more (``drop_schema`` drops it, and so may you:
+  ``DROP INDEX chatledger_message_<label>_role``).
 
 Each query on messages names its index with ``USING INDEX SEEK``. The cost
 planner estimates rows from index samples, which a new or fast-growing store
@@ -143,8 +161,11 @@ class Statements:
             "conversation_id": f"chatledger_conversation_{conversation}_id",
             "message_id": f"chatledger_message_{message}_id",
             "message_seq": f"chatledger_message_{message}_seq",
-            "message_role": f"chatledger_message_{message}_role",
+            "message_system": f"chatledger_message_{message}_system",
         }
+        # Made by releases before the log: nothing reads it any more, and
+        # drop_schema drops it with the rest.
+        retired_role = f"`chatledger_message_{message}_role`"
         names = {key: f"`{name}`" for key, name in self.index_names.items()}
         names["C"] = quote_label(conversation)
         names["M"] = quote_label(message)
@@ -166,15 +187,16 @@ class Statements:
                 "FOR (m:{M}) ON (m.conversation_id, m.seq)"
             ),
             text(
-                "CREATE INDEX {message_role} IF NOT EXISTS "
-                "FOR (m:{M}) ON (m.conversation_id, m.role)"
+                "CREATE INDEX {message_system} IF NOT EXISTS "
+                "FOR (m:{M}) ON (m.conversation_id, m.role, m.seq)"
             ),
         )
         self.drop_schema = (
             text("DROP CONSTRAINT {conversation_id} IF EXISTS"),
             text("DROP CONSTRAINT {message_id} IF EXISTS"),
             text("DROP INDEX {message_seq} IF EXISTS"),
-            text("DROP INDEX {message_role} IF EXISTS"),
+            text("DROP INDEX {message_system} IF EXISTS"),
+            _text("DROP INDEX {role} IF EXISTS", role=retired_role),
         )
         # Writing a property takes the node's write lock; every write does
         # this first, so sequence and counters are read only while it is held.
@@ -191,6 +213,21 @@ class Statements:
             "MATCH (c:{C} {{id: $cid}}) "
             "SET c.version = randomUUID() "
             "RETURN count(c) AS found"
+        )
+        # The system messages a view shows (rule 1): those of the latest
+        # append that stored any. The newest system row names that append's
+        # batch (none recorded: 0, as save_all and releases before the log
+        # wrote them), and the set is the system rows from that sequence on.
+        # Both are seeks on (conversation_id, role, seq), so superseded system
+        # messages the log keeps are never read.
+        current_system = (
+            "MATCH (l:{M}) USING INDEX SEEK l:{M}(conversation_id, role, seq) "
+            "WHERE l.conversation_id = $cid AND l.role = $system AND l.seq >= 0 "
+            "WITH l ORDER BY l.conversation_id DESC, l.role DESC, l.seq DESC "
+            "LIMIT 1 "
+            "MATCH (s:{M}) USING INDEX SEEK s:{M}(conversation_id, role, seq) "
+            "WHERE s.conversation_id = $cid AND s.role = $system "
+            "AND s.seq >= coalesce(l.batch, 0) "
         )
         page = (
             "MATCH (m:{M}) USING INDEX SEEK m:{M}(conversation_id, seq) "
@@ -214,9 +251,8 @@ class Statements:
             "COLLECT {{ MATCH (k:{M}) USING INDEX SEEK k:{M}(conversation_id, id) "
             "WHERE k.conversation_id = $cid AND k.id IN $ids RETURN k.id }} "
             "AS known, "
-            "COLLECT {{ MATCH (s:{M}) USING INDEX SEEK s:{M}(conversation_id, role) "
-            "WHERE s.conversation_id = $cid AND s.role = $system "
-            "RETURN s.payload ORDER BY s.seq }} AS system, "
+            "COLLECT {{ " + current_system + "RETURN s.payload "
+            "ORDER BY s.conversation_id, s.role, s.seq }} AS system, "
             "COLLECT {{ " + page.replace("$after", "-1") + " }} AS page"
         )
         self.read_page = text(page)
@@ -280,9 +316,9 @@ class Statements:
             "ELSE (coalesce(c.evicted_ids, []) + $evicted)[-$evicted_kept..] END "
             "FOREACH (row IN $rows | "
             "MERGE (m:{M} {{conversation_id: $cid, id: row.id}}) "
-            "ON CREATE SET m.seq = row.seq, m.role = row.role, "
+            "ON CREATE SET m.seq = row.seq, m.batch = row.batch, m.role = row.role, "
             "m.payload = row.payload, m.size = row.size, "
-            "m.size_counter = row.size_counter) "
+            "m.size_counter = row.size_counter, m.system_key = row.system_key) "
             "WITH c "
             "OPTIONAL MATCH (d:{M}) USING INDEX SEEK d:{M}(conversation_id, id) "
             "WHERE d.conversation_id = $cid AND d.id IN $delete_ids "
@@ -301,8 +337,123 @@ class Statements:
             "WITH c, count(old) AS deleted "
             "FOREACH (row IN $rows | "
             "MERGE (m:{M} {{conversation_id: $cid, id: row.id}}) "
-            "SET m.seq = row.seq, m.role = row.role, m.payload = row.payload, "
-            "m.size = row.size, m.size_counter = row.size_counter)"
+            "SET m.seq = row.seq, m.batch = row.batch, m.role = row.role, "
+            "m.payload = row.payload, m.size = row.size, "
+            "m.size_counter = row.size_counter, m.system_key = row.system_key)"
+        )
+        # -- the log ---------------------------------------------------------
+        # A log append in one statement. After the lock: the ids held (stored,
+        # or in the record of evicted ids) are left out; when what is left
+        # holds a system message, the current system set is read and rule 1
+        # (merge_system) runs on system_key texts: a fresh system message
+        # equal to one shown, or to an earlier one of the batch, is left out,
+        # and any other supersedes the set (which stays in the log). The rest
+        # is created with the next sequence numbers, its batch the first of
+        # them. A shown system row without a stored key (written before the
+        # log) takes it from $keys; while one has neither, nothing is written
+        # and its payload comes back as unkeyed, for the client to compute.
+        self.log_append = text(
+            # The aggregation keeps the planner from reading the node's
+            # properties before the lock (it moves a property read down to
+            # the seek when it estimates that cheaper): they would be stale.
+            lock + "WITH c, count(*) AS locked "
+            "WITH c, coalesce(c.evicted_ids, []) + COLLECT {{ "
+            "MATCH (k:{M}) USING INDEX SEEK k:{M}(conversation_id, id) "
+            "WHERE k.conversation_id = $cid AND k.id IN $ids RETURN k.id }} AS held "
+            "WITH c, [r IN $rows WHERE NOT r.id IN held] AS fresh "
+            "WITH c, fresh, COLLECT {{ " + current_system + "RETURN s }} AS shown "
+            "WITH c, fresh, shown, "
+            "[s IN shown | coalesce(s.system_key, $keys[s.id])] AS shown_keys, "
+            # Keys are compared only when a fresh message is a system one.
+            "[s IN shown WHERE any(r IN fresh WHERE r.role = $system) "
+            "AND s.system_key IS NULL AND $keys[s.id] IS NULL "
+            "| [s.id, s.payload]] AS unkeyed "
+            "WITH c, fresh, shown, shown_keys, unkeyed, "
+            "any(r IN fresh WHERE r.role = $system AND NOT r.key IN shown_keys) "
+            "AS supersedes "
+            "WITH c, shown, unkeyed, c.next_seq AS base, "
+            "CASE WHEN size(unkeyed) > 0 THEN [] ELSE reduce("
+            "merged = {{seen: CASE WHEN supersedes THEN [] ELSE shown_keys END, "
+            "kept: []}}, r IN fresh | "
+            "CASE WHEN r.role <> $system "
+            "THEN {{seen: merged.seen, kept: merged.kept + [r]}} "
+            "WHEN r.key IN merged.seen THEN merged "
+            "ELSE {{seen: merged.seen + [r.key], kept: merged.kept + [r]}} END"
+            ").kept END AS kept "
+            "FOREACH (s IN [s IN shown WHERE s.system_key IS NULL] | "
+            "SET s.system_key = $keys[s.id]) "
+            "FOREACH (i IN range(0, size(kept) - 1) | "
+            "CREATE (:{M} {{conversation_id: $cid, id: kept[i].id, seq: base + i, "
+            "batch: base, role: kept[i].role, payload: kept[i].payload, "
+            "size: kept[i].size, size_counter: kept[i].size_counter, "
+            "system_key: kept[i].key}})) "
+            "SET c.next_seq = base + size(kept), "
+            "c.message_count = coalesce(c.message_count, 0) "
+            "+ size([r IN kept WHERE r.role <> $system]), "
+            # The window append's total stays right only when these sizes are
+            # in its measure; otherwise it measures again (kept_total: None).
+            "c.size_total = CASE WHEN size(kept) = 0 THEN c.size_total "
+            "WHEN c.size_counter = $counter THEN c.size_total + reduce("
+            "t = 0, r IN kept | t + CASE WHEN r.role = $system THEN 0 "
+            "ELSE r.size END) END, "
+            "c.emptied = CASE WHEN size(kept) = 0 THEN c.emptied END "
+            "RETURN [r IN kept | r.id] AS appended, unkeyed"
+        )
+        # The newest non-system rows below $below, newest first, as
+        # [seq, payload, size under $counter or null]: the seek runs in the
+        # index's descending order and stops at the LIMIT.
+        tail = (
+            "MATCH (m:{M}) USING INDEX SEEK m:{M}(conversation_id, seq) "
+            "WHERE m.conversation_id = $cid AND m.seq >= 0 AND m.seq < $below "
+            "AND m.role <> $system "
+            "WITH m ORDER BY m.conversation_id DESC, m.seq DESC LIMIT $limit "
+            "RETURN [m.seq, m.payload, "
+            "CASE WHEN m.size_counter = $counter THEN m.size END]"
+        )
+        # A window view's first read, in one statement: the current system
+        # set, as [seq, batch, payload, size], and the newest rows, between
+        # two reads of the conversation's version (as read_snapshot).
+        self.view = text(
+            "OPTIONAL MATCH (c:{C} {{id: $cid}}) "
+            "WITH collect(c.version) AS before "
+            "WITH before, COLLECT {{ " + current_system + "RETURN [s.seq, "
+            "coalesce(s.batch, 0), s.payload, "
+            "CASE WHEN s.size_counter = $counter THEN s.size END] "
+            "ORDER BY s.conversation_id, s.role, s.seq }} AS system, "
+            "COLLECT {{ " + tail + " }} AS tail "
+            "OPTIONAL MATCH (c:{C} {{id: $cid}}) "
+            "RETURN before, system, tail, collect(c.version) AS after"
+        )
+        # A further read of a view: the rows below the oldest one read so
+        # far, only while that row ($anchor at $below) is still stored; after
+        # a window append evicted it or save_all renumbered the conversation,
+        # nothing.
+        self.view_older = text(
+            "OPTIONAL MATCH (c:{C} {{id: $cid}}) "
+            "WITH collect(c.version) AS before "
+            "WITH before, COLLECT {{ "
+            "MATCH (a:{M}) USING INDEX SEEK a:{M}(conversation_id, id) "
+            "WHERE a.conversation_id = $cid AND a.id = $anchor AND a.seq = $below "
+            + tail
+            + " }} AS tail "
+            "OPTIONAL MATCH (c:{C} {{id: $cid}}) "
+            "RETURN before, [] AS system, tail, collect(c.version) AS after"
+        )
+        # One page of the log, one row more than asked: newest first below
+        # $below, or oldest first above $after; [seq, payload] each.
+        self.page_newest = text(
+            "RETURN COLLECT {{ "
+            "MATCH (m:{M}) USING INDEX SEEK m:{M}(conversation_id, seq) "
+            "WHERE m.conversation_id = $cid AND m.seq >= 0 AND m.seq < $below "
+            "WITH m ORDER BY m.conversation_id DESC, m.seq DESC LIMIT $limit "
+            "RETURN [m.seq, m.payload] }} AS rows"
+        )
+        self.page_oldest = text(
+            "RETURN COLLECT {{ "
+            "MATCH (m:{M}) USING INDEX SEEK m:{M}(conversation_id, seq) "
+            "WHERE m.conversation_id = $cid AND m.seq > $after "
+            "WITH m ORDER BY m.conversation_id, m.seq LIMIT $limit "
+            "RETURN [m.seq, m.payload] }} AS rows"
         )
         self.delete_messages = text(
             "MATCH (m:{M}) USING INDEX SEEK m:{M}(conversation_id, seq) "

@@ -18,9 +18,16 @@ have the same graph model, the same Cypher
 statements (:mod:`chatledger_neo4j.steps`) and the same transactions, and read
 and write the same conversations.
 
-Every operation is one managed transaction (``session.execute_write``, or
-``driver.execute_query`` for a conversation read); a replace is never split in
-two. Each write first locks the conversation node by writing a property to it
+Every operation is one transaction; a replace is never split in two. The
+window append, ``save_all`` and ``delete_by_conversation_id`` are managed
+transactions (``session.execute_write``), a conversation read is
+``driver.execute_query``. The log calls (``append_to_log``, ``find_window``,
+``find_messages_page``) are each one statement run on its own (auto-commit):
+one round trip, no BEGIN or COMMIT; the driver does not retry those, so the
+repository retries them on retryable errors itself, as the driver would a
+managed transaction (they are idempotent).
+
+Each write first locks the conversation node by writing a property to it
 (Neo4j runs at read committed and does not lock what a transaction only
 reads), and only then reads the sequence and counters. The driver retries a
 transaction function on transient errors, and may run it again after a commit
@@ -36,10 +43,13 @@ The graph model and why it is so: :mod:`chatledger_neo4j.cypher`.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, LiteralString, Protocol, Self, TypeVar
 
 from neo4j import (
+    READ_ACCESS,
+    WRITE_ACCESS,
     Driver,
     GraphDatabase,
     ManagedTransaction,
@@ -48,17 +58,23 @@ from neo4j import (
     Session,
 )
 from neo4j.api import BookmarkManager
-from neo4j.exceptions import ClientError
+from neo4j.exceptions import ClientError, DriverError, Neo4jError
 
 from chatledger.adapters import (
+    DEFAULT_MESSAGE_PAGE_SIZE,
     AppendResult,
     ClosingContext,
+    ContentionError,
     ConversationPage,
     FaultPoints,
     Message,
+    MessagePage,
     StoredEntry,
     StoredWindow,
+    TailView,
     Window,
+    check_message_page,
+    message_page,
     plan_append,
     stamp_messages,
     validate_conversation_id,
@@ -66,6 +82,23 @@ from chatledger.adapters import (
     validate_page_request,
 )
 from chatledger_neo4j.cypher import AWAIT_INDEX, Statements
+from chatledger_neo4j.log_steps import (
+    KEY_ROUNDS,
+    RETRY_TIME,
+    checked_window,
+    log_append_parameters,
+    log_append_result,
+    older_parameters,
+    page_query,
+    page_rows,
+    retry_delays,
+    system_rows,
+    tail_rows,
+    unkeyed_keys,
+    view_parameters,
+    view_reads,
+    view_settled,
+)
 from chatledger_neo4j.steps import (
     FIRST_PAGE,
     PURGE_BATCH,
@@ -104,6 +137,10 @@ class _Work(Protocol[_T_co]):
     def __call__(self, tx: ManagedTransaction, /) -> _T_co: ...
 
 
+#: Runs one statement and returns its one record.
+_Run = Callable[[LiteralString, dict[str, Any]], Record]
+
+
 __all__ = ["Neo4jChatMemoryRepository"]
 
 
@@ -111,7 +148,8 @@ class Neo4jChatMemoryRepository(ClosingContext):
     """Conversations as nodes in a Neo4j 5 database.
 
     Implements :class:`chatledger.ChatMemoryRepository`,
-    :class:`chatledger.SupportsWindowAppend`, and counting and paging.
+    :class:`chatledger.SupportsWindowAppend`,
+    :class:`chatledger.SupportsLog`, and counting and paging.
 
     Args:
         driver: A ``neo4j.Driver`` (``GraphDatabase.driver``). The
@@ -160,6 +198,8 @@ class Neo4jChatMemoryRepository(ClosingContext):
         self._owns_driver = False
         self._ready_lock = threading.Lock()
         self.fault_points = FaultPoints()
+        # How many rows a window view reads, first and then further back.
+        self._view_reads: Callable[[Window], Iterator[int]] = view_reads
         # Made now, so a wrong address or password shows at once.
         self._prepared()
 
@@ -247,9 +287,13 @@ class Neo4jChatMemoryRepository(ClosingContext):
         """
         return self._driver, self._driver.execute_query_bookmark_manager
 
-    def _session(self) -> Session:
+    def _session(self, access: str = WRITE_ACCESS) -> Session:
         driver, bookmarks = self._connection()
-        return driver.session(database=self._database, bookmark_manager=bookmarks)
+        return driver.session(
+            database=self._database,
+            bookmark_manager=bookmarks,
+            default_access_mode=access,
+        )
 
     def _schema_lock(self) -> threading.Lock:
         """The lock the first calls wait on while one creates the schema."""
@@ -506,6 +550,205 @@ class Neo4jChatMemoryRepository(ClosingContext):
                 self._statements.read_page, page_parameters(cid, after, limit, window)
             )
             page = result.value("entry")
+
+    # -- the log ---------------------------------------------------------------
+
+    def append_to_log(
+        self,
+        conversation_id: str,
+        messages: Sequence[Message],
+        window: Window | None = None,
+    ) -> AppendResult:
+        """Append to the conversation's log in one statement (``SupportsLog``).
+
+        One auto-commit statement, one round trip: it locks the conversation,
+        leaves out the ids it holds or held and the system messages rule 1
+        leaves out, and stores the rest with the next sequence numbers. Given
+        a window with a counter, each message's size under it is stored too.
+        Nothing stored is evicted: the result's ``evicted_ids`` is empty.
+
+        Raises:
+            TypeError: ``window`` is neither ``None`` nor a ``Window``, before
+                any I/O.
+            chatledger.ContentionError: writers of an older release kept
+                storing system messages without their key meanwhile.
+        """
+        cid = validate_conversation_id(conversation_id)
+        batch = validate_messages(messages)
+        if window is not None:
+            checked_window(window)
+        if not batch:
+            return AppendResult()
+        # Stamped once, so a retry writes the same created_at.
+        batch = stamp_messages(batch)
+        keys: dict[str, str] = {}
+        self._prepared()
+        for _ in range(KEY_ROUNDS):
+            record = self._write_alone(
+                self._statements.log_append,
+                log_append_parameters(cid, batch, window, keys),
+            )
+            if not record["unkeyed"]:
+                return log_append_result(record, batch)
+            keys.update(unkeyed_keys(record["unkeyed"]))
+        raise ContentionError(
+            cid, KEY_ROUNDS, "system messages without a system_key kept coming"
+        )
+
+    def find_window(self, conversation_id: str, window: Window) -> list[Message]:
+        """Return the view of ``window`` on the log, oldest first.
+
+        One statement reads the current system set and the newest rows (the
+        window's limit plus a few, or 32 for tokens) by sequence number, and
+        core's ``TailView`` builds the view from them; only a turn reaching
+        further back (rule 3) reads older rows, a statement per read. Sizes
+        stored under the window's counter are used, others measured here.
+        Each read shows the state one write committed; when writes keep
+        interleaving, the view is read holding the conversation's lock.
+
+        Raises:
+            TypeError: ``window`` is not a ``Window``, before any I/O.
+        """
+        cid = validate_conversation_id(conversation_id)
+        checked_window(window)
+        self._prepared()
+        for _ in range(SNAPSHOT_ATTEMPTS):
+            view = self._view(cid, window, self._read_alone)
+            if view is not None:
+                return view
+        found = self._locked(cid, lambda run: self._view(cid, window, run))
+        return [] if found is None else found
+
+    def _view(self, cid: str, window: Window, run: _Run) -> list[Message] | None:
+        """The view, read through ``run``; ``None`` if a write interleaved."""
+        q = self._statements
+        reads = self._view_reads(window)
+        rows = next(reads)
+        record = run(q.view, view_parameters(cid, window, rows))
+        if not view_settled(record):
+            return None
+        view = TailView(window, system_rows(record))
+        tail = tail_rows(record)
+        while not view.feed(tail) and len(tail) == rows:
+            rows = next(reads)
+            record = run(q.view_older, older_parameters(cid, window, tail[-1], rows))
+            if not view_settled(record):
+                return None
+            tail = tail_rows(record)
+        return view.messages()
+
+    def find_messages_page(
+        self,
+        conversation_id: str,
+        cursor: str | None = None,
+        limit: int = DEFAULT_MESSAGE_PAGE_SIZE,
+        newest_first: bool = True,
+    ) -> MessagePage:
+        """Return up to ``limit`` messages of the log after ``cursor``, in one read.
+
+        One statement seeks the page's range of sequence numbers (one row
+        more, to tell whether another page follows): it reads as much as the
+        page, however long the log.
+
+        Raises:
+            InvalidPageError: for a bad ``limit`` or ``cursor``, before any I/O.
+        """
+        cid = validate_conversation_id(conversation_id)
+        after, limit = check_message_page(cursor, limit, newest_first=newest_first)
+        query, parameters = page_query(
+            self._statements, cid, after, limit, newest_first
+        )
+
+        def read(run: _Run) -> list[tuple[int, Message]] | None:
+            return page_rows(run(query, parameters))
+
+        self._prepared()
+        for _ in range(SNAPSHOT_ATTEMPTS):
+            rows = read(self._read_alone)
+            if rows is not None:
+                return message_page(rows, limit, newest_first=newest_first)
+        rows = self._locked(cid, read)
+        return message_page(rows or [], limit, newest_first=newest_first)
+
+    def _locked(self, cid: str, read: Callable[[_Run], _T | None]) -> _T | None:
+        """``read`` holding the conversation's write lock, so no write interleaves.
+
+        ``None`` when there is no conversation.
+
+        Raises:
+            RuntimeError: a message node has no payload (not written by
+                chatledger).
+        """
+        q = self._statements
+
+        def work(tx: ManagedTransaction) -> _T | None:
+            lock = (tx.run(q.lock_existing, cid=cid)).single(strict=True)
+            if not lock["found"]:
+                return None
+
+            def run(query: LiteralString, parameters: dict[str, Any]) -> Record:
+                return (tx.run(query, parameters)).single(strict=True)
+
+            found = read(run)
+            if found is None:
+                raise RuntimeError(f"a message of {cid!r} has no payload")
+            return found
+
+        with self._session() as session:
+            return session.execute_write(work)
+
+    def _read_alone(self, query: LiteralString, parameters: dict[str, Any]) -> Record:
+        """Run one read statement as its own transaction: one round trip."""
+
+        def attempt() -> Record:
+            with self._session(READ_ACCESS) as session:
+                return (session.run(query, parameters)).single(strict=True)
+
+        return self._retried(attempt)
+
+    def _write_alone(self, query: LiteralString, parameters: dict[str, Any]) -> Record:
+        """Run one write statement as its own transaction: one round trip.
+
+        The server commits as the statement's result ends (auto-commit), so
+        there is no BEGIN or COMMIT to send. The statement is idempotent, so
+        it is sent again on a retryable error, even one that left its outcome
+        unknown (see :meth:`_retried`).
+        """
+
+        def attempt() -> Record:
+            with self._session() as session:
+                result = session.run(query, parameters)
+                record = result.single(strict=True)
+                bookmarks = (session.last_bookmarks()).raw_values
+            confirm_commit(bookmarks)
+            return record
+
+        self.fault_points.reach("before_commit")
+        record = self._retried(attempt)
+        self.fault_points.reach("after_commit")
+        return record
+
+    def _retried(self, attempt: Callable[[], _T]) -> _T:
+        """Run ``attempt``, again after each retryable error, for up to 30 s.
+
+        The driver retries managed transactions only; these statements run
+        on their own (one round trip each), so this does what it would:
+        deadlocks, a leader that moved, a connection lost.
+        """
+        delays = retry_delays()
+        first_failure: float | None = None
+        while True:
+            try:
+                return attempt()
+            except (Neo4jError, DriverError) as error:
+                if not error.is_retryable():
+                    raise
+                now = time.monotonic()
+                if first_failure is None:
+                    first_failure = now
+                elif now - first_failure > RETRY_TIME:
+                    raise
+            time.sleep(next(delays))
 
 
 def _schema_step(tx: ManagedTransaction, statement: LiteralString) -> None:

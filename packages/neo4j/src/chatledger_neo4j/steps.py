@@ -47,6 +47,7 @@ from chatledger.adapters import (
     StoredEntry,
     Window,
     codec,
+    system_key,
 )
 from chatledger_neo4j.cypher import Statements
 
@@ -205,16 +206,24 @@ def decoded(payloads: Iterable[str]) -> list[Message]:
 
 
 def message_row(
-    message: Message, seq: int, size: int | None, counter: str | None
+    message: Message, seq: int, batch: int, size: int | None, counter: str | None
 ) -> dict[str, Any]:
-    """One message as the ``rows`` parameter of ``append`` or ``replace`` holds it."""
+    """One message as the ``rows`` parameter of ``append`` or ``replace`` holds it.
+
+    ``batch`` is the sequence number of the first message its write stored,
+    and a system message carries its ``system_key``: what a log append's
+    rule 1 reads (see :mod:`chatledger_neo4j.log_steps`).
+    """
+    system = message.role is Role.SYSTEM
     return {
         "id": message.id,
         "seq": seq,
+        "batch": batch,
         "role": message.role.value,
         "payload": codec.to_json(message),
         "size": size,
         "size_counter": counter,
+        "system_key": system_key(message) if system else None,
     }
 
 
@@ -225,7 +234,8 @@ def replace_parameters(
     return {
         "cid": conversation_id,
         "keep": [m.id for m in batch],
-        "rows": [message_row(m, seq, None, None) for seq, m in enumerate(batch)],
+        # A replace is one batch, numbered 0 as stores before the log read.
+        "rows": [message_row(m, seq, 0, None, None) for seq, m in enumerate(batch)],
         "next_seq": len(batch),
         "message_count": sum(1 for m in batch if m.role is not Role.SYSTEM),
         "size_total": None,
@@ -355,7 +365,9 @@ def append_parameters(
     counter = window.counter_id
     next_seq = int(state["next_seq"])
     rows = [
-        message_row(m, next_seq + i, None if counter is None else size, counter)
+        message_row(
+            m, next_seq + i, next_seq, None if counter is None else size, counter
+        )
         for i, (m, size) in enumerate(zip(plan.insert, plan.insert_sizes, strict=True))
     ]
     return {
