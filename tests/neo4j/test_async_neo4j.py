@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import uuid
 from importlib.metadata import entry_points
+from typing import Any
 
 import pytest
 from neo4j import GraphDatabase
@@ -278,3 +279,104 @@ def test_async_neo4j_cancelled_append_leaves_old_or_new_state(neo4j_url: str) ->
                 await repository.aclose()
 
     asyncio.run(main())
+
+
+# -- the log -----------------------------------------------------------------------
+
+
+def test_async_neo4j_log_calls_are_one_request_each(
+    neo4j_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """As the sync twin: a log append, a view and a page send one request each."""
+    import socket
+
+    writes = 0
+    send = socket.socket.send
+    sendall = socket.socket.sendall
+
+    def counted_send(sock: socket.socket, *args: Any) -> Any:
+        nonlocal writes
+        writes += 1
+        return send(sock, *args)
+
+    def counted_sendall(sock: socket.socket, *args: Any) -> Any:
+        nonlocal writes
+        writes += 1
+        return sendall(sock, *args)
+
+    conversation, message = _labels()
+
+    async def main() -> list[int]:
+        nonlocal writes
+        repository = AsyncNeo4jChatMemoryRepository.from_url(
+            neo4j_url, conversation_label=conversation, message_label=message
+        )
+        try:
+            await repository.append_to_log(
+                "c", [Message.system("s"), Message.user("u")]
+            )
+            monkeypatch.setattr(socket.socket, "send", counted_send)
+            monkeypatch.setattr(socket.socket, "sendall", counted_sendall)
+            counts = []
+            for call in (
+                lambda: repository.append_to_log("c", [Message.assistant("a")]),
+                lambda: repository.find_window("c", MessageWindow(5)),
+                lambda: repository.find_messages_page("c", limit=1),
+            ):
+                writes = 0
+                await call()
+                counts.append(writes)
+            monkeypatch.undo()
+            return counts
+        finally:
+            monkeypatch.undo()
+            await repository.drop_schema()
+            await repository.aclose()
+
+    assert asyncio.run(main()) == [1, 1, 1]
+
+
+def test_async_neo4j_cancelled_log_append_is_stored_whole_or_not_at_all(
+    neo4j_url: str,
+) -> None:
+    """A log append cancelled at any await: the log holds its batch or none of it.
+
+    The statement commits on the server once sent, so a cancellation after
+    that waits for its answer: when it returns, a read shows what stays.
+    """
+    conversation, message = _labels()
+
+    async def main() -> dict[str, int]:
+        repository = AsyncNeo4jChatMemoryRepository.from_url(
+            neo4j_url, conversation_label=conversation, message_label=message
+        )
+        outcomes = {"old": 0, "new": 0}
+        try:
+            await repository.append_to_log("c", [Message.user("first")])
+            for turns in range(0, 40, 2):
+                before = _ids(await repository.find_by_conversation_id("c"))
+                batch = [Message.user(f"u{turns}"), Message.assistant("a")]
+                task = asyncio.create_task(repository.append_to_log("c", batch))
+                for _ in range(turns):
+                    await asyncio.sleep(0)
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+                after = _ids(await repository.find_by_conversation_id("c"))
+                assert after in (before, before + _ids(batch)), "a part landed"
+                outcomes["old" if after == before else "new"] += 1
+                retried = await repository.append_to_log("c", batch)
+                assert _ids(retried.appended) == (
+                    [] if after != before else _ids(batch)
+                )
+                assert _ids(await repository.find_by_conversation_id("c")) == (
+                    before + _ids(batch)
+                )
+            return outcomes
+        finally:
+            await repository.drop_schema()
+            await repository.aclose()
+
+    outcomes = asyncio.run(main())
+    assert outcomes["old"] > 0
+    assert outcomes["new"] > 0

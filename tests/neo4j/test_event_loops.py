@@ -20,7 +20,7 @@ import pytest
 from neo4j import AsyncDriver, AsyncGraphDatabase
 from neo4j.exceptions import DriverError
 
-from chatledger import AsyncMessageWindowChatMemory, Message
+from chatledger import AsyncMessageWindowChatMemory, Message, MessageWindow
 from chatledger.adapters import LoopClosedFirstWarning
 from chatledger_neo4j import (
     AsyncNeo4jChatMemoryRepository,
@@ -149,6 +149,64 @@ def test_threads_each_running_their_own_loop_share_one_repository(
     for n in range(THREADS):  # each thread's own appends keep their order
         mine = [i for i in shared if i.startswith(f"s{n}.")]
         assert mine == [f"s{n}.{r}" for r in range(ROUNDS)]
+
+
+def test_log_calls_serve_loops_one_after_another_and_at_once(
+    neo4j_url: str, labels: tuple[str, str]
+) -> None:
+    """Log appends, views and pages from loops in turn and from threads at once.
+
+    They run on their own (auto-commit) and retry by themselves: each loop's
+    driver and the shared bookmarks serve them as they serve transactions.
+    """
+    repository = _open(neo4j_url, labels)
+    window = MessageWindow(4)
+
+    async def append(n: int) -> list[str]:
+        await repository.append_to_log("log", [Message.user(f"u{n}", id=f"u{n}")])
+        return [m.id for m in await repository.find_window("log", window)]
+
+    assert asyncio.run(append(0)) == ["u0"]
+    assert asyncio.run(append(1)) == ["u0", "u1"]
+    start = threading.Barrier(THREADS)
+    failures: list[BaseException] = []
+
+    def worker(n: int) -> None:
+        async def rounds() -> None:
+            for r in range(ROUNDS):
+                batch = [Message.user(f"{n}.{r}", id=f"t{n}.{r}")]
+                await repository.append_to_log("log", batch)
+                page = await repository.find_messages_page("log", limit=1)
+                assert len(page.messages) == 1
+
+        try:
+            start.wait()
+            asyncio.run(rounds())
+        except BaseException as error:  # reported below
+            failures.append(error)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(THREADS)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=120)
+    assert not any(t.is_alive() for t in threads), "a thread's loop hung"
+    assert not failures, failures
+
+    async def read() -> list[str]:
+        try:
+            page = await repository.find_messages_page(
+                "log", limit=1000, newest_first=False
+            )
+            return [m.id for m in page.messages]
+        finally:
+            await repository.aclose()
+
+    ids = asyncio.run(read())
+    assert ids[:2] == ["u0", "u1"]
+    assert sorted(ids[2:]) == sorted(
+        f"t{n}.{r}" for n in range(THREADS) for r in range(ROUNDS)
+    )
 
 
 def test_a_loop_s_driver_is_closed_when_the_loop_shuts_down(
