@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 from chatledger_cassandra.statements import (
@@ -46,8 +47,6 @@ __all__ = [
 LOG_COLUMNS = (*STATIC_COLUMNS, *ROW_COLUMNS)
 #: The columns of a read of the id index.
 SLOT_COLUMNS = (*STATIC_COLUMNS, "seq", "msg_id")
-# The columns of a StoredRow after its lane, number and id, as selected.
-_ROW_FIELDS = ("role", "size_counter", "size", "payload")
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,8 +90,9 @@ class Read:
 def read_of(rows: Iterable[Any], names: Sequence[str]) -> Read:
     """Read the rows of a select of ``names`` (the static columns first)."""
     at = {name: index for index, name in enumerate(names)}
-    seq_at, lane_at, id_at = at.get("seq"), at.get("lane"), at.get("msg_id")
-    fields = [at.get(field) for field in _ROW_FIELDS]
+    seq_at, id_at = at.get("seq"), at.get("msg_id")
+    whole_rows = all(name in at for name in ROW_COLUMNS)
+    row_of = itemgetter(*(at[name] for name in ROW_COLUMNS)) if whole_rows else None
     statics: Statics | None = None
     stored: list[StoredRow] = []
     count = 0
@@ -103,15 +103,10 @@ def read_of(rows: Iterable[Any], names: Sequence[str]) -> Read:
             statics = Statics(values[0], values[1], bool(values[2]))
         if seq_at is None or id_at is None or values[seq_at] is None:
             continue  # the static columns alone
-        lane = LANE_IDS if lane_at is None else values[lane_at]
-        role, counter, size, payload = (
-            None if index is None else values[index] for index in fields
-        )
-        stored.append(
-            StoredRow(
-                lane, values[seq_at], values[id_at], role or "", counter, size, payload
-            )
-        )
+        if row_of is not None:
+            stored.append(StoredRow(*row_of(values)))
+        else:  # a row of the id index: its slot and id
+            stored.append(StoredRow(LANE_IDS, values[seq_at], values[id_at], ""))
     return Read(statics, stored, count)
 
 
