@@ -147,7 +147,13 @@ from chatledger.window import (
     merge_system,
     system_key,
 )
-from chatledger.window_view import LogRow, TailView, current_system
+from chatledger.window_view import (
+    LogRow,
+    TailView,
+    checked_window,
+    current_system,
+    view_reads,
+)
 
 __all__ = [
     "DEFAULT_MESSAGE_PAGE_SIZE",
@@ -198,6 +204,7 @@ __all__ = [
     "Window",
     "apply_window",
     "check_message_page",
+    "checked_window",
     "codec",
     "count_evictions",
     "current_system",
@@ -223,4 +230,5 @@ __all__ = [
     "validate_conversation_id",
     "validate_messages",
     "validate_page_request",
+    "view_reads",
 ]

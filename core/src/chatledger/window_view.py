@@ -67,16 +67,56 @@ and that random-history test exercises it on its backend:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TypeVar, cast
 
+from chatledger.append_plan import TOKEN_WINDOW_FIRST_READ, TURN_SLACK
 from chatledger.messages import Message, Role
 from chatledger.window import Window
 
-__all__ = ["LogRow", "TailView", "current_system"]
+__all__ = ["LogRow", "TailView", "checked_window", "current_system", "view_reads"]
 
 T = TypeVar("T")
+
+#: The most rows a view reads back in one further read.
+TAIL_READ_CAP = 4096
+
+# Types already found to be a Window: a check against a runtime Protocol walks
+# its members on every call (tens of microseconds, more than the rest of a log
+# append's own work), so each type is checked once.
+_WINDOW_TYPES: set[type] = set()
+
+
+def checked_window(window: object) -> Window:
+    """Return ``window`` if it is a :class:`~chatledger.window.Window`, else raise.
+
+    Raises:
+        TypeError: naming the type given; call it before any I/O.
+    """
+    kind = type(window)
+    if kind not in _WINDOW_TYPES:
+        if not isinstance(window, Window):
+            raise TypeError(f"window must be a Window, not {kind.__name__}")
+        _WINDOW_TYPES.add(kind)
+    return cast(Window, window)
+
+
+def view_reads(window: Window) -> Iterator[int]:
+    """How many non-system rows a view reads: first, then in each further read.
+
+    The first read is about the window and the rest of a turn: its limit plus
+    :data:`~chatledger.append_plan.TURN_SLACK` for a message window,
+    :data:`~chatledger.append_plan.TOKEN_WINDOW_FIRST_READ` for tokens. Most
+    views are done after it; each further read doubles, up to
+    :data:`TAIL_READ_CAP` rows (never below the first).
+    """
+    rows = window.limit + TURN_SLACK if window.counter_id is None else (
+        TOKEN_WINDOW_FIRST_READ
+    )
+    while True:
+        yield rows
+        rows = max(rows, min(rows * 2, TAIL_READ_CAP))
 
 
 @dataclass(frozen=True, slots=True)

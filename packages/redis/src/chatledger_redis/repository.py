@@ -82,10 +82,12 @@ from chatledger.adapters import (
     MessagePage,
     Window,
     check_message_page,
+    checked_window,
     message_page,
     stamp_messages,
     validate_conversation_id,
     validate_messages,
+    view_reads,
 )
 from chatledger_redis.bulk_limit import (
     PROTO_MAX_BULK_LEN,
@@ -107,7 +109,6 @@ from chatledger_redis.steps import (
     TailRead,
     append_args,
     append_result,
-    checked_window,
     client_url,
     conversation_keys,
     ids_of_evicted_keys,
@@ -119,7 +120,6 @@ from chatledger_redis.steps import (
     page_rows,
     resize_args,
     save_args,
-    tail_reads,
     ttl_milliseconds,
 )
 
@@ -171,7 +171,7 @@ class RedisChatMemoryRepository(ClosingContext):
         self._tail = client.register_script(TAIL)
         self._page = client.register_script(PAGE)
         # How many rows a window view reads, first and then further back.
-        self._tail_reads: Callable[[Window], Iterator[int]] = tail_reads
+        self._tail_reads: Callable[[Window], Iterator[int]] = view_reads
         #: The server's proto-max-bulk-len, once a large argument needed it.
         self._max_bulk_bytes: int | None = None
 

@@ -18,9 +18,9 @@ written by one reads the same through the other; only the client differs.
 Nothing here does I/O.
 
 A window view (``find_window``) is read newest first: the ``VIEW`` script
-answers the current system set and the newest rows (:func:`tail_reads`
-says how many), :class:`TailRead` turns them into
-:class:`~chatledger.window_view.LogRow` for core's
+answers the current system set and the newest rows (core's
+:func:`~chatledger.window_view.view_reads` says how many), :class:`TailRead`
+turns them into :class:`~chatledger.window_view.LogRow` for core's
 :class:`~chatledger.window_view.TailView`, and only while that view is not
 done does the ``TAIL`` script read further back.
 """
@@ -39,8 +39,6 @@ from typing import Any
 from chatledger.adapters import (
     EVICTED_IDS_KEPT,
     EVICTED_IDS_TRIM_STEP,
-    TOKEN_WINDOW_FIRST_READ,
-    TURN_SLACK,
     AppendResult,
     ConversationPage,
     InvalidOptionError,
@@ -68,7 +66,6 @@ __all__ = [
     "TailRead",
     "append_args",
     "append_result",
-    "checked_window",
     "client_url",
     "conversation_keys",
     "ids_of_evicted_keys",
@@ -80,7 +77,6 @@ __all__ = [
     "page_rows",
     "resize_args",
     "save_args",
-    "tail_reads",
     "text",
     "ttl_milliseconds",
     "write_token",
@@ -93,8 +89,6 @@ RESIZE_ATTEMPTS = 8
 _RECORD_BOUNDS = f"{EVICTED_IDS_KEPT}:{EVICTED_IDS_TRIM_STEP}"
 #: A URL scheme ending in this (``redis+cluster://``) asks for a cluster client.
 CLUSTER_SUFFIX = "+cluster"
-#: The most rows a view reads back in one further page.
-_TAIL_PAGE_CAP = 4096
 
 
 def ttl_milliseconds(ttl: object) -> int:
@@ -308,34 +302,6 @@ def log_append_args(
     counter = None if window is None else window.counter_id
     header = f"{ttl_ms}:{write_token()}:{counter or ''}"
     return [header, *_message_args(stamped, None if counter is None else window)]
-
-
-def checked_window(window: object) -> Window:
-    """Return ``window`` if it is a :class:`~chatledger.window.Window`, else raise.
-
-    Raises:
-        TypeError: before any I/O, naming the type given.
-    """
-    if not isinstance(window, Window):
-        raise TypeError(f"window must be a Window, not {type(window).__name__}")
-    return window
-
-
-def tail_reads(window: Window) -> Iterator[int]:
-    """How many non-system rows a view reads: first, then in each further page.
-
-    The first read is core's: the window's limit plus :data:`TURN_SLACK` for
-    a message window, :data:`TOKEN_WINDOW_FIRST_READ` for tokens. Each further
-    page doubles, up to 4096 rows (never below the first).
-    """
-    rows = (
-        window.limit + TURN_SLACK
-        if window.counter_id is None
-        else TOKEN_WINDOW_FIRST_READ
-    )
-    while True:
-        yield rows
-        rows = max(rows, min(rows * 2, _TAIL_PAGE_CAP))
 
 
 class TailRead:
