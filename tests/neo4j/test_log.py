@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from neo4j.exceptions import DriverError, ServiceUnavailable
 
 from chatledger import (
     InMemoryChatMemoryRepository,
@@ -648,3 +649,71 @@ def test_a_token_window_append_after_log_appends_measures_what_it_must(
         estimate_tokens(m) for m in kept
     )
     assert sum(estimate_tokens(m) for m in kept) <= 60
+
+
+# -- retries ----------------------------------------------------------------------
+
+
+class _LosingSession:
+    """A real session whose ``run`` fails as a lost connection does: before or
+    after the statement reached the server."""
+
+    def __init__(self, session: Any, sent: bool) -> None:
+        self._session = session
+        self._sent = sent
+
+    def __enter__(self) -> _LosingSession:
+        self._session.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._session.__exit__(*exc)
+
+    def run(self, query: Any, parameters: Any = None) -> Any:
+        if self._sent:
+            self._session.run(query, parameters).consume()
+        raise ServiceUnavailable("the connection was lost")
+
+
+@pytest.mark.parametrize("sent", [False, True])
+def test_a_statement_that_lost_its_connection_is_sent_again(
+    repository: Neo4jChatMemoryRepository, monkeypatch: pytest.MonkeyPatch, sent: bool
+) -> None:
+    """A retryable error sends the statement again; an append lands once.
+
+    Lost after it reached the server, the first append committed: the second
+    finds its ids held, stores nothing and reports nothing appended.
+    """
+    batch = [Message.user("u"), Message.assistant("a")]
+    session = repository._session
+    opened = 0
+
+    def losing_once(*args: Any) -> Any:
+        nonlocal opened
+        opened += 1
+        return _LosingSession(session(*args), sent) if opened == 1 else session(*args)
+
+    monkeypatch.setattr(repository, "_session", losing_once)
+    result = repository.append_to_log("c", batch)
+    assert opened == 2
+    assert _ids(result.appended) == ([] if sent else _ids(batch))
+    assert _ids(repository.find_by_conversation_id("c")) == _ids(batch)
+    opened = 0
+    assert _ids(repository.find_window("c", MessageWindow(5))) == _ids(batch)
+    assert opened == 2
+
+
+def test_an_error_that_is_not_retryable_is_raised_at_once(
+    repository: Neo4jChatMemoryRepository, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    opened = 0
+
+    def refusing(*args: Any) -> Any:
+        nonlocal opened
+        opened += 1
+        raise DriverError("not retryable")
+
+    monkeypatch.setattr(repository, "_session", refusing)
+    with pytest.raises(DriverError, match="not retryable"):
+        repository.append_to_log("c", [Message.user("u")])
+    assert opened == 1
