@@ -3,12 +3,8 @@
 Example:
     from chatledger import MessageWindow
     from chatledger.validation import utc_now
-    from chatledger_mongodb.log_reads import (
-        tail_rows,
-        view_pipeline,
-        view_reads,
-        view_start,
-    )
+    from chatledger.window_view import view_reads
+    from chatledger_mongodb.log_reads import tail_rows, view_pipeline, view_start
 
     window = MessageWindow(20)
     rows = next(view_reads(window))     # 28: the limit and core's TURN_SLACK
@@ -20,7 +16,8 @@ Example:
 
 A window view (``find_window``) is read newest first. :func:`view_pipeline`
 answers, in one round trip, the current system set and the newest
-non-system rows (how many: :func:`view_reads`). :func:`view_start` begins
+non-system rows (how many: core's
+:func:`~chatledger.window_view.view_reads`). :func:`view_start` begins
 core's :class:`~chatledger.window_view.TailView` with that system set and
 :func:`tail_rows` feeds it the rows, newest first. Only while the view is
 not done (a turn reaching back past the rows read, rule 3) does
@@ -55,8 +52,6 @@ from datetime import datetime
 from typing import Any
 
 from chatledger.adapters import (
-    TOKEN_WINDOW_FIRST_READ,
-    TURN_SLACK,
     LogRow,
     Message,
     Role,
@@ -74,31 +69,10 @@ __all__ = [
     "tail_pipeline",
     "tail_rows",
     "view_pipeline",
-    "view_reads",
     "view_start",
 ]
 
-#: The most rows a further view read asks for.
-_TAIL_PAGE_CAP = 4096
-
 _SYSTEM = Role.SYSTEM.value
-
-
-def view_reads(window: Window) -> Iterator[int]:
-    """How many non-system rows a view reads: first, then in each further read.
-
-    The first read is core's: the window's limit plus :data:`TURN_SLACK` for
-    a message window, :data:`TOKEN_WINDOW_FIRST_READ` for tokens. Each further
-    read doubles, up to 4096 rows (never below the first).
-    """
-    rows = (
-        window.limit + TURN_SLACK
-        if window.counter_id is None
-        else TOKEN_WINDOW_FIRST_READ
-    )
-    while True:
-        yield rows
-        rows = max(rows, min(rows * 2, _TAIL_PAGE_CAP))
 
 
 def _view_row(counter_id: str | None) -> dict[str, Any]:

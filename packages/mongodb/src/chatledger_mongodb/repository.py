@@ -157,11 +157,13 @@ from chatledger.adapters import (
     MessagePage,
     Window,
     check_message_page,
+    checked_window,
     message_page,
     to_ttl,
     utc_now,
     validate_conversation_id,
     validate_page_request,
+    view_reads,
 )
 from chatledger_mongodb.log_reads import (
     page_pipeline,
@@ -170,7 +172,6 @@ from chatledger_mongodb.log_reads import (
     tail_pipeline,
     tail_rows,
     view_pipeline,
-    view_reads,
     view_start,
 )
 from chatledger_mongodb.steps import (
@@ -184,7 +185,6 @@ from chatledger_mongodb.steps import (
     append_outcome,
     append_update,
     backfill,
-    checked_window,
     contention_error,
     count_of,
     count_pipeline,

@@ -35,7 +35,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, cast
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import bson
@@ -51,6 +51,7 @@ from chatledger.adapters import (
     MessageTooLargeError,
     RequestLimit,
     Window,
+    checked_window,
     codec,
     stamp_messages,
     utc_now,
@@ -79,7 +80,6 @@ __all__ = [
     "append_outcome",
     "append_update",
     "backfill",
-    "checked_window",
     "contention_error",
     "count_of",
     "count_pipeline",
@@ -135,9 +135,6 @@ _COLLECTION_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_-]{0,119}")
 _TOO_LARGE_CODES = frozenset({10334, 17419, 17420})
 
 TTLValue = timedelta | int | float | None
-
-#: The types whose instances :func:`checked_window` found to be windows.
-_WINDOW_TYPES: set[type] = set()
 
 
 def _validate_name(kind: str, value: object, pattern: re.Pattern[str]) -> str:
@@ -302,23 +299,6 @@ def prepare_append(
     if not batch:
         return None
     return _encoded(conversation_id, batch, window)
-
-
-def checked_window(window: object) -> Window:
-    """Return ``window`` if it is a :class:`~chatledger.window.Window`, else raise.
-
-    Raises:
-        TypeError: before any I/O, naming the type given.
-    """
-    kind = type(window)
-    if kind not in _WINDOW_TYPES:
-        # A check against a runtime Protocol walks its members on every call
-        # (tens of microseconds, more than the rest of an append's own work),
-        # so each type is checked once.
-        if not isinstance(window, Window):
-            raise TypeError(f"window must be a Window, not {kind.__name__}")
-        _WINDOW_TYPES.add(kind)
-    return cast(Window, window)
 
 
 def prepare_log_append(
