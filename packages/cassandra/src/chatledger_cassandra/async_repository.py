@@ -152,11 +152,13 @@ from chatledger.adapters import (
     TailView,
     Window,
     check_message_page,
+    checked_window,
     codec,
     message_page,
     stamp_messages,
     validate_conversation_id,
     validate_messages,
+    view_reads,
 )
 from chatledger_cassandra.connecting import url_settings
 from chatledger_cassandra.errors import ContentionError
@@ -185,7 +187,6 @@ from chatledger_cassandra.log_views import (
     page_bound,
     page_rows,
     system_rows,
-    tail_reads,
     tail_start,
 )
 from chatledger_cassandra.sizes import DEFAULT_MAX_WRITE_BYTES, check_write
@@ -618,7 +619,7 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
         validate_conversation_id(conversation_id)
         batch = validate_messages(messages)
         if window is not None:
-            _checked_window(window)
+            checked_window(window)
         if not batch:
             return AppendResult()
         stamped = stamp_messages(batch)
@@ -654,7 +655,7 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
                 the reads of every attempt.
         """
         validate_conversation_id(conversation_id)
-        _checked_window(window)
+        checked_window(window)
         await self._made_ready()
         for _ in range(self._max_attempts):
             view = await self._view_once(conversation_id, window)
@@ -840,7 +841,7 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
         self, conversation_id: str, window: Window
     ) -> list[Message] | None:
         """One attempt of a view; ``None`` when its reads saw different states."""
-        sizes = tail_reads(window)
+        sizes = view_reads(window)
         first = next(sizes)
         remembered = self._log_states.recall(conversation_id)
         newest_answer = await self._send(
@@ -1184,13 +1185,6 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
         except BaseException:
             cluster.shutdown()
             raise
-
-
-def _checked_window(window: object) -> Window:
-    """Return ``window`` if it is a ``Window``, else raise ``TypeError``."""
-    if not isinstance(window, Window):
-        raise TypeError(f"window must be a Window, not {type(window).__name__}")
-    return window
 
 
 def _system_set_read(

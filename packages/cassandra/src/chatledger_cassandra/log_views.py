@@ -2,11 +2,12 @@
 
 Example:
     from chatledger import Message, MessageWindow, codec
+    from chatledger.adapters import view_reads
     from chatledger_cassandra.log_rows import LOG_COLUMNS, read_of
-    from chatledger_cassandra.log_views import tail_reads, tail_start
+    from chatledger_cassandra.log_views import tail_start
 
     window = MessageWindow(20)
-    first = next(tail_reads(window))      # 28 rows: the window and a turn's slack
+    first = next(view_reads(window))      # 28 rows: the window and a turn's slack
     hello = codec.to_json(Message.user("hello"))
     rows = [(2, None, True, 1, 1, "m1", "user", None, None, hello)]  # the newest
     start = tail_start(read_of(rows, LOG_COLUMNS), first, None, None)
@@ -27,7 +28,8 @@ it saw (:mod:`chatledger_cassandra.log_rows`); reads that disagree are sent
 again, so a view always shows one state of the conversation. Core's
 :class:`~chatledger.window_view.TailView` builds the view, fed row by row and
 decoding only what it reads; it asks for older rows only when a turn reaches
-further back than the first read (rule 3), a page at a time.
+further back than the first read (rule 3), a page at a time, as many rows as
+core's :func:`~chatledger.window_view.view_reads` says.
 
 A message page reads each message lane from the cursor on, one more row than
 the page, and merges the two by sequence number (:func:`page_rows`); core's
@@ -40,14 +42,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
-from chatledger.adapters import (
-    TOKEN_WINDOW_FIRST_READ,
-    TURN_SLACK,
-    LogRow,
-    Message,
-    Window,
-    codec,
-)
+from chatledger.adapters import LogRow, Message, Window, codec
 from chatledger_cassandra.log_rows import Read, Statics, current_system
 from chatledger_cassandra.log_states import LogState
 from chatledger_cassandra.statements import LANE_OTHER, LANE_SYSTEM
@@ -61,34 +56,14 @@ __all__ = [
     "page_bound",
     "page_rows",
     "system_rows",
-    "tail_reads",
     "tail_start",
 ]
 
 #: How many of the newest system rows a view reads beside its first read.
 NEWEST_SYSTEM_ROWS = 8
-#: The most rows a view reads back in one further page.
-_TAIL_PAGE_CAP = 4096
 #: Bounds no sequence number reaches, for a page that starts at an end.
 _ABOVE_EVERY_SEQ = 2**63 - 1
 _BELOW_EVERY_SEQ = -(2**63)
-
-
-def tail_reads(window: Window) -> Iterator[int]:
-    """How many rows a view reads: first, then in each further page.
-
-    The first read is core's: the window's limit plus :data:`TURN_SLACK` for
-    a message window, :data:`TOKEN_WINDOW_FIRST_READ` for tokens. Each further
-    page doubles, up to 4096 rows (never below the first).
-    """
-    rows = (
-        window.limit + TURN_SLACK
-        if window.counter_id is None
-        else TOKEN_WINDOW_FIRST_READ
-    )
-    while True:
-        yield rows
-        rows = max(rows, min(rows * 2, _TAIL_PAGE_CAP))
 
 
 @dataclass(frozen=True, slots=True)

@@ -153,11 +153,13 @@ from chatledger.adapters import (
     TailView,
     Window,
     check_message_page,
+    checked_window,
     codec,
     message_page,
     stamp_messages,
     validate_conversation_id,
     validate_messages,
+    view_reads,
 )
 from chatledger_cassandra.connecting import url_settings
 from chatledger_cassandra.errors import ContentionError
@@ -186,7 +188,6 @@ from chatledger_cassandra.log_views import (
     page_bound,
     page_rows,
     system_rows,
-    tail_reads,
     tail_start,
 )
 from chatledger_cassandra.sizes import DEFAULT_MAX_WRITE_BYTES, check_write
@@ -587,7 +588,7 @@ class CassandraChatMemoryRepository(ClosingContext):
         validate_conversation_id(conversation_id)
         batch = validate_messages(messages)
         if window is not None:
-            _checked_window(window)
+            checked_window(window)
         if not batch:
             return AppendResult()
         stamped = stamp_messages(batch)
@@ -623,7 +624,7 @@ class CassandraChatMemoryRepository(ClosingContext):
                 the reads of every attempt.
         """
         validate_conversation_id(conversation_id)
-        _checked_window(window)
+        checked_window(window)
         self._made_ready()
         for _ in range(self._max_attempts):
             view = self._view_once(conversation_id, window)
@@ -803,7 +804,7 @@ class CassandraChatMemoryRepository(ClosingContext):
 
     def _view_once(self, conversation_id: str, window: Window) -> list[Message] | None:
         """One attempt of a view; ``None`` when its reads saw different states."""
-        sizes = tail_reads(window)
+        sizes = view_reads(window)
         first = next(sizes)
         remembered = self._log_states.recall(conversation_id)
         newest_answer = self._send(
@@ -1095,13 +1096,6 @@ class CassandraChatMemoryRepository(ClosingContext):
             if not self._ready:
                 self._make_schema(table=self._create_schema)
                 self._ready = True
-
-
-def _checked_window(window: object) -> Window:
-    """Return ``window`` if it is a ``Window``, else raise ``TypeError``."""
-    if not isinstance(window, Window):
-        raise TypeError(f"window must be a Window, not {type(window).__name__}")
-    return window
 
 
 def _system_set_read(
