@@ -74,18 +74,19 @@ from chatledger.adapters import (
     TailView,
     Window,
     check_message_page,
+    checked_window,
     message_page,
     plan_append_async,
     stamp_messages,
     validate_conversation_id,
     validate_messages,
     validate_page_request,
+    view_reads,
 )
 from chatledger_neo4j.cypher import AWAIT_INDEX, Statements
 from chatledger_neo4j.log_steps import (
     KEY_ROUNDS,
     RETRY_TIME,
-    checked_window,
     log_append_parameters,
     log_append_result,
     older_parameters,
@@ -96,7 +97,6 @@ from chatledger_neo4j.log_steps import (
     tail_rows,
     unkeyed_keys,
     view_parameters,
-    view_reads,
     view_settled,
 )
 from chatledger_neo4j.steps import (

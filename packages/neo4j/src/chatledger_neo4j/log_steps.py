@@ -2,12 +2,12 @@
 
 Example:
     from chatledger import Message, MessageWindow
-    from chatledger_neo4j.log_steps import log_append_parameters, view_reads
+    from chatledger_neo4j.log_steps import log_append_parameters, view_parameters
 
     batch = [Message.system("Be brief."), Message.user("hi")]
     parameters = log_append_parameters("c1", batch, None, keys={})
     parameters["rows"][0]["key"]      # the system message's system_key text
-    next(view_reads(MessageWindow(20)))   # 28 rows: the limit and TURN_SLACK
+    view_parameters("c1", MessageWindow(20), 28)["limit"]   # the newest 28 rows
 
 A log call runs one statement per round trip (``Statements.log_append``,
 ``view``, ``view_older``, ``page_newest``, ``page_oldest``); the sync and the
@@ -40,8 +40,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, LiteralString
 
 from chatledger.adapters import (
-    TOKEN_WINDOW_FIRST_READ,
-    TURN_SLACK,
     AppendResult,
     LogRow,
     Message,
@@ -58,8 +56,6 @@ __all__ = [
     "KEY_ROUNDS",
     "NO_BOUND",
     "RETRY_TIME",
-    "VIEW_READ_CAP",
-    "checked_window",
     "log_append_parameters",
     "log_append_result",
     "older_parameters",
@@ -70,14 +66,11 @@ __all__ = [
     "tail_rows",
     "unkeyed_keys",
     "view_parameters",
-    "view_reads",
     "view_settled",
 ]
 
 #: The largest integer Neo4j stores: the upper bound of a read from the newest.
 NO_BOUND = 2**63 - 1
-#: Rows a further read of a view takes at most (each read doubles until then).
-VIEW_READ_CAP = 4096
 #: Log appends sent again with the keys of system messages stored without one.
 KEY_ROUNDS = 8
 #: Seconds a statement that keeps failing with a retryable error is retried
@@ -86,17 +79,6 @@ KEY_ROUNDS = 8
 RETRY_TIME = 30.0
 _FIRST_RETRY_DELAY = 0.05
 _MAX_RETRY_DELAY = 2.0
-
-
-def checked_window(window: object) -> Window:
-    """Return ``window`` if it is a :class:`chatledger.adapters.Window`.
-
-    Raises:
-        TypeError: it is not; before any I/O.
-    """
-    if not isinstance(window, Window):
-        raise TypeError(f"window must be a Window, not {type(window).__name__}")
-    return window
 
 
 def retry_delays() -> Iterator[float]:
@@ -169,23 +151,6 @@ def log_append_result(
 
 
 # -- views --------------------------------------------------------------------
-
-
-def view_reads(window: Window) -> Iterator[int]:
-    """How many non-system rows a view reads: first, then in each further read.
-
-    The first read is core's: the window's limit plus :data:`TURN_SLACK` for
-    a message window, :data:`TOKEN_WINDOW_FIRST_READ` for tokens. Each further
-    read doubles, up to :data:`VIEW_READ_CAP` rows (never below the first).
-    """
-    rows = (
-        window.limit + TURN_SLACK
-        if window.counter_id is None
-        else TOKEN_WINDOW_FIRST_READ
-    )
-    while True:
-        yield rows
-        rows = max(rows, min(rows * 2, VIEW_READ_CAP))
 
 
 def view_parameters(conversation_id: str, window: Window, rows: int) -> dict[str, Any]:
