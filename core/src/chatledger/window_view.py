@@ -111,8 +111,10 @@ def view_reads(window: Window) -> Iterator[int]:
     views are done after it; each further read doubles, up to
     :data:`TAIL_READ_CAP` rows (never below the first).
     """
-    rows = window.limit + TURN_SLACK if window.counter_id is None else (
-        TOKEN_WINDOW_FIRST_READ
+    rows = (
+        window.limit + TURN_SLACK
+        if window.counter_id is None
+        else (TOKEN_WINDOW_FIRST_READ)
     )
     while True:
         yield rows
