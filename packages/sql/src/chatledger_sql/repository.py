@@ -269,6 +269,8 @@ class SqlChatMemoryRepository(ClosingContext):
                 f"not {type(engine).__name__}"
             )
         self.engine = engine
+        if engine.dialect.name == "sqlite":
+            _roll_back_before_discarding(engine)
         self.fault_points = FaultPoints()
         self._explicit = dialect
         #: ``self._sql.read`` compiled for the engine on first use.
@@ -352,6 +354,7 @@ class SqlChatMemoryRepository(ClosingContext):
                 raise missing_driver(parsed, error) from error
             if engine.dialect.name == "sqlite":
                 event.listen(_engine_of(engine), "connect", _sqlite_on_connect)
+                _roll_back_before_discarding(engine)
             if skip_idle_rollback:
                 event.listen(_engine_of(engine), "reset", _rollback_unless_idle)
             return engine
@@ -1140,3 +1143,28 @@ def _sqlite_on_connect(dbapi_connection: Any, connection_record: Any) -> None:
         cursor.execute("PRAGMA journal_mode=WAL")
     finally:
         cursor.close()
+
+
+def _roll_back_before_discarding(engine: Engine) -> None:
+    """Have ``engine`` roll back a SQLite connection before discarding it."""
+    target = _engine_of(engine)
+    if not event.contains(target, "invalidate", _sqlite_roll_back_first):
+        event.listen(target, "invalidate", _sqlite_roll_back_first)
+
+
+def _sqlite_roll_back_first(
+    dbapi_connection: Any, connection_record: Any, exception: BaseException | None
+) -> None:
+    # A statement interrupted while it had rows to give (a cancelled task, a
+    # KeyboardInterrupt) is never finalized: SQLAlchemy drops its cursor
+    # unclosed. sqlite3_close_v2 then leaves the connection a "zombie" that
+    # keeps its transaction, and with it the write lock of BEGIN IMMEDIATE,
+    # until the garbage collector finalizes that statement; every other
+    # writer meanwhile fails with "database is locked". A ROLLBACK first
+    # (which aborts pending statements) releases the lock before the close.
+    # On aiosqlite it is queued behind the interrupted statement, on the
+    # connection's own thread, and runs even if this wait is cancelled too.
+    # It may fail on a broken connection: the close that follows is left to
+    # roll back, as it did before, and the error that discards it goes on.
+    with contextlib.suppress(Exception):
+        dbapi_connection.rollback()
