@@ -304,12 +304,10 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
                 "engine must be a sqlalchemy AsyncEngine (create_async_engine), "
                 f"not {type(engine).__name__}"
             )
+        self._engine = engine
         if True:  # async
-            self._engine = engine
             #: One engine per event loop, when from_url made them (see engine).
             self._engines: LoopLocal[AsyncEngine] | None = None
-        else:
-            self.engine = engine
         if engine.dialect.name == "sqlite":
             _roll_back_before_discarding(engine)
         self.fault_points = FaultPoints()
@@ -457,6 +455,13 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
             except RuntimeError:
                 return self._engine
             return engines.get()
+
+    else:
+
+        @property
+        def engine(self) -> Engine:
+            """The engine every call runs on."""
+            return self._engine
 
     def __repr__(self) -> str:
         return (

@@ -268,7 +268,7 @@ class SqlChatMemoryRepository(ClosingContext):
                 "engine must be a sqlalchemy Engine (create_engine), "
                 f"not {type(engine).__name__}"
             )
-        self.engine = engine
+        self._engine = engine
         if engine.dialect.name == "sqlite":
             _roll_back_before_discarding(engine)
         self.fault_points = FaultPoints()
@@ -372,6 +372,11 @@ class SqlChatMemoryRepository(ClosingContext):
             raise
         repository._owns_engine = True
         return repository
+
+    @property
+    def engine(self) -> Engine:
+        """The engine every call runs on."""
+        return self._engine
 
     def __repr__(self) -> str:
         return (
