@@ -63,6 +63,16 @@ and that random-history test exercises it on its backend:
   in-process stand-in (mongomock and an evaluator of the pipeline's
   operators: it checks the aggregation's logic, not a server); both also
   with views read a row or two at a time.
+- Neo4j: rule 1 (:func:`current_system`) in the ``current_system`` part of
+  the ``view`` statement of ``chatledger_neo4j.cypher``: the newest system
+  message's batch, then the system messages from that batch on, both by
+  seeks of the ``(conversation_id, role, seq)`` index; rules 2-4 run here
+  over the newest rows it answers and the older ones ``view_older`` reads.
+  The Neo4j conformance tests also run with views read a row or two at a
+  time.
+- Cassandra keeps the batch of the current system messages as the static
+  ``system_batch`` and reads lane 0 from it
+  (``chatledger_cassandra.log_views``); rules 2-4 run here.
 """
 
 from __future__ import annotations
