@@ -6,23 +6,27 @@ Two sources:
   block under it), in ``core/src`` and ``packages/*/src``;
 - every fenced ``python`` block of the READMEs (the repository's, the
   core's and each package's); the blocks of one README run in order, in one
-  namespace, as a reader follows them.
+  namespace, as a reader follows them, and the blocks of all the READMEs run
+  one after another in one folder, as a reader who tries them all does, so
+  that two examples which store into the same file or id would meet.
 
 An example that cannot run here says so where it is written, with the reason
 the test reports when it skips it: ``Example (needs a Redis server):`` or
 ``Example (shell):`` in a docstring, ``<!-- example: needs a Redis server -->``
 on the line before a README block.
 
-Run as a program, this module runs the examples whose names it is given, in
-a fresh temporary folder each, with TCP connections refused (an example
-that needs a server and is not marked fails instead of writing to one), and
-prints a JSON object: each name and its traceback, or ``null``.
+Run as a program, this module runs the examples whose names it is given,
+each docstring example in a fresh temporary folder and the README blocks in
+one, with TCP connections refused (an example that needs a server and is not
+marked fails instead of writing to one), and prints a JSON object: each name
+and its traceback, or ``null``.
 """
 
 from __future__ import annotations
 
 import ast
 import asyncio
+import contextlib
 import inspect
 import json
 import os
@@ -53,12 +57,15 @@ class Example:
         code: The Python code.
         skip: The reason it is not run here, or ``None``.
         group: Examples of one group share a namespace (a README's blocks).
+        folder: Examples of one folder run in one temporary folder, in order
+            (every README block).
     """
 
     name: str
     code: str
     skip: str | None
     group: str
+    folder: str
 
 
 def _skip_reason(note: str | None) -> str | None:
@@ -116,8 +123,11 @@ def docstring_examples() -> list[Example]:
                 code = textwrap.dedent("\n".join(block)).strip("\n")
                 name = f"{relative}:{first_line + index + 1}"
                 skip = _skip_reason(header.group("note"))
-                found.append(Example(name, code, skip, name))
+                found.append(Example(name, code, skip, name, name))
     return found
+
+
+_README_FOLDER = "READMEs"
 
 
 def readme_examples() -> list[Example]:
@@ -142,7 +152,8 @@ def readme_examples() -> list[Example]:
             marker = _MARKER.match(previous)
             skip = marker.group("note") if marker else None
             code = "\n".join(lines[start:end])
-            found.append(Example(f"{relative}:{start + 1}", code, skip, relative))
+            name = f"{relative}:{start + 1}"
+            found.append(Example(name, code, skip, relative, _README_FOLDER))
             index = end + 1
     return found
 
@@ -185,14 +196,20 @@ def run(names: list[str]) -> dict[str, str | None]:
     socket.socket.connect = _refuse_tcp  # type: ignore[method-assign,assignment]
     wanted = set(names)
     namespaces: dict[str, dict[str, Any]] = {}
+    folders: dict[str, str] = {}
     results: dict[str, str | None] = {}
     home = Path.cwd()
-    for example in all_examples():
-        if example.name not in wanted:
-            continue
-        namespace = namespaces.setdefault(example.group, {"__name__": "__example__"})
-        with tempfile.TemporaryDirectory(prefix="chatledger-example-") as folder:
-            os.chdir(folder)
+    with contextlib.ExitStack() as stack:
+        for example in all_examples():
+            if example.name not in wanted:
+                continue
+            namespace = namespaces.setdefault(
+                example.group, {"__name__": "__example__"}
+            )
+            if example.folder not in folders:
+                made = tempfile.TemporaryDirectory(prefix="chatledger-example-")
+                folders[example.folder] = stack.enter_context(made)
+            os.chdir(folders[example.folder])
             try:
                 _run_code(example, namespace)
                 results[example.name] = None

@@ -22,5 +22,5 @@ def test_langchain_example_runs(
     assert capsys.readouterr().out.strip() == "Paris."
     from chatledger import connect
 
-    stored = connect("sqlite:///chat.db").find_by_conversation_id("user-42")
+    stored = connect("sqlite:///langchain.db").find_by_conversation_id("user-42")
     assert [m.content for m in stored] == ["Capital of France?", "Paris."]

@@ -23,7 +23,7 @@ def test_llama_index_example_runs(
     )
     from chatledger import Role, connect
 
-    stored = connect("sqlite:///chat.db").find_by_conversation_id("alice")
+    stored = connect("sqlite:///llama_index.db").find_by_conversation_id("alice")
     assert [(m.role, m.content) for m in stored][::2] == [
         (Role.USER, "Capital of France?"),
         (Role.USER, "And of Italy?"),

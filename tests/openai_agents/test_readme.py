@@ -27,7 +27,7 @@ def test_openai_agents_example_runs(
     from chatledger_openai_agents import ChatLedgerSession
 
     async def stored() -> list[Any]:
-        repository: Any = connect_async("sqlite+aiosqlite:///chat.db")
+        repository: Any = connect_async("sqlite+aiosqlite:///agents.db")
         try:
             return await ChatLedgerSession("user-42", repository).get_items()
         finally:
