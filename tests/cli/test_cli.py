@@ -309,7 +309,7 @@ class TestDataCommands:
         assert f"<stdin>:{bad_line}: not JSON" in _one_line_error(done.err)
         assert cli("ls", url).out == ""
         missing = cli("import", url, str(tmp_path / "absent.jsonl"))
-        assert missing.code == 1
+        assert missing.code == 2
         assert "absent.jsonl" in _one_line_error(missing.err)
 
     def test_copy_is_exact_and_idempotent(

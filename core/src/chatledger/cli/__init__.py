@@ -10,8 +10,10 @@ Example (shell):
     chatledger conformance --async sqlite:///conformance.db
     chatledger bench postgresql+psycopg://app@db/chat --namespace-option table_name
 
-Exit codes: 0 success, 1 runtime error, 2 usage error (a bad argument, URL or
-option, an unknown URL scheme, a missing adapter or database driver). An error
+Exit codes: 0 success, 1 runtime error (a store, conversation or file content
+not as expected, a server that fails), 2 usage error (a bad argument, URL or
+option value, a file argument that cannot be read or written, an unknown URL
+scheme, a missing adapter, driver or package the command needs). An error
 is one line on stderr; ``--debug`` adds the traceback. Passwords in URLs are
 never printed. Commands that only read create nothing; long commands report
 progress on stderr, a bar on a terminal and a line every few seconds elsewhere.

@@ -24,7 +24,6 @@ from chatledger.cli.errors import UsageError
 from chatledger.cli.output import out, progress
 from chatledger.cli.stores import close, drop_namespace, open_store
 from chatledger.connect import redact_url
-from chatledger.errors import ChatLedgerError
 from chatledger.progress import Progress
 from chatledger.repository import SupportsWindowAppend
 
@@ -73,7 +72,7 @@ def conformance(args: argparse.Namespace) -> int:
     try:
         import pytest
     except ImportError:
-        raise ChatLedgerError(
+        raise UsageError(
             "the conformance suite needs pytest: pip install 'chatledger[testing]'"
         ) from None
     options = dict(args.options)

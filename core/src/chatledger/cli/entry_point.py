@@ -18,7 +18,9 @@ from chatledger.connect import install_hint, redact_url, url_scheme
 from chatledger.errors import (
     ChatLedgerError,
     InvalidConversationIdError,
+    InvalidNameError,
     InvalidOptionError,
+    InvalidTTLError,
     InvalidUrlError,
     UnknownBackendError,
 )
@@ -61,12 +63,15 @@ def _driver_hint(args: argparse.Namespace) -> str:
 
 # A missing driver (MissingDriverError, an UnknownBackendError, or an
 # ImportError from a third-party adapter) is a usage error like a missing
-# adapter: the command cannot work as installed.
+# adapter: the command cannot work as installed. So is an option value an
+# adapter refuses before any I/O (a table name, a ttl).
 _USAGE_ERRORS = (
     UsageError,
     UnknownBackendError,
     InvalidConversationIdError,
+    InvalidNameError,
     InvalidOptionError,
+    InvalidTTLError,
     InvalidUrlError,
     ImportError,
 )

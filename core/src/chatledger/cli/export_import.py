@@ -6,10 +6,12 @@ import argparse
 import json
 import sys
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
 from typing import IO, Any
 
 from chatledger.bulk import BulkSaveError, save_conversations
+from chatledger.cli.errors import UsageError
 from chatledger.cli.output import counted, out, progress
 from chatledger.cli.stores import open_store, read_conversation
 from chatledger.cli.writing import not_written, refuse_in_process, written_before
@@ -43,19 +45,46 @@ def _json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
+def _check_output(path: str | None) -> None:
+    """Refuse an ``--output`` that cannot be written, before the store is read."""
+    if path is None or path == "-":
+        return
+    folder = Path(path).parent
+    if not folder.is_dir():
+        raise UsageError(
+            f"--output {path!r}: the folder {str(folder)!r} does not exist"
+        )
+    if Path(path).is_dir():
+        raise UsageError(f"--output {path!r} is a folder, not a file")
+
+
 @contextmanager
 def _output(path: str | None) -> Iterator[IO[str]]:
     if path is None or path == "-":
         yield sys.stdout
         return
-    with open(path, "w", encoding="utf-8", newline="\n") as handle:
+    with ExitStack() as stack:
+        try:
+            handle = stack.enter_context(
+                open(path, "w", encoding="utf-8", newline="\n")
+            )
+        except OSError as exc:
+            raise UsageError(
+                f"cannot write --output {path!r}: {_reason(exc)}"
+            ) from None
         yield handle
+
+
+def _reason(error: OSError) -> str:
+    """``no such file or directory``: the system's words, without ``[Errno 2]``."""
+    return (error.strerror or str(error)).lower()
 
 
 def export(args: argparse.Namespace) -> int:
     """Write the conversations (all, or those named) in the format asked for."""
     for cid in args.ids:
         validate_conversation_id(cid)
+    _check_output(args.output)
     repository = open_store(args.url, args.options, create=False, closing=args.closing)
     conversations: Iterable[tuple[str, list[Message]]]
     if args.ids:
@@ -85,7 +114,11 @@ def import_(args: argparse.Namespace) -> int:
         conversations = read_export(sys.stdin.buffer, "<stdin>")
         name = "<stdin>"
     else:
-        with open(args.file, "rb") as handle:
+        with ExitStack() as stack:
+            try:
+                handle = stack.enter_context(open(args.file, "rb"))
+            except OSError as exc:
+                raise UsageError(f"cannot read {args.file!r}: {_reason(exc)}") from None
             conversations = read_export(handle, args.file)
         name = args.file
     # The whole file is checked: from here on only the store can refuse.

@@ -18,13 +18,17 @@ Driver exceptions (``cassandra.*``) are never wrapped and propagate unchanged.
 from __future__ import annotations
 
 from chatledger.adapters import (
-    ChatLedgerError,
     ContentionError,
     InvalidTTLError,
+    InvalidUrlError,
 )
 
 __all__ = ["ContentionError", "InvalidTTLError", "InvalidURLError"]
 
 
-class InvalidURLError(ChatLedgerError, ValueError):
-    """A ``cassandra://`` URL cannot be parsed or holds an unknown option."""
+class InvalidURLError(InvalidUrlError):
+    """A ``cassandra://`` URL cannot be parsed or holds an unknown option.
+
+    It is core's :class:`~chatledger.InvalidUrlError` (so a ``ChatLedgerError``
+    and a ``ValueError``), as every adapter's refused URL is.
+    """
