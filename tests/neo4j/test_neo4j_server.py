@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
+import neo4j
 import pytest
 
 from chatledger import Message, MessageWindow, ToolResponse
@@ -380,6 +382,54 @@ def test_neo4j_window_that_empties_keeps_an_unlisted_node(
     node = _conversation_node(repository, "orphan")
     assert node is not None
     assert "evicted_ids" not in node
+
+
+def test_neo4j_listings_name_no_property_a_database_may_lack(
+    repository: Neo4jChatMemoryRepository, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Listing a database where no window ever emptied a conversation is quiet.
+
+    There the property ``emptied`` is unknown, and a statement that names it
+    gets a warning from the server, which the driver logs on stderr with every
+    listing. This server has seen the property, so each statement the listings
+    send is explained here as that database would plan it: with the name
+    replaced by one no database has seen.
+    """
+    sent: list[tuple[str, dict[str, Any]]] = []
+    run = neo4j.ManagedTransaction.run
+
+    def recorded(
+        tx: neo4j.ManagedTransaction,
+        query: Any,
+        parameters: dict[str, Any] | None = None,
+        **more: Any,
+    ) -> Any:
+        sent.append((str(query), {**(parameters or {}), **more}))
+        return run(tx, query, parameters, **more)
+
+    monkeypatch.setattr(neo4j.ManagedTransaction, "run", recorded)
+    repository.save_all("c1", [Message.user("hi")])
+    sent.clear()
+    assert repository.find_conversation_ids() == ["c1"]
+    assert repository.find_conversation_ids_page(None, 1).ids == ["c1"]
+    assert repository.find_conversation_ids_page("a", 1).ids == ["c1"]
+    monkeypatch.undo()
+    assert len(sent) == 3
+    unseen = f"emptied_{uuid.uuid4().hex[:12]}"
+    for query, parameters in sent:
+        query = re.sub(r"\.emptied\b", f".{unseen}", query)
+        parameters = {
+            key: unseen if value == "emptied" else value
+            for key, value in parameters.items()
+        }
+        with repository._session() as session:
+            summary = session.run("EXPLAIN " + query, parameters).consume()
+        warnings = [
+            status.status_description
+            for status in summary.gql_status_objects
+            if status.gql_status == "01N52"  # the property key does not exist
+        ]
+        assert warnings == [], query
 
 
 def test_neo4j_reads_never_create_a_conversation_node(

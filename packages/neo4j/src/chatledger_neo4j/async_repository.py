@@ -113,6 +113,7 @@ from chatledger_neo4j.steps import (
     ids_page_query,
     is_schema_race,
     kept_total,
+    list_ids_query,
     listed_ids,
     measured_total,
     next_page,
@@ -405,10 +406,10 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
 
     async def find_conversation_ids(self) -> list[str]:
         """Return the id of every stored conversation."""
-        query = self._statements.list_ids
+        query, parameters = list_ids_query(self._statements)
 
         async def work(tx: AsyncManagedTransaction) -> list[str]:
-            return listed_ids(await (await tx.run(query)).value("id"))
+            return listed_ids(await (await tx.run(query, parameters)).value("id"))
 
         return await self._read(work)
 

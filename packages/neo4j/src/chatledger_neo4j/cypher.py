@@ -284,15 +284,21 @@ class Statements:
             "RETURN before, payloads, messages, collect(c.version) AS after"
         )
         # A conversation that a window emptied keeps its node for its record
-        # of evicted ids, and is not listed.
-        self.list_ids = text("MATCH (c:{C}) WHERE c.emptied IS NULL RETURN c.id AS id")
+        # of evicted ids, and is not listed. The listings take the property's
+        # name as $emptied (steps.EMPTIED): on a database where no window
+        # ever emptied a conversation the name is unknown, and the server
+        # warns about a literal c.emptied with every listing (the driver logs
+        # the warning on stderr); a name given as a parameter is not checked.
+        self.list_ids = text(
+            "MATCH (c:{C}) WHERE c[$emptied] IS NULL RETURN c.id AS id"
+        )
         #: Pages of conversation ids in id order, on the uniqueness index.
         self.first_ids_page = text(
-            "MATCH (c:{C}) WHERE c.id IS NOT NULL AND c.emptied IS NULL "
+            "MATCH (c:{C}) WHERE c.id IS NOT NULL AND c[$emptied] IS NULL "
             "RETURN c.id AS id ORDER BY id LIMIT $limit"
         )
         self.ids_page_after = text(
-            "MATCH (c:{C}) WHERE c.id > $after AND c.emptied IS NULL "
+            "MATCH (c:{C}) WHERE c.id > $after AND c[$emptied] IS NULL "
             "RETURN c.id AS id ORDER BY id LIMIT $limit"
         )
         #: A conversation's messages counted on the sequence index, unread.

@@ -113,6 +113,7 @@ from chatledger_neo4j.steps import (
     ids_page_query,
     is_schema_race,
     kept_total,
+    list_ids_query,
     listed_ids,
     measured_total,
     next_page,
@@ -361,10 +362,10 @@ class Neo4jChatMemoryRepository(ClosingContext):
 
     def find_conversation_ids(self) -> list[str]:
         """Return the id of every stored conversation."""
-        query = self._statements.list_ids
+        query, parameters = list_ids_query(self._statements)
 
         def work(tx: ManagedTransaction) -> list[str]:
-            return listed_ids((tx.run(query)).value("id"))
+            return listed_ids((tx.run(query, parameters)).value("id"))
 
         return self._read(work)
 

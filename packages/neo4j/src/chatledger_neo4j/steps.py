@@ -52,6 +52,7 @@ from chatledger.adapters import (
 from chatledger_neo4j.cypher import Statements
 
 __all__ = [
+    "EMPTIED",
     "FIRST_PAGE",
     "MAX_PAGE",
     "PURGE_BATCH",
@@ -67,6 +68,7 @@ __all__ = [
     "ids_page_query",
     "is_schema_race",
     "kept_total",
+    "list_ids_query",
     "listed_ids",
     "measured_total",
     "message_row",
@@ -147,13 +149,27 @@ def listed_ids(values: Iterable[Any]) -> list[str]:
     return [value for value in values if isinstance(value, str)]
 
 
+#: The property that marks a conversation its window emptied, which the
+#: listings name as ``$emptied`` (see :attr:`Statements.list_ids`).
+EMPTIED = "emptied"
+
+
+def list_ids_query(statements: Statements) -> tuple[LiteralString, dict[str, Any]]:
+    """The statement and parameters that list every conversation id."""
+    return statements.list_ids, {"emptied": EMPTIED}
+
+
 def ids_page_query(
     statements: Statements, after: str | None, limit: int
 ) -> tuple[LiteralString, dict[str, Any]]:
     """The statement and parameters of one page of ids: one more than ``limit``."""
     if after is None:
-        return statements.first_ids_page, {"limit": limit + 1}
-    return statements.ids_page_after, {"after": after, "limit": limit + 1}
+        return statements.first_ids_page, {"emptied": EMPTIED, "limit": limit + 1}
+    return statements.ids_page_after, {
+        "emptied": EMPTIED,
+        "after": after,
+        "limit": limit + 1,
+    }
 
 
 def conversation_page(ids: Sequence[Any], limit: int) -> ConversationPage:
