@@ -12,12 +12,17 @@ from sqlalchemy import event
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from chatledger.testing import AsyncChatMemoryRepositoryTests
-from chatledger.testing.async_runner import EventLoopThread
+from chatledger.testing import AsyncChatMemoryRepositoryTests, LogTests
+from chatledger.testing.async_runner import (
+    EventLoopThread,
+    RepositoryFacade,
+    repository_facade,
+)
 from chatledger_sql.async_repository import AsyncSqlChatMemoryRepository
 from chatledger_sql.repository import _sqlite_on_connect
 from tests.backends import backend_url
 from tests.conformance.test_sql import unique_table
+from tests.small_reads import small_reads
 
 
 def with_driver(url: str, driver: str) -> str:
@@ -106,6 +111,40 @@ class TestAsyncMariaDBAiomysqlConformance(_AsyncSqlConformance):
     @classmethod
     def url(cls, directory: Path) -> str:
         return with_driver(backend_url("mariadb"), "aiomysql")
+
+
+class TestAsyncSqlLogInSmallReads(LogTests):
+    """The log suite on the async drivers with views read a row or two at a time."""
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def async_runner(cls) -> Iterator[EventLoopThread]:
+        runner = EventLoopThread()
+        yield runner
+        runner.close()
+
+    @pytest.fixture(params=["sqlite+aiosqlite", "postgresql+asyncpg", "mysql+asyncmy"])
+    def repository(
+        self,
+        request: pytest.FixtureRequest,
+        tmp_path: Path,
+        async_runner: EventLoopThread,
+    ) -> Iterator[RepositoryFacade]:
+        backend, driver = request.param.split("+")
+        if backend == "sqlite":
+            url = f"{request.param}:///{tmp_path / 'chat.db'}"
+        else:
+            name = "postgresql" if backend == "postgresql" else "mariadb"
+            url = with_driver(backend_url(name), driver)
+        repository = AsyncSqlChatMemoryRepository.from_url(
+            url, table_name=unique_table()
+        )
+        repository._view_reads = small_reads
+        try:
+            yield repository_facade(repository, async_runner)
+        finally:
+            async_runner.run(repository.drop_schema())
+            async_runner.run(repository.aclose())
 
 
 def test_async_schemes_open_the_async_repository(tmp_path: Path) -> None:

@@ -35,6 +35,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import logging
 import threading
 import time
 import weakref
@@ -52,6 +53,7 @@ import sqlalchemy
 from sqlalchemy import Connection, Engine, create_engine, event, exc
 
 from chatledger.adapters import (
+    DEFAULT_MESSAGE_PAGE_SIZE,
     AppendResult,
     ChatLedgerError,
     ClosingContext,
@@ -59,10 +61,17 @@ from chatledger.adapters import (
     FaultPoints,
     InvalidOptionError,
     Message,
+    MessagePage,
+    Role,
     StoredEntry,
     StoredWindow,
     StoreNotFoundError,
+    TailView,
     Window,
+    check_message_page,
+    checked_window,
+    merge_system,
+    message_page,
     needs_stored_system,
     plan_append,
     rows_to_peek,
@@ -72,6 +81,7 @@ from chatledger.adapters import (
     validate_conversation_id,
     validate_messages,
     validate_page_request,
+    view_reads,
 )
 from chatledger_sql.compiled import CompiledStatement, fetch_all, runs_raw
 from chatledger_sql.dialects import DialectSpec, resolve_dialect
@@ -82,8 +92,15 @@ from chatledger_sql.dialects.base import (
     SqlDialect,
 )
 from chatledger_sql.floor import SqlBenchmarkFloor, open_floor
+from chatledger_sql.log_steps import log_row, log_writes, system_range
 from chatledger_sql.rows import check_ids, check_sizes, decode_raw
-from chatledger_sql.schema import Tables, build_tables, check_name, check_table_name
+from chatledger_sql.schema import (
+    Tables,
+    build_tables,
+    check_name,
+    check_table_name,
+    missing_log_columns,
+)
 from chatledger_sql.statements import Statements
 from chatledger_sql.steps import (
     MAX_ATTEMPTS,
@@ -120,6 +137,7 @@ _RAW_READ_OPTIONS: tuple[dict[str, Any], ...] = ({}, {"isolation_level": "AUTOCO
 _SERVER_STATUS_IN_TRANS = 1
 
 _engine_locks_guard = threading.Lock()
+_log = logging.getLogger("chatledger.sql")
 
 _engine_locks: weakref.WeakKeyDictionary[Engine, threading.Lock] = (  # type: ignore[no-redef]
     weakref.WeakKeyDictionary()
@@ -277,6 +295,8 @@ class SqlChatMemoryRepository(ClosingContext):
         self._raw_read: CompiledStatement | None = None
         #: The append routine's call, compiled likewise.
         self._raw_routine: CompiledStatement | None = None
+        #: How many rows a view reads, first and further (tests read fewer).
+        self._view_reads: Callable[[Window], Iterator[int]] = view_reads
         self._owns_engine = False
         self._closed = False
         self._statement_limit: int | None = _UNKNOWN
@@ -433,6 +453,20 @@ class SqlChatMemoryRepository(ClosingContext):
                 connection.execute(ddl)
 
             self._schema_step(create)
+
+        def add_log_columns(connection: Connection) -> None:
+            _run(connection, dialect.begin_write)
+            table = self.tables.conversations
+            for column in _run(connection, missing_log_columns, self.tables):
+                _log.info(
+                    "adding column %s to table %s (the log's record of its system "
+                    "messages, new since release 0.2)",
+                    column.name,
+                    table.name,
+                )
+                _run(connection, dialect.add_column, table, column)
+
+        self._schema_step(add_log_columns)
 
         def create_routines(connection: Connection) -> None:
             _run(connection, dialect.create_routines, self._sql)
@@ -721,6 +755,196 @@ class SqlChatMemoryRepository(ClosingContext):
             conversation_id, lambda c: self._append(c, conversation_id, batch, window)
         )
 
+    # -- the log ---------------------------------------------------------------
+
+    def append_to_log(
+        self,
+        conversation_id: str,
+        messages: Sequence[Message],
+        window: Window | None = None,
+    ) -> AppendResult:
+        """Append to the log in one transaction (see ``SupportsLog``).
+
+        Nothing is evicted: the messages go after the last one, less the ids
+        the conversation holds or held (its rows and the record of evicted
+        ids) and the system messages equal to the current set (rule 1). The
+        transaction locks the conversation row, which also answers how many
+        of the ids are held and where the current system messages are; the
+        system messages are read only when the batch has one (or where they
+        are is not known yet: a conversation a window append or release 0.2
+        wrote). Given a window with a counter, each message's size under it
+        is stored while the conversation's sizes are all under that counter.
+        """
+        validate_conversation_id(conversation_id)
+        batch = validate_messages(messages)
+        if window is not None:
+            checked_window(window)
+        check_ids(batch)
+        if not batch:
+            return AppendResult()
+        self._prepared()
+        self._check_sizes(batch)
+        return self._write(
+            conversation_id,
+            functools.partial(
+                self._append_log,
+                conversation_id=conversation_id,
+                batch=batch,
+                window=window,
+            ),
+        )
+
+    def _append_log(
+        self,
+        connection: Connection,
+        conversation_id: str,
+        batch: list[Message],
+        window: Window | None,
+    ) -> AppendResult:
+        dialect = self._dialect()
+        now = utc_now()
+        ids = [m.id for m in batch]
+        state = _run(
+            connection,
+            dialect.lock_conversation,
+            self._sql,
+            conversation_id,
+            now,
+            create=True,
+            probe_ids=ids,
+        )
+        assert state is not None
+        expired = False
+        if state.expires_at is not None:
+            now = utc_now()  # the lock may have waited: judge expiry as of now
+            if state.expires_at <= now:
+                _run(connection, dialect.forget, self._sql, conversation_id)
+                state = forgotten(state)
+                expired = True
+        self.fault_points.reach("after_lock")
+        known: set[str] = set()
+        if state.known is None or state.known > 0:
+            for chunk in id_chunks(ids):
+                found = connection.execute(
+                    self._sql.known_ids, {"cid": conversation_id, "ids": chunk}
+                )
+                known.update(found.scalars())
+        fresh = [m for m in batch if m.id not in known]
+        has_system = any(m.role is Role.SYSTEM for m in fresh)
+        current: list[tuple[int, Message]] = []
+        if not expired and (has_system or not state.system_known):
+            found = connection.execute(
+                self._sql.current_system,
+                {"cid": conversation_id, "now": now, "counter": None},
+            )
+            current = [(row.sequence, row.message) for row in map(log_row, found)]
+        appended = merge_system([m for _, m in current], fresh).new
+        if not appended:
+            return AppendResult()
+        stamped = stamp_messages(appended, now)
+        writes = log_writes(
+            conversation_id,
+            state,
+            stamped,
+            window,
+            now,
+            self.ttl,
+            system_range(state, current),
+        )
+        connection.execute(self._sql.insert_messages, writes.rows)
+        self.fault_points.reach("after_insert")
+        connection.execute(self._sql.update_log, writes.update)
+        return AppendResult(stamped)
+
+    def find_window(self, conversation_id: str, window: Window) -> list[Message]:
+        """Return the view of ``window`` on the log, oldest first.
+
+        One query reads the current system messages (a range of the primary
+        key the conversation row bounds) and the newest other rows (the
+        window's limit plus a few, or 32 for tokens), through the primary
+        key's order, never the whole log; core's ``TailView`` builds the view
+        from them. Only a view reaching further back (a turn larger than the
+        window, rule 3, or a token window over more rows) reads older rows,
+        each read starting again if the row it continues from has gone (the
+        conversation was replaced meanwhile). Sizes stored under the window's
+        counter are used, others measured.
+        """
+        validate_conversation_id(conversation_id)
+        checked_window(window)
+        self._prepared()
+        parameters: dict[str, Any] = {
+            "cid": conversation_id,
+            "now": utc_now(),
+            "counter": window.counter_id,
+        }
+
+        def work(connection: Connection) -> list[Message] | None:
+            reads = self._view_reads(window)
+            rows = next(reads)
+            found = (connection.execute(self._sql.view(rows), parameters)).all()
+            logged = [log_row(row) for row in found]
+            system = sorted(
+                (row for row in logged if row.message.role is Role.SYSTEM),
+                key=lambda row: row.sequence,
+            )
+            tail = sorted(
+                (row for row in logged if row.message.role is not Role.SYSTEM),
+                key=lambda row: row.sequence,
+                reverse=True,
+            )
+            view = TailView(window, system)
+            while not view.feed(tail) and len(tail) == rows:
+                rows = next(reads)
+                older = self._sql.limited(self._sql.log_older, rows + 1)
+                further = connection.execute(
+                    older, {**parameters, "before": tail[-1].sequence}
+                )
+                read = [log_row(row) for row in further]
+                if not read or read[0].sequence != tail[-1].sequence:
+                    return None  # replaced meanwhile: read the view again
+                tail = read[1:]
+            return view.messages()
+
+        while True:
+            shown = self._read(work)
+            if shown is not None:
+                return shown
+
+    def find_messages_page(
+        self,
+        conversation_id: str,
+        cursor: str | None = None,
+        limit: int = DEFAULT_MESSAGE_PAGE_SIZE,
+        newest_first: bool = True,
+    ) -> MessagePage:
+        """Return one page of the log, newest first by default.
+
+        One query per page: a range of the primary key after the cursor's
+        sequence number. Pages stay exact while messages are appended: each
+        message is on exactly one page.
+        """
+        validate_conversation_id(conversation_id)
+        after, limit = check_message_page(cursor, limit, newest_first=newest_first)
+        self._prepared()
+        parameters: dict[str, Any] = {"cid": conversation_id, "now": utc_now()}
+        sql = self._sql
+        if after is None:
+            base = sql.page_newest if newest_first else sql.page_oldest
+        else:
+            base = sql.page_newest_after if newest_first else sql.page_oldest_after
+            parameters["after"] = after
+        statement = self._sql.limited(base, limit + 1)
+
+        def work(connection: Connection) -> list[Any]:
+            return list(connection.execute(statement, parameters))
+
+        rows = self._read(work)
+        return message_page(
+            ((int(row[0]), decode_raw(*row[1:])) for row in rows),
+            limit,
+            newest_first=newest_first,
+        )
+
     def purge_expired(self, *, batch_size: int = 500) -> int:
         """Delete every conversation that has expired; return how many.
 
@@ -784,16 +1008,29 @@ class SqlChatMemoryRepository(ClosingContext):
         A table goes missing under a repository opened with
         ``create_schema=False``; the check runs on the failure path only. A
         database made before the record of evicted ids existed lacks only
-        its table, which writes need and :meth:`create_schema` adds.
+        its table, which writes need and :meth:`create_schema` adds; one made
+        before the log lacks the conversation columns it added, likewise.
         """
         try:
             with self._connect() as connection:
                 missing = _run(connection, _missing_tables, self.tables)
+                columns = (
+                    []
+                    if missing
+                    else _run(connection, missing_log_columns, self.tables)
+                )
         except exc.DBAPIError:
             return
+        where = self.engine.url.render_as_string(hide_password=True)
+        if columns:
+            raise StoreNotFoundError(
+                f"table {self.tables.conversations.name!r} in {where} lacks the "
+                f"column {columns[0].name!r} of the log: the store was made by an "
+                "earlier version; create_schema() adds it (as does opening it "
+                "with create_schema=True, the default)"
+            ) from error
         if not missing:
             return
-        where = self.engine.url.render_as_string(hide_password=True)
         if missing == [self.tables.evicted.name]:
             raise StoreNotFoundError(
                 f"table {missing[0]!r} does not exist in {where}: the store was "

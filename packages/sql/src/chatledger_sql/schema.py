@@ -10,8 +10,10 @@ Example:
 
 ``messages`` holds one row per message, keyed by ``(conversation_id, seq)``.
 ``conversations`` holds one row per conversation: the next sequence number,
-a version, the message counts and size totals the window needs, and an
-optional expiry. Writers of one conversation lock its row, so they queue behind
+a version, the message counts and size totals the window needs, an optional
+expiry, and where the system messages a view of the log shows are
+(``system_batch`` to ``system_last``, known right while ``system_as_of``
+equals ``next_seq``). Writers of one conversation lock its row, so they queue behind
 each other while writers of other conversations go on. ``evicted`` is the
 record of :mod:`chatledger.evicted_ids`: one row per message id an append took
 out of the window, keyed by ``(conversation_id, message_id)`` and numbered by
@@ -25,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
     BigInteger,
@@ -44,18 +46,22 @@ from chatledger.adapters import (
 )
 
 if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
     from chatledger_sql.dialects.base import SqlDialect
 
 __all__ = [
     "COMPANION_SUFFIXES",
     "CONVERSATION_SUFFIX",
     "EVICTED_SUFFIX",
+    "LOG_COLUMNS",
     "MAX_NAME_LENGTH",
     "NAME_PATTERN",
     "Tables",
     "build_tables",
     "check_name",
     "check_table_name",
+    "missing_log_columns",
 ]
 
 #: Table and schema names must match this, whole.
@@ -69,6 +75,10 @@ CONVERSATION_SUFFIX = "_conversation"
 EVICTED_SUFFIX = "_evicted"
 #: The endings of the companion tables, which a messages table may not have.
 COMPANION_SUFFIXES = (CONVERSATION_SUFFIX, EVICTED_SUFFIX)
+
+#: The columns of the conversations table the log added after release 0.2:
+#: :meth:`create_schema` adds them to a table that lacks them.
+LOG_COLUMNS = ("system_batch", "system_last", "system_as_of")
 
 ROLES = tuple(role.value for role in Role)
 
@@ -189,6 +199,11 @@ def build_tables(dialect: SqlDialect, table_name: str, schema: str | None) -> Ta
         Column("other_weight", BigInteger(), nullable=True),
         Column("updated_at", dialect.timestamp_type(), nullable=False),
         Column("expires_at", dialect.timestamp_type(), nullable=True),
+        # Where the log keeps the system messages a view shows: the first and
+        # last sequence numbers of the append that stored them (rule 1 of
+        # chatledger.window_view), known right while ``system_as_of`` equals
+        # ``next_seq``; a write of another kind moves next_seq past it.
+        *(Column(name, BigInteger(), nullable=True) for name in LOG_COLUMNS),
         PrimaryKeyConstraint("conversation_id"),
         **options,
     )
@@ -206,3 +221,19 @@ def build_tables(dialect: SqlDialect, table_name: str, schema: str | None) -> Ta
         **options,
     )
     return Tables(metadata, messages, conversations, evicted)
+
+
+def missing_log_columns(connection: Connection, tables: Tables) -> list[Column[Any]]:
+    """The :data:`LOG_COLUMNS` the database's conversations table lacks.
+
+    A table made by release 0.2 lacks all three; ``create_schema`` adds them.
+    """
+    table = tables.conversations
+    # The columns of an empty answer, where an inspector's catalogue queries
+    # are not portable (DuckDB answers PostgreSQL's differently).
+    name = connection.dialect.identifier_preparer.format_table(table)
+    found = connection.exec_driver_sql(f"SELECT * FROM {name} WHERE 1 = 0")
+    keys = found.keys()
+    found.close()
+    present = {key.lower() for key in keys}
+    return [table.c[column] for column in LOG_COLUMNS if column not in present]

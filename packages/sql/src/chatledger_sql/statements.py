@@ -24,13 +24,16 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from sqlalchemy import (
+    CompoundSelect,
     Delete,
     Insert,
     Select,
     Update,
     bindparam,
+    case,
     delete,
     exists,
+    func,
     insert,
     or_,
     select,
@@ -54,6 +57,8 @@ SYSTEM = Role.SYSTEM.value
 _KEPT_DRIVER_STATEMENTS = 256
 #: How many statements with a LIMIT one repository keeps built.
 _KEPT_LIMITED_STATEMENTS = 80
+#: Above every sequence number: the upper bound of a range left open.
+_BEYOND_EVERY_SEQ = 2**62
 
 T = TypeVar("T")
 
@@ -85,6 +90,9 @@ class Statements:
             c.system_weight,
             c.other_weight,
             c.expires_at,
+            c.system_batch,
+            c.system_last,
+            c.system_as_of,
         )
         self.state_columns = state_columns
         expired = c.expires_at <= bindparam("now")
@@ -244,6 +252,108 @@ class Statements:
             )
         )
 
+        # -- the log -----------------------------------------------------------
+        # Rows come back as (seq, message_id, role, content, payload,
+        # created_at raw, size): size is the stored weight when it was
+        # measured by the ``counter`` given, else NULL (measure it).
+        live = ~exists().where(c.conversation_id == cid, expired)
+        stored_counter = (
+            select(c.weight_counter).where(c.conversation_id == cid).scalar_subquery()
+        )
+        log_columns = (
+            m.seq,
+            m.message_id,
+            m.role,
+            m.content,
+            m.payload,
+            dialect.raw_timestamp(m.created_at).label("created_at"),
+            case((stored_counter == bindparam("counter"), m.weight)).label("size"),
+        )
+        first_system = (
+            select(func.coalesce(c.system_batch, 0))
+            .where(c.conversation_id == cid)
+            .scalar_subquery()
+        )
+        # Known: the last current system message; else every system message
+        # from the first on is current (a window store keeps only those).
+        last_system = (
+            select(
+                case(
+                    (c.system_as_of == c.next_seq, func.coalesce(c.system_last, -1)),
+                    else_=_BEYOND_EVERY_SEQ,
+                )
+            )
+            .where(c.conversation_id == cid)
+            .scalar_subquery()
+        )
+        #: The system messages a view shows (rule 1): a range of the primary
+        #: key that the conversation row bounds, never a scan of the log.
+        self.current_system: Select[Any] = (
+            select(*log_columns)
+            .where(
+                m.conversation_id == cid,
+                m.seq >= first_system,
+                m.seq <= last_system,
+                m.role == SYSTEM,
+                live,
+            )
+            .order_by(m.seq)
+        )
+        #: The newest non-system rows, newest first; the caller adds a limit.
+        self.log_tail: Select[Any] = (
+            select(*log_columns)
+            .where(m.conversation_id == cid, m.role != SYSTEM, live)
+            .order_by(m.seq.desc())
+        )
+        #: The non-system rows from ``before`` down, newest first: a view
+        #: reading further back continues from the row ``before``, and checks
+        #: that it is still stored. The caller adds a limit.
+        self.log_older: Select[Any] = (
+            select(*log_columns)
+            .where(
+                m.conversation_id == cid,
+                m.seq <= bindparam("before"),
+                m.role != SYSTEM,
+                live,
+            )
+            .order_by(m.seq.desc())
+        )
+        page_columns: tuple[Any, ...] = log_columns[:-1]
+        newest: Select[Any] = select(*page_columns).where(
+            m.conversation_id == cid, live
+        )
+        #: Message pages, each direction from the start and after a cursor;
+        #: the caller adds a limit.
+        self.page_newest: Select[Any] = newest.order_by(m.seq.desc())
+        self.page_newest_after: Select[Any] = self.page_newest.where(
+            m.seq < bindparam("after")
+        )
+        self.page_oldest: Select[Any] = newest.order_by(m.seq)
+        self.page_oldest_after: Select[Any] = self.page_oldest.where(
+            m.seq > bindparam("after")
+        )
+        #: The conversation row after a log append.
+        self.update_log: Update = (
+            update(tables.conversations)
+            .where(c.conversation_id == cid)
+            .values(
+                next_seq=bindparam("p_next_seq"),
+                version=c.version + 1,
+                system_count=bindparam("p_system_count"),
+                other_count=bindparam("p_other_count"),
+                weight_counter=bindparam("p_weight_counter"),
+                system_weight=bindparam("p_system_weight"),
+                other_weight=bindparam("p_other_weight"),
+                updated_at=bindparam("now"),
+                expires_at=bindparam("p_expires_at"),
+                system_batch=bindparam("p_system_batch"),
+                system_last=bindparam("p_system_last"),
+                system_as_of=bindparam("p_next_seq"),
+            )
+        )
+        #: Views by first read size (see ``view``).
+        self.views: dict[int, CompoundSelect[Any]] = {}
+
         #: The dialect's single-statement lock-or-create, if it has one.
         self.upsert_conversation: Any = dialect.upsert_conversation(self)
         #: The dialect's lock that also returns the probes, if it has one.
@@ -288,6 +398,19 @@ class Statements:
                 self.limits[key] = found
         return found
 
+    def view(self, rows: int) -> CompoundSelect[Any]:
+        """A view's first read: the current system rows and ``rows`` newest others.
+
+        One statement, so both come from one snapshot of the conversation.
+        """
+        found = self.views.get(rows)
+        if found is None:
+            tail = self.limited(self.log_tail, rows).subquery("tail")
+            found = union_all(self.current_system.order_by(None), select(*tail.c))
+            if len(self.views) < _KEPT_LIMITED_STATEMENTS:
+                self.views[rows] = found
+        return found
+
     def all(self) -> dict[str, Any]:
         """Every statement by name (tests compile them all)."""
         return {
@@ -300,6 +423,7 @@ class Statements:
                 "new_conversation",
                 "driver_sql",
                 "limits",
+                "views",
                 "append_routine",
             )
             and value is not None

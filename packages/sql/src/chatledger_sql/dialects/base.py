@@ -45,7 +45,7 @@ from sqlalchemy.types import NullType, TypeEngine
 from chatledger_sql.types import UtcDateTime
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection, Table
+    from sqlalchemy import Column, Connection, Table
 
     from chatledger_sql.dialects.append_routine import AppendRoutine
     from chatledger_sql.statements import Statements
@@ -97,6 +97,11 @@ class ConversationState:
             statement read them (``None``: read them separately).
         peek: How many rows the lock statement was asked for; fewer in
             ``oldest`` means there are no more.
+        system_batch: The first sequence number of the append that stored
+            the current system messages (``None``: none, or not known).
+        system_last: The sequence number of the last of them.
+        system_as_of: The ``next_seq`` those two were right for: they are
+            known exactly while it equals ``next_seq``.
     """
 
     next_seq: int
@@ -109,6 +114,14 @@ class ConversationState:
     expires_at: datetime | None = None
     oldest: list[StoredRow] | None = None
     peek: int = 0
+    system_batch: int | None = None
+    system_last: int | None = None
+    system_as_of: int | None = None
+
+    @property
+    def system_known(self) -> bool:
+        """True when ``system_batch`` and ``system_last`` hold for the log as it is."""
+        return self.system_as_of == self.next_seq
 
     @classmethod
     def empty(cls) -> ConversationState:
@@ -162,7 +175,14 @@ class ConversationState:
             expires_at=mapping.get("expires_at"),
             oldest=oldest,
             peek=peek,
+            system_batch=_optional_int(mapping.get("system_batch")),
+            system_last=_optional_int(mapping.get("system_last")),
+            system_as_of=_optional_int(mapping.get("system_as_of")),
         )
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
 
 
 class SqlDialect:
@@ -228,6 +248,27 @@ class SqlDialect:
     def create_statements(self, tables: list[Table]) -> list[ExecutableDDLElement]:
         """DDL that creates each table only if it is missing."""
         return [CreateTable(table, if_not_exists=True) for table in tables]
+
+    #: The statement :meth:`add_column` runs; a dialect whose syntax differs
+    #: sets its own.
+    add_column_template = "ALTER TABLE {table} ADD COLUMN {column} {type}"
+
+    def add_column(
+        self, connection: Connection, table: Table, column: Column[Any]
+    ) -> None:
+        """Add ``column`` (nullable, no default) to an existing ``table``.
+
+        Only the columns a later release added run through here, on a table
+        an earlier one made (see ``create_schema``). The default is the
+        standard ``ALTER TABLE ... ADD COLUMN``.
+        """
+        preparer = connection.dialect.identifier_preparer
+        sql = self.add_column_template.format(
+            table=preparer.format_table(table),
+            column=preparer.format_column(column),
+            type=column.type.compile(dialect=connection.dialect),
+        )
+        connection.exec_driver_sql(sql)
 
     def prepare_database(self, connection: Connection) -> None:
         """Run once before the DDL (SQLite turns on WAL here)."""

@@ -35,8 +35,8 @@ __all__ = ["SQLServerCreateTable", "SQLServerDialect"]
 
 # 1205 deadlock victim (SQLSTATE 40001)
 _RETRYABLE = ("40001", "1205")
-# 2714 object exists, 1913 index exists
-_EXISTS = ("2714", "1913", "already an object")
+# 2714 object exists, 1913 index exists, 2705 column exists (a racing creator)
+_EXISTS = ("2714", "1913", "2705", "already an object")
 
 
 class SQLServerCreateTable(ExecutableDDLElement):
@@ -90,6 +90,9 @@ class SQLServerDialect(SqlDialect):
     def create_statements(self, tables: list[Table]) -> list[ExecutableDDLElement]:
         """``CREATE TABLE`` guarded by ``OBJECT_ID``."""
         return [SQLServerCreateTable(table) for table in tables]
+
+    #: SQL Server has no ``COLUMN`` keyword there.
+    add_column_template = "ALTER TABLE {table} ADD {column} {type}"
 
     def is_already_exists(self, error: exc.DBAPIError) -> bool:
         """Error 2714 (a concurrent creator won)."""

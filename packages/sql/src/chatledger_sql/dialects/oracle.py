@@ -34,8 +34,9 @@ __all__ = ["OracleCreateTable", "OracleDialect"]
 
 # ORA-00060 deadlock, ORA-08177 cannot serialize
 _RETRYABLE = (60, 8177)
-# ORA-00955 name already used, ORA-01408 column list already indexed
-_EXISTS = (955, 1408)
+# ORA-00955 name already used, ORA-01408 column list already indexed, ORA-01430
+# column already added (by a racing creator).
+_EXISTS = (955, 1408, 1430)
 
 
 def _ora_code(error: exc.DBAPIError) -> int | None:
@@ -82,6 +83,9 @@ class OracleDialect(SqlDialect):
     def create_statements(self, tables: list[Table]) -> list[ExecutableDDLElement]:
         """``CREATE TABLE`` inside a block that ignores ORA-00955."""
         return [OracleCreateTable(table) for table in tables]
+
+    #: Oracle's form.
+    add_column_template = "ALTER TABLE {table} ADD ({column} {type})"
 
     def is_already_exists(self, error: exc.DBAPIError) -> bool:
         """ORA-00955."""

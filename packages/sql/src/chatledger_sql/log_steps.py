@@ -1,0 +1,134 @@
+"""The pure steps of the log's SQL calls: what an append writes, what a read decodes.
+
+Example:
+    from chatledger import Message
+    from chatledger_sql.dialects.base import ConversationState
+    from chatledger_sql.log_steps import log_writes
+
+    state = ConversationState.empty()
+    writes = log_writes("c1", state, [Message.user("hi")], None, now, None)
+    writes.rows[0]["seq"], writes.update["p_next_seq"]     # 0, 1
+
+Nothing here does I/O. A log append keeps every message: it numbers the new
+ones from the conversation's ``next_seq``, keeps the counts the conversation
+row holds, and records where the current system messages are
+(``system_batch`` to ``system_last``, see :mod:`chatledger_sql.schema`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from chatledger.adapters import LogRow, Message, Role, Window
+from chatledger_sql.dialects.base import ConversationState
+from chatledger_sql.rows import decode_raw, encode
+from chatledger_sql.steps import update_parameters
+
+__all__ = ["LogWrites", "log_row", "log_writes", "system_range"]
+
+
+@dataclass(frozen=True, slots=True)
+class LogWrites:
+    """The rows and the conversation update of one log append.
+
+    Attributes:
+        rows: ``Statements.insert_messages`` values, one per new message.
+        update: ``Statements.update_log`` parameters.
+    """
+
+    rows: list[dict[str, Any]]
+    update: dict[str, Any]
+
+
+def system_range(
+    state: ConversationState, current: Sequence[tuple[int, Message]]
+) -> tuple[int | None, int | None]:
+    """Where the current system messages are, before an append that adds none.
+
+    Known from the conversation row, or else from the rows read: the first
+    and last of them (a window store or a ``save_all`` holds only current
+    ones, so that range holds no other system message).
+    """
+    if state.system_known:
+        return state.system_batch, state.system_last
+    if not current:
+        return None, None
+    return current[0][0], current[-1][0]
+
+
+def log_writes(
+    conversation_id: str,
+    state: ConversationState,
+    appended: Sequence[Message],
+    window: Window | None,
+    now: datetime,
+    ttl: timedelta | None,
+    system: tuple[int | None, int | None] = (None, None),
+) -> LogWrites:
+    """What a log append of ``appended`` (stamped, rule 1 applied) writes.
+
+    Args:
+        state: The locked conversation row.
+        window: Its counter decides the sizes stored: they are kept while
+            every stored message has one under that counter (the
+            conversation is new, or its row names that counter), else the
+            row stops naming any counter.
+        system: Where the current system messages are when ``appended``
+            holds none (:func:`system_range`).
+    """
+    base = state.next_seq
+    counter = None if window is None else window.counter_id
+    empty = state.system_count + state.other_count == 0
+    sizes: list[int | None]
+    if counter is not None and (empty or state.weight_counter == counter):
+        assert window is not None
+        sizes = [window.measure(message) for message in appended]
+    else:
+        counter = None
+        sizes = [None] * len(appended)
+    rows = [
+        encode(conversation_id, base + index, message, size)
+        for index, (message, size) in enumerate(zip(appended, sizes, strict=True))
+    ]
+    system_seqs = [
+        base + index
+        for index, message in enumerate(appended)
+        if message.role is Role.SYSTEM
+    ]
+    system_count = len(system_seqs)
+    weights = None
+    if counter is not None:
+        system_size = sum(
+            size or 0
+            for message, size in zip(appended, sizes, strict=True)
+            if message.role is Role.SYSTEM
+        )
+        other_size = sum(size or 0 for size in sizes) - system_size
+        weights = (
+            counter,
+            (0 if empty else state.system_weight or 0) + system_size,
+            (0 if empty else state.other_weight or 0) + other_size,
+        )
+    update = update_parameters(
+        conversation_id,
+        now,
+        ttl,
+        next_seq=base + len(rows),
+        system_count=state.system_count + system_count,
+        other_count=state.other_count + len(rows) - system_count,
+        weights=weights,
+    )
+    first, last = (base, system_seqs[-1]) if system_seqs else system
+    update["p_system_batch"] = first
+    update["p_system_last"] = last
+    return LogWrites(rows, update)
+
+
+def log_row(row: Any) -> LogRow:
+    """The :class:`LogRow` of a row the log's reads answer (``Statements.view``)."""
+    seq, message_id, role, content, payload, created_at, size = row
+    message = decode_raw(message_id, role, content, payload, created_at)
+    return LogRow(int(seq), message, None if size is None else int(size))

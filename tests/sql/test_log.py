@@ -1,0 +1,343 @@
+"""The SQL log's own risks: mixed writers, old stores, statements per call, races."""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sqlalchemy import Engine, create_engine, event, text
+
+from chatledger import (
+    InMemoryChatMemoryRepository,
+    Message,
+    MessageWindowChatMemory,
+    StoreNotFoundError,
+    TokenWindowChatMemory,
+)
+from chatledger.testing import random_turns
+from chatledger.tokens import estimate_tokens
+from chatledger.window import MessageWindow, TokenWindow, Window
+from chatledger_sql import SqlChatMemoryRepository
+from chatledger_sql.schema import LOG_COLUMNS
+from tests.sql.conftest import make_url, unique_table
+
+
+def _ids(messages: list[Message]) -> list[str]:
+    return [m.id for m in messages]
+
+
+def _walk(repository: Any, cid: str, newest_first: bool) -> list[str]:
+    walked: list[str] = []
+    cursor = None
+    while True:
+        page = repository.find_messages_page(
+            cid, cursor, limit=3, newest_first=newest_first
+        )
+        walked += _ids(page.messages)
+        if page.next_cursor is None:
+            return walked
+        cursor = page.next_cursor
+
+
+@pytest.fixture
+def repository(any_engine: Engine) -> Iterator[SqlChatMemoryRepository]:
+    repository = SqlChatMemoryRepository(any_engine, table_name=unique_table())
+    yield repository
+    repository.drop_schema()
+
+
+@pytest.mark.parametrize("seed", range(2))
+@pytest.mark.parametrize("kind", ["messages", "tokens"])
+def test_a_window_written_conversation_reads_as_its_window(
+    repository: SqlChatMemoryRepository, seed: int, kind: str
+) -> None:
+    """After window appends (the store of release 0.2), the view is the window.
+
+    Evictions leave the sequence without its head and replaced system
+    messages leave holes in it; the conversation row does not know where the
+    system messages are, and the view finds them.
+    """
+    rng = random.Random(seed)
+    window: Window
+    memory: Any
+    if kind == "messages":
+        limit = rng.randint(2, 10)
+        memory = MessageWindowChatMemory(repository, limit)
+        window = MessageWindow(limit)
+    else:
+        limit = rng.randint(20, 120)
+        memory = TokenWindowChatMemory(repository, limit)
+        window = TokenWindow(limit, estimate_tokens)
+    for batch in random_turns(rng, 30):
+        memory.add("w", batch)
+        stored = repository.find_by_conversation_id("w")
+        assert _ids(repository.find_window("w", window)) == _ids(stored)
+    stored_ids = _ids(repository.find_by_conversation_id("w"))
+    assert _walk(repository, "w", newest_first=False) == stored_ids
+    assert _walk(repository, "w", newest_first=True) == stored_ids[::-1]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_mixed_writers_agree_with_the_reference(
+    repository: SqlChatMemoryRepository, seed: int
+) -> None:
+    """Log appends, window appends and saves, in any order, read as in memory.
+
+    The in-memory repository is the reference for every call: what is
+    stored, what each view shows, the count the conversation row keeps, and
+    the pages; so the row's counts, sizes and system range stay right
+    whichever writer went last.
+    """
+    rng = random.Random(seed)
+    reference = InMemoryChatMemoryRepository()
+    windows: list[Window | None] = [
+        None,
+        MessageWindow(rng.randint(3, 12)),
+        TokenWindow(rng.randint(40, 200), estimate_tokens),
+        TokenWindow(rng.randint(40, 200), estimate_tokens, "other"),
+    ]
+    for step, batch in enumerate(random_turns(rng, 40)):
+        window = rng.choice(windows)
+        choice = rng.random()
+        if step == 20:
+            saved = repository.find_by_conversation_id("mix")[-5:]
+            repository.save_all("mix", saved)
+            reference.save_all("mix", saved)
+        if window is not None and choice < 0.4:
+            got = repository.append_to_window("mix", batch, window)
+            expected = reference.append_to_window("mix", batch, window)
+            assert sorted(got.evicted_ids) == sorted(expected.evicted_ids)
+        else:
+            got = repository.append_to_log("mix", batch, window)
+            expected = reference.append_to_log("mix", batch, window)
+        assert _ids(got.appended) == _ids(expected.appended)
+        assert _ids(repository.find_by_conversation_id("mix")) == _ids(
+            reference.find_by_conversation_id("mix")
+        )
+        assert repository.count_messages("mix") == reference.count_messages("mix")
+        for shown in windows[1:]:
+            assert shown is not None
+            assert _ids(repository.find_window("mix", shown)) == _ids(
+                reference.find_window("mix", shown)
+            )
+    stored_ids = _ids(reference.find_by_conversation_id("mix"))
+    assert _walk(repository, "mix", newest_first=True) == stored_ids[::-1]
+
+
+def test_a_conversation_saved_whole_is_one_batch(
+    repository: SqlChatMemoryRepository,
+) -> None:
+    """``save_all`` (and 0.2) records no system range: every system message shows."""
+    saved = [
+        Message.system("A"),
+        Message.user("u1"),
+        Message.assistant("a1"),
+        Message.system("B"),
+        Message.user("u2"),
+    ]
+    repository.save_all("s", saved)
+    window = MessageWindow(10)
+    assert _ids(repository.find_window("s", window)) == _ids(saved)
+    # Equal to one of the saved set: not stored again.
+    assert repository.append_to_log("s", [Message.system("A")]).appended == []
+    assert repository.append_to_log("s", [Message.system("C"), Message.user("u3")])
+    view = repository.find_window("s", window)
+    assert [m.content for m in view] == ["u1", "a1", "u2", "C", "u3"]
+    assert [m.content for m in repository.find_by_conversation_id("s")] == [
+        "A",
+        "u1",
+        "a1",
+        "B",
+        "u2",
+        "C",
+        "u3",
+    ]
+
+
+def _drop_log_columns(engine: Engine, table: str) -> None:
+    with engine.begin() as connection:
+        for column in LOG_COLUMNS:
+            connection.execute(
+                text(f"ALTER TABLE {table}_conversation DROP COLUMN {column}")
+            )
+
+
+def test_a_store_made_before_the_log_gains_its_columns(
+    any_engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A conversation table without the log's columns (release 0.2's) is upgraded.
+
+    Opened with ``create_schema=False`` it names the fix; opened as usual
+    the columns are added, with a log line, and nothing stored changes:
+    the messages read back, the window shows what the store kept, and
+    appends continue the sequence.
+    """
+    table = unique_table()
+    old = SqlChatMemoryRepository(any_engine, table_name=table)
+    memory = MessageWindowChatMemory(old, 4)
+    memory.add("c", [Message.system("S"), Message.user("u1")])
+    memory.add("c", [Message.assistant("a1"), Message.user("u2")])
+    memory.add("c", Message.assistant("a2"))
+    before = old.find_by_conversation_id("c")
+    _drop_log_columns(any_engine, table)
+    try:
+        unready = SqlChatMemoryRepository(
+            any_engine, table_name=table, create_schema=False
+        )
+        with pytest.raises(StoreNotFoundError, match="create_schema"):
+            unready.append_to_log("c", [Message.user("u3")])
+        with caplog.at_level(logging.INFO, logger="chatledger.sql"):
+            upgraded = SqlChatMemoryRepository(any_engine, table_name=table)
+        added = [r.getMessage() for r in caplog.records if "adding column" in r.message]
+        assert len(added) == len(LOG_COLUMNS)
+        assert upgraded.find_by_conversation_id("c") == before
+        assert upgraded.find_window("c", MessageWindow(4)) == before
+        appended = upgraded.append_to_log("c", [Message.user("u3")]).appended
+        assert upgraded.find_by_conversation_id("c") == [*before, *appended]
+        again = SqlChatMemoryRepository(any_engine, table_name=table)
+        assert again.find_by_conversation_id("c") == [*before, *appended]
+    finally:
+        old.drop_schema()
+
+
+def test_two_processes_upgrading_at_once_both_open(
+    tmp_path: Path, any_engine: Engine
+) -> None:
+    """Openers racing to add the columns: each opens, the columns come once."""
+    table = unique_table()
+    SqlChatMemoryRepository(any_engine, table_name=table).save_all(
+        "c", [Message.user("kept")]
+    )
+    _drop_log_columns(any_engine, table)
+    errors: list[BaseException] = []
+    opened: list[SqlChatMemoryRepository] = []
+    start = threading.Barrier(4)
+
+    def open_one() -> None:
+        engine = create_engine(any_engine.url)
+        try:
+            start.wait()
+            opened.append(SqlChatMemoryRepository(engine, table_name=table))
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=open_one) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    try:
+        assert errors == []
+        repository = opened[0]
+        assert [m.content for m in repository.find_by_conversation_id("c")] == ["kept"]
+        repository.append_to_log("c", [Message.user("more")])
+        assert repository.count_messages("c") == 2
+    finally:
+        for repository in opened:
+            repository.engine.dispose()
+        SqlChatMemoryRepository(any_engine, table_name=table).drop_schema()
+
+
+def _statements(engine: Engine) -> list[str]:
+    seen: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        seen.append(statement.split(None, 1)[0].upper())
+
+    event.listen(engine, "before_cursor_execute", record)
+    return seen
+
+
+#: The statements of an append without a system message, by database.
+_PLAIN_APPEND = {
+    "sqlite": ["INSERT", "INSERT", "UPDATE"],
+    "postgresql": ["INSERT", "UPDATE"],
+    "mariadb": ["BEGIN", "INSERT", "UPDATE"],
+    "mysql": ["BEGIN", "INSERT", "UPDATE"],
+    # A locking read, then the probe of the ids.
+    "duckdb": ["SELECT", "SELECT", "INSERT", "UPDATE"],
+}
+
+
+def test_a_view_and_a_page_are_one_query_each(any_engine: Engine) -> None:
+    """A view done in its first read and a page are one query each; an append
+    reads the log only for a system message it holds."""
+    repository = SqlChatMemoryRepository(any_engine, table_name=unique_table())
+    try:
+        repository.append_to_log("c", [Message.system("S"), Message.user("u0")])
+        for n in range(1, 60):
+            repository.append_to_log(
+                "c", [Message.assistant(f"a{n}"), Message.user(f"u{n}")]
+            )
+        seen = _statements(any_engine)
+        view = repository.find_window("c", MessageWindow(5))
+        assert [m.content for m in view] == ["S", "u58", "a59", "u59"]
+        assert seen == ["SELECT"]
+        seen.clear()
+        repository.find_messages_page("c", limit=10)
+        assert seen == ["SELECT"]
+        seen.clear()
+        repository.append_to_log("c", [Message.assistant("a60")])
+        # The lock (which probes the ids where the dialect can; on PostgreSQL
+        # pipelined, unseen here), the insert, the row's update.
+        assert seen == _PLAIN_APPEND[any_engine.dialect.name]
+        seen.clear()
+        repository.append_to_log("c", [Message.system("S"), Message.user("u61")])
+        # One read more: the current system messages.
+        plain = _PLAIN_APPEND[any_engine.dialect.name]
+        assert seen.count("SELECT") == plain.count("SELECT") + 1
+    finally:
+        repository.drop_schema()
+
+
+@pytest.mark.parametrize("name", ["sqlite", "postgresql", "mariadb"])
+def test_concurrent_log_appends_keep_one_gap_free_sequence(
+    name: str, tmp_path: Path
+) -> None:
+    """Writers of one conversation queue: every message once, each append's
+    messages adjacent, sequence numbers without a gap."""
+    repository = SqlChatMemoryRepository.from_url(
+        make_url(name, tmp_path), table_name=unique_table()
+    )
+    batches = [
+        [Message.user(f"w{w} b{b} u"), Message.assistant(f"w{w} b{b} a")]
+        for w in range(4)
+        for b in range(15)
+    ]
+    errors: list[BaseException] = []
+
+    def write(worker: int) -> None:
+        try:
+            for batch in batches[worker * 15 : (worker + 1) * 15]:
+                repository.append_to_log("race", batch)
+        except BaseException as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=write, args=(w,)) for w in range(4)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert errors == []
+        stored = repository.find_by_conversation_id("race")
+        assert sorted(_ids(stored)) == sorted(m.id for b in batches for m in b)
+        for first, second in zip(stored[::2], stored[1::2], strict=True):
+            assert str(first.content)[:-1] == str(second.content)[:-1]
+        with repository.engine.connect() as connection:
+            seqs = [
+                row[0]
+                for row in connection.execute(
+                    repository._sql.page_oldest.limit(1000),
+                    {"cid": "race", "now": None},
+                )
+            ]
+        assert seqs == list(range(len(seqs)))
+    finally:
+        repository.drop_schema()
+        repository.close()
