@@ -16,6 +16,7 @@ import pytest
 
 from chatledger import Message
 from chatledger.cli import main
+from chatledger.cli.stores import local_database_file
 from tests.backends import backend_url
 from tests.cli.conftest import HAVE_SQL, NO_SQL, Cli
 
@@ -101,7 +102,7 @@ class TestSqliteFile:
             assert " / " in floor
             assert float(factor) > 0
         assert "benchmarking: " in done.err
-        assert _tables(path) == []
+        assert not path.exists()
 
     def test_json_to_stdout(self, cli: Cli, tmp_path: Path) -> None:
         path = tmp_path / "fresh.db"
@@ -117,7 +118,7 @@ class TestSqliteFile:
         assert done.code == 0, done.err
         assert done.err == ""
         _check_json(done.out, "sqlite3")
-        assert _tables(path) == []
+        assert not path.exists()
 
     def test_without_namespace_a_missing_store_is_not_left_behind(
         self, cli: Cli, tmp_path: Path
@@ -125,7 +126,22 @@ class TestSqliteFile:
         path = tmp_path / "missing.db"
         done = cli("bench", f"sqlite:///{path}", "--no-progress", *TINY)
         assert done.code == 0, done.err
-        assert _tables(path) == []
+        assert list(tmp_path.iterdir()) == []
+
+    def test_a_file_that_was_there_stays_with_what_it_held(
+        self, cli: Cli, tmp_path: Path
+    ) -> None:
+        from chatledger_sql import SqlChatMemoryRepository
+
+        path = tmp_path / "used.db"
+        url = f"sqlite:///{path}"
+        with SqlChatMemoryRepository.from_url(url) as repository:
+            repository.save_all("kept", [Message.user("hello")])
+        before = _tables(path)
+        done = cli("bench", url, "--namespace-option", "table_name", *TINY)
+        assert done.code == 0, done.err
+        assert _tables(path) == before
+        assert cli("ls", url).out == "kept\n"
 
     def test_without_namespace_an_empty_store_stays_as_it_was(
         self, cli: Cli, tmp_path: Path
@@ -204,7 +220,7 @@ class TestSqliteFile:
                 process.wait()
         assert process.returncode == 130, err
         assert "interrupted" in err
-        assert _tables(path) == []
+        assert not path.exists()
 
 
 def _default_sigint() -> None:
@@ -344,3 +360,23 @@ def test_redis_cluster_floor_and_no_key_left(cli: Cli) -> None:
         assert list(client.scan_iter(match="clbench_*", count=1000)) == []
     finally:
         client.close()
+
+
+@pytest.mark.parametrize(
+    ("url", "path"),
+    [
+        ("sqlite:///chat.db", Path("chat.db")),
+        ("sqlite+aiosqlite:///data/chat.db?timeout=5", Path("data/chat.db")),
+        ("sqlite:////var/a%20b.db", Path("/var/a b.db")),
+        ("duckdb:///chat.duckdb", Path("chat.duckdb")),
+        ("sqlite://", None),
+        ("sqlite:///:memory:", None),
+        ("sqlite:///shared?mode=memory&cache=shared", None),
+        ("sqlite:///file:chat.db?uri=true", None),
+        ("duckdb:///:memory:", None),
+        ("redis://127.0.0.1:6379/0", None),
+        ("memory://", None),
+    ],
+)
+def test_the_database_file_a_url_names(url: str, path: Path | None) -> None:
+    assert local_database_file(url) == path

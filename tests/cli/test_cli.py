@@ -187,6 +187,12 @@ class TestUsage:
         assert "--max-messages" in _one_line_error(done.err)
 
 
+def test_ls_of_an_empty_store_says_so_on_stderr(cli: Cli) -> None:
+    done = cli("ls", "memory://")
+    assert (done.code, done.out) == (0, "")
+    assert done.err == "no conversation is stored in memory://\n"
+
+
 class TestDemo:
     def test_demo_in_memory_shows_window_and_evictions(self, cli: Cli) -> None:
         done = cli("demo", "--url", "memory://", "--max-messages", "6")
@@ -377,6 +383,36 @@ class TestConformanceCommand:
         assert "conformance of memory:// async (atomic window append" in summary
         assert " passed" in summary
         assert "failed" not in summary
+
+    def test_skip_reasons_are_shown_without_asking(self, cli: Cli) -> None:
+        done = cli("conformance", "memory://", "--", "-k", "expires_whole")
+        assert done.code == 0, done.out + done.err
+        assert "SKIPPED [1]" in done.out
+        assert "the repository has no TTL" in done.out
+        summary = done.out.strip().splitlines()[-1]
+        assert "(atomic window append; no TTL): 1 skipped" in summary
+
+    @pytest.mark.skipif(not HAVE_SQL, reason=NO_SQL)
+    @pytest.mark.parametrize("twin", [(), ("--async",)], ids=["sync", "async"])
+    def test_sqlite_runs_the_ttl_cases(
+        self, cli: Cli, tmp_path: Path, twin: tuple[str, ...]
+    ) -> None:
+        if twin:
+            pytest.importorskip("aiosqlite")
+        url = f"sqlite:///{tmp_path / 'ttl.db'}"
+        done = cli(
+            "conformance",
+            *twin,
+            url,
+            "--namespace-option",
+            "table_name",
+            "--",
+            "-k",
+            "expires_whole or slides_on_every_write",
+        )
+        assert done.code == 0, done.out + done.err
+        summary = done.out.strip().splitlines()[-1]
+        assert summary.endswith("(atomic window append; TTL): 2 passed"), summary
 
     def test_async_sqlite_runs_in_a_namespace_that_is_dropped(
         self, cli: Cli, tmp_path: Path

@@ -49,6 +49,42 @@ class TestRedisCli:
             assert copied.code == 0, copied.err
             assert cli("export", target).out == text
 
+    def test_ls_of_an_empty_prefix_says_so(
+        self, cli: Cli, redis_store: tuple[str, str]
+    ) -> None:
+        # A typo in the prefix finds nothing: the command says where it looked.
+        url, option = redis_store
+        prefix = option.partition("=")[2]
+        done = cli("ls", url, "-o", option)
+        assert done.code == 0, done.err
+        assert done.out == ""
+        assert done.err == (
+            f"no conversation is stored under the key prefix {prefix!r} in {url}\n"
+        )
+        assert cli("import", url, "-", "-o", option, stdin=_jsonl(_sample())).code == 0
+        listed = cli("ls", url, "-o", option, "--long")
+        assert (listed.code, listed.err) == (0, "")
+        assert len(listed.out.splitlines()) == 2
+
+    @pytest.mark.parametrize("twin", [(), ("--async",)], ids=["sync", "async"])
+    def test_conformance_runs_the_ttl_cases(
+        self, cli: Cli, redis_store: tuple[str, str], twin: tuple[str, ...]
+    ) -> None:
+        url, _ = redis_store
+        done = cli(
+            "conformance",
+            *twin,
+            url,
+            "--namespace-option",
+            "key_prefix",
+            "--",
+            "-k",
+            "expires_whole or slides_on_every_write",
+        )
+        assert done.code == 0, done.out + done.err
+        summary = done.out.strip().splitlines()[-1]
+        assert summary.endswith("(atomic window append; TTL): 2 passed"), summary
+
     def test_conformance_in_a_namespace(
         self, cli: Cli, redis_store: tuple[str, str]
     ) -> None:

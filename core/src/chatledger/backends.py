@@ -192,18 +192,20 @@ def open_repository(
         raise
 
 
-def adapter_parameters(url: str) -> frozenset[str]:
+def adapter_parameters(url: str, group: str = ENTRY_POINT_GROUP) -> frozenset[str]:
     """Return the keyword options the installed adapter for ``url`` names.
 
     They are the keyword-only parameters of its ``from_url`` and, when that
     is a class's method, of the class's constructor: what a caller can rely
     on without knowing the adapter (``create_schema``, say). Options an
-    adapter passes on to its driver are not among them.
+    adapter passes on to its driver are not among them. ``group`` is the
+    entry-point group to look in (the async adapters' is
+    :data:`ASYNC_ENTRY_POINT_GROUP`).
 
     Raises:
         UnknownBackendError: as :func:`chatledger.connect` does.
     """
-    factory = resolve(url_scheme(url), url)
+    factory = resolve(url_scheme(url), url, group)
     callables: list[Callable[..., Any]] = [factory]
     owner = getattr(factory, "__self__", None)
     if isinstance(owner, type):

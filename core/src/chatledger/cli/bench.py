@@ -20,7 +20,13 @@ from chatledger.benchmark import (
 from chatledger.cli.errors import UsageError
 from chatledger.cli.output import err, out, progress
 from chatledger.cli.plot import plot, require_matplotlib
-from chatledger.cli.stores import close, drop_namespace, open_store
+from chatledger.cli.stores import (
+    close,
+    database_files,
+    drop_namespace,
+    local_database_file,
+    open_store,
+)
 from chatledger.connect import adapter_parameters, redact_url
 from chatledger.errors import StoreNotFoundError
 from chatledger.repository import ChatMemoryRepository
@@ -42,6 +48,11 @@ def bench(args: argparse.Namespace) -> int:
             )
         # Short and plain, so it passes every adapter's name allowlist.
         options[args.namespace_option] = f"clbench_{uuid.uuid4().hex[:12]}"
+    # A database file the run creates goes with it, not only its tables: the
+    # floor's and the window's rows leave megabytes of free pages behind.
+    path = local_database_file(args.url)
+    files = [] if path is None else database_files(path)
+    there = {file for file in files if file.exists()}
     # Without a namespace of its own, the run leaves the store as it found
     # it: its conversations are deleted, and a schema it created is dropped.
     created = not args.namespace_option and _refuses_or_creates(args.url, options)
@@ -54,6 +65,9 @@ def bench(args: argparse.Namespace) -> int:
                 drop_namespace(repository)
         finally:
             close(repository)
+            if path is not None and path not in there:
+                for file in set(files) - there:
+                    file.unlink(missing_ok=True)
     results = _results(measurement, args.windows)
     if args.json:
         out(

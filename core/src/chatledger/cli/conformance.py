@@ -20,10 +20,11 @@ from typing import Any
 
 from chatledger.async_connect import connect_async
 from chatledger.async_repository import AsyncSupportsWindowAppend
+from chatledger.backends import ASYNC_ENTRY_POINT_GROUP, ENTRY_POINT_GROUP
 from chatledger.cli.errors import UsageError
 from chatledger.cli.output import out, progress
 from chatledger.cli.stores import close, drop_namespace, open_store
-from chatledger.connect import redact_url
+from chatledger.connect import adapter_parameters, redact_url
 from chatledger.progress import Progress
 from chatledger.repository import SupportsWindowAppend
 
@@ -94,8 +95,11 @@ def conformance(args: argparse.Namespace) -> int:
             "use an empty database, or --namespace-option NAME to give the run "
             "its own table, key prefix or collection"
         )
+    # An adapter that takes a ttl option is run through the TTL cases with it.
+    group = ASYNC_ENTRY_POINT_GROUP if args.use_async else ENTRY_POINT_GROUP
+    ttl = "ttl" in adapter_parameters(args.url, group)
     try:
-        code, tally = _run_suite(pytest.main, args, options, atomic)
+        code, tally = _run_suite(pytest.main, args, options, atomic, ttl)
     finally:
         if args.use_async:
             if args.namespace_option:
@@ -108,8 +112,8 @@ def conformance(args: argparse.Namespace) -> int:
     capability = "atomic window append" if atomic else "no atomic window append"
     twin = " async" if args.use_async else ""
     out(
-        f"conformance of {redact_url(args.url)}{twin} ({capability}; TTL tests "
-        f"need the adapter's own subclass): {counts or 'no test ran'}"
+        f"conformance of {redact_url(args.url)}{twin} ({capability}; "
+        f"{'TTL' if ttl else 'no TTL'}): {counts or 'no test ran'}"
     )
     if tally.failed:
         out("failed: " + ", ".join(tally.failed))
@@ -148,11 +152,13 @@ def _run_suite(
     args: argparse.Namespace,
     options: dict[str, Any],
     atomic: bool,
+    ttl: bool,
 ) -> tuple[int, _Tally]:
     environment = {
         "CHATLEDGER_CONFORMANCE_URL": args.url,
         "CHATLEDGER_CONFORMANCE_OPTIONS": json.dumps(options),
         "CHATLEDGER_CONFORMANCE_ATOMIC": "1" if atomic else "0",
+        "CHATLEDGER_CONFORMANCE_TTL": "1" if ttl else "0",
     }
     saved = {key: os.environ.get(key) for key in environment}
     tally = _Tally(lambda total: progress(args, "testing", total, "tests"))
@@ -173,6 +179,9 @@ def _run_suite(
                     "no:cacheprovider",
                     "-q" if not args.verbose else "-v",
                     "--tb=short" if args.verbose else "--tb=line",
+                    # Why a case was skipped, with its failures (-r after --
+                    # replaces this).
+                    "-rfEs",
                     *args.pytest_args,
                 ],
                 plugins=[tally],

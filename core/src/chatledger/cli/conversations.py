@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterator
 
-from chatledger.cli.output import out
+from chatledger.cli.output import err, out
 from chatledger.cli.stores import open_store, read_conversation
 from chatledger.connect import redact_url
 from chatledger.demo import describe
@@ -37,11 +37,25 @@ def _conversation_ids(repository: ChatMemoryRepository) -> Iterator[str]:
         cursor = page.next_cursor
 
 
+def _nothing_stored(repository: ChatMemoryRepository, url: str) -> str:
+    """Where ``ls`` looked and found nothing, so that a mistyped prefix shows."""
+    prefix = getattr(repository, "key_prefix", None)
+    under = f"under the key prefix {prefix!r} " if isinstance(prefix, str) else ""
+    return f"no conversation is stored {under}in {redact_url(url)}"
+
+
 def ls(args: argparse.Namespace) -> int:
-    """List the conversation ids, with counts and times where asked."""
+    """List the conversation ids, with counts and times where asked.
+
+    A store that holds nothing is no error, but stderr says where the command
+    looked: a key space that exists once written to (a Redis key prefix) has
+    no other way to tell a typo apart from an empty store.
+    """
     repository = open_store(args.url, args.options, create=False, closing=args.closing)
     counting = isinstance(repository, SupportsCountMessages)
+    listed = 0
     for cid in _conversation_ids(repository):
+        listed += 1
         if not (args.long or args.times):
             out(cid)
             continue
@@ -60,6 +74,8 @@ def ls(args: argparse.Namespace) -> int:
             f"{first.isoformat(timespec='seconds') if first else '-'}\t"
             f"{last.isoformat(timespec='seconds') if last else '-'}"
         )
+    if not listed:
+        err(_nothing_stored(repository, args.url))
     return 0
 
 

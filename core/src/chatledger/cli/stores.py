@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
+from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs
+from urllib.parse import parse_qs, unquote
 
 from chatledger.connect import adapter_parameters, connect, redact_url, url_scheme
 from chatledger.errors import ChatLedgerError
@@ -15,7 +16,9 @@ from chatledger.repository import ChatMemoryRepository
 __all__ = [
     "close",
     "closed_after",
+    "database_files",
     "drop_namespace",
+    "local_database_file",
     "open_store",
     "read_conversation",
 ]
@@ -97,6 +100,32 @@ def close(repository: object) -> None:
     closer = getattr(repository, "close", None)
     if callable(closer):
         closer()
+
+
+#: Files SQLite and DuckDB keep beside a database file while it is open.
+_COMPANIONS = ("-journal", "-wal", "-shm", ".wal")
+
+
+def local_database_file(url: str) -> Path | None:
+    """The file a ``sqlite://`` or ``duckdb://`` URL names; ``None`` for others.
+
+    A database in memory (no path, ``:memory:``, ``mode=memory``) and a SQLite
+    ``file:`` URI (``?uri=true``) name none.
+    """
+    if url_scheme(url).partition("+")[0] not in ("sqlite", "duckdb"):
+        return None
+    path, _, query = url.partition("://")[2].partition("?")
+    options = parse_qs(query)
+    if "memory" in options.get("mode", []) or "true" in options.get("uri", []):
+        return None
+    # sqlite:///chat.db is relative, sqlite:////var/chat.db absolute.
+    name = unquote(path.removeprefix("/"))
+    return Path(name) if name and name != ":memory:" else None
+
+
+def database_files(path: Path) -> list[Path]:
+    """The database file ``path`` and the journal files kept beside it."""
+    return [path, *(Path(f"{path}{ending}") for ending in _COMPANIONS)]
 
 
 def drop_namespace(repository: object) -> None:

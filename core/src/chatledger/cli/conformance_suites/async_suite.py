@@ -2,7 +2,8 @@
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ async def _clear(repository: AsyncChatMemoryRepository) -> None:
 
 class TestAsyncConformance(AsyncChatMemoryRepositoryTests):
     supports_atomic_append = os.environ["CHATLEDGER_CONFORMANCE_ATOMIC"] == "1"
+    supports_ttl = os.environ["CHATLEDGER_CONFORMANCE_TTL"] == "1"
 
     @pytest.fixture
     def async_repository(
@@ -30,6 +32,25 @@ class TestAsyncConformance(AsyncChatMemoryRepositoryTests):
         async_runner.run(_clear(repository))
         yield repository
         async_runner.run(_clear(repository))
-        aclose = getattr(repository, "aclose", None)
-        if callable(aclose):
-            async_runner.run(aclose())
+        async_runner.run(_aclose(repository))
+
+    @pytest.fixture
+    def make_async_repository_with_ttl(
+        self, async_runner: Any
+    ) -> Iterator[Callable[[timedelta], AsyncChatMemoryRepository]]:
+        made: list[AsyncChatMemoryRepository] = []
+
+        def make(ttl: timedelta) -> AsyncChatMemoryRepository:
+            made.append(connect_async(URL, **{**OPTIONS, "ttl": ttl}))
+            return made[-1]
+
+        yield make
+        for repository in made:
+            async_runner.run(_clear(repository))
+            async_runner.run(_aclose(repository))
+
+
+async def _aclose(repository: AsyncChatMemoryRepository) -> None:
+    aclose = getattr(repository, "aclose", None)
+    if callable(aclose):
+        await aclose()

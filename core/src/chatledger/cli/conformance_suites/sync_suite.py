@@ -2,7 +2,8 @@
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from datetime import timedelta
 
 import pytest
 
@@ -20,6 +21,7 @@ def _clear(repository: ChatMemoryRepository) -> None:
 
 class TestConformance(ChatMemoryRepositoryTests):
     supports_atomic_append = os.environ["CHATLEDGER_CONFORMANCE_ATOMIC"] == "1"
+    supports_ttl = os.environ["CHATLEDGER_CONFORMANCE_TTL"] == "1"
 
     @pytest.fixture
     def repository(self) -> Iterator[ChatMemoryRepository]:
@@ -27,6 +29,25 @@ class TestConformance(ChatMemoryRepositoryTests):
         _clear(repository)
         yield repository
         _clear(repository)
-        close = getattr(repository, "close", None)
-        if callable(close):
-            close()
+        _close(repository)
+
+    @pytest.fixture
+    def make_repository_with_ttl(
+        self,
+    ) -> Iterator[Callable[[timedelta], ChatMemoryRepository]]:
+        made: list[ChatMemoryRepository] = []
+
+        def make(ttl: timedelta) -> ChatMemoryRepository:
+            made.append(connect(URL, **{**OPTIONS, "ttl": ttl}))
+            return made[-1]
+
+        yield make
+        for repository in made:
+            _clear(repository)
+            _close(repository)
+
+
+def _close(repository: ChatMemoryRepository) -> None:
+    close = getattr(repository, "close", None)
+    if callable(close):
+        close()
