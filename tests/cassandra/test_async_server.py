@@ -11,11 +11,17 @@ import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from cassandra.cluster import Cluster
 
-from chatledger import AsyncMessageWindowChatMemory, Message, MessageWindow
+from chatledger import (
+    AsyncMessageWindowChatMemory,
+    Message,
+    MessageWindow,
+    StoreNotFoundError,
+)
 from chatledger_cassandra import (
     AsyncCassandraChatMemoryRepository,
     CassandraChatMemoryRepository,
@@ -90,6 +96,27 @@ def test_cassandra_concurrent_first_calls_connect_and_make_the_schema_once(
         ]
 
     _run(url, scenario)
+
+
+@pytest.mark.parametrize(
+    "options", [{}, {"create_schema": False}], ids=["writer", "reader"]
+)
+def test_cassandra_async_missing_keyspace_names_create_keyspace(
+    url: str, options: dict[str, Any]
+) -> None:
+    keyspace = f"absent_{uuid.uuid4().hex[:12]}"
+    missing = urlunsplit(urlsplit(url)._replace(path=f"/{keyspace}"))
+
+    async def main() -> None:
+        async with AsyncCassandraChatMemoryRepository.from_url(
+            missing, **options
+        ) as repository:
+            await repository.find_conversation_ids()
+
+    with pytest.raises(StoreNotFoundError) as raised:
+        asyncio.run(main())
+    assert f"keyspace {keyspace!r} does not exist" in str(raised.value)
+    assert "create_keyspace=True" in str(raised.value)
 
 
 def test_cassandra_async_and_sync_share_one_table(url: str) -> None:

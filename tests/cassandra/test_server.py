@@ -10,14 +10,17 @@ from __future__ import annotations
 import uuid
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
+from cassandra import InvalidRequest
 
-from chatledger import Message, MessageWindow, ToolResponse
+from chatledger import Message, MessageWindow, StoreNotFoundError, ToolResponse
 from chatledger.adapters import EVICTED_IDS_KEPT
 from chatledger_cassandra import CassandraChatMemoryRepository
 from chatledger_cassandra.statements import LANE_EVICTED
 from tests.backends import backend_url
+from tests.docs.examples import readme_examples
 
 
 def _orphan(call: str) -> Message:
@@ -38,6 +41,60 @@ def repository(required: set[str]) -> Iterator[CassandraChatMemoryRepository]:
     finally:
         repository.drop_schema()
         repository.close()
+
+
+def _elsewhere(url: str, keyspace: str) -> str:
+    """``url`` with its keyspace replaced by ``keyspace``."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{keyspace}"))
+
+
+def _listed(url: str, options: dict[str, Any]) -> list[str]:
+    with CassandraChatMemoryRepository.from_url(url, **options) as repository:
+        return repository.find_conversation_ids()
+
+
+@pytest.mark.parametrize(
+    "options", [{}, {"create_schema": False}], ids=["writer", "reader"]
+)
+def test_cassandra_a_missing_keyspace_names_create_keyspace(
+    required: set[str], options: dict[str, Any]
+) -> None:
+    keyspace = f"absent_{uuid.uuid4().hex[:12]}"
+    url = _elsewhere(backend_url("cassandra", required), keyspace)
+    with pytest.raises(StoreNotFoundError) as raised:
+        _listed(url, options)
+    message = str(raised.value)
+    assert f"keyspace {keyspace!r} does not exist" in message
+    assert "create_keyspace=True" in message
+    assert isinstance(raised.value.__cause__, InvalidRequest)
+
+
+def test_cassandra_readme_example_with_its_own_session(required: set[str]) -> None:
+    # As written but for the host and the keyspace: one made for this test.
+    [_, example, _] = [
+        e.code for e in readme_examples() if e.group == "packages/cassandra/README.md"
+    ]
+    url = backend_url("cassandra", required)
+    host, keyspace = urlsplit(url).hostname, f"readme_{uuid.uuid4().hex[:12]}"
+    assert '["127.0.0.1"]' in example
+    assert 'keyspace="chat"' in example
+    code = example.replace('["127.0.0.1"]', f"[{host!r}]").replace(
+        'keyspace="chat"', f"keyspace={keyspace!r}"
+    )
+    # The README's first block imported the class.
+    namespace: dict[str, Any] = {
+        "CassandraChatMemoryRepository": CassandraChatMemoryRepository
+    }
+    exec(compile(code, "packages/cassandra/README.md", "exec"), namespace)
+    repository = namespace["repository"]
+    session = namespace["session"]
+    try:
+        repository.save_all("c1", [Message.user("hi")])
+        assert [m.content for m in repository.find_by_conversation_id("c1")] == ["hi"]
+    finally:
+        session.execute(f'DROP KEYSPACE IF EXISTS "{keyspace}"')
+        session.cluster.shutdown()
 
 
 def _tombstone_reports(repository: CassandraChatMemoryRepository) -> list[str]:

@@ -161,7 +161,7 @@ from chatledger.adapters import (
     view_reads,
 )
 from chatledger_cassandra.connecting import url_settings
-from chatledger_cassandra.errors import ContentionError
+from chatledger_cassandra.errors import ContentionError, missing_keyspace
 from chatledger_cassandra.id_index import SlotMap
 from chatledger_cassandra.listing import PageGathering, listed
 from chatledger_cassandra.locks import AsyncConversationLocks
@@ -458,7 +458,13 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
             await all_rows(self._session.execute_async(self._keyspace_ddl))
             self._create_keyspace = False
         if table:
-            await all_rows(self._session.execute_async(self._cql.create_table))
+            try:
+                await all_rows(self._session.execute_async(self._cql.create_table))
+            except InvalidRequest as error:
+                refused = missing_keyspace(error, self.keyspace)
+                if refused is None:
+                    raise
+                raise refused from error
             await self._add_log_columns()
             self._create_schema = False
 
@@ -1142,6 +1148,9 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
                     else:
                         prepared = session.prepare(text)
                 except InvalidRequest as error:
+                    refused = missing_keyspace(error, self.keyspace)
+                    if refused is not None:
+                        raise refused from error
                     if "Undefined column name" in str(error):
                         error.add_note(_OLDER_TABLE.format(self._cql.qualified))
                     raise

@@ -162,7 +162,7 @@ from chatledger.adapters import (
     view_reads,
 )
 from chatledger_cassandra.connecting import url_settings
-from chatledger_cassandra.errors import ContentionError
+from chatledger_cassandra.errors import ContentionError, missing_keyspace
 from chatledger_cassandra.id_index import SlotMap
 from chatledger_cassandra.listing import PageGathering, listed
 from chatledger_cassandra.locks import ConversationLocks
@@ -429,7 +429,13 @@ class CassandraChatMemoryRepository(ClosingContext):
             list(self._session.execute(self._keyspace_ddl))
             self._create_keyspace = False
         if table:
-            list(self._session.execute(self._cql.create_table))
+            try:
+                list(self._session.execute(self._cql.create_table))
+            except InvalidRequest as error:
+                refused = missing_keyspace(error, self.keyspace)
+                if refused is None:
+                    raise
+                raise refused from error
             self._add_log_columns()
             self._create_schema = False
 
@@ -1081,6 +1087,9 @@ class CassandraChatMemoryRepository(ClosingContext):
                 try:
                     prepared = session.prepare(text)
                 except InvalidRequest as error:
+                    refused = missing_keyspace(error, self.keyspace)
+                    if refused is not None:
+                        raise refused from error
                     if "Undefined column name" in str(error):
                         error.add_note(_OLDER_TABLE.format(self._cql.qualified))
                     raise
