@@ -20,6 +20,7 @@ from chatledger.tokens import (
     MEDIA_TOKENS,
     MESSAGE_OVERHEAD_TOKENS,
     TokenCounterUnavailableError,
+    counter_name,
     estimate_tokens,
     tiktoken_counter,
 )
@@ -102,8 +103,32 @@ def test_tiktoken_missing_fails_clearly(monkeypatch: pytest.MonkeyPatch) -> None
 
 def test_tiktoken_unknown_encoding_fails_clearly() -> None:
     pytest.importorskip("tiktoken")
-    with pytest.raises(TokenCounterUnavailableError, match="no-such-encoding"):
+    with pytest.raises(TokenCounterUnavailableError, match="no-such-encoding") as e:
         tiktoken_counter("no-such-encoding")
+    # The name is wrong, not the network: say what it takes.
+    message = str(e.value)
+    assert "neither an encoding" in message
+    assert "o200k_base" in message
+    assert "gpt-4o" in message
+    assert "TIKTOKEN_CACHE_DIR" not in message
+    assert "download" not in message
+
+
+def test_tiktoken_takes_a_model_name() -> None:
+    pytest.importorskip("tiktoken")
+    failure: str | None = None
+    try:
+        counter = tiktoken_counter("gpt-4o")
+    except TokenCounterUnavailableError as exc:
+        failure = str(exc)
+    if failure is not None:
+        # Offline the model's encoding cannot be fetched: the error says which.
+        assert "the encoding 'o200k_base' of the model 'gpt-4o'" in failure
+        assert "TIKTOKEN_CACHE_DIR" in failure
+    else:
+        # Sizes are shared with every counter of the same encoding.
+        assert counter_name(counter) == "tiktoken_o200k_base"
+        assert counter(Message.user("hi")) > 0
 
 
 def _repo() -> InMemoryChatMemoryRepository:

@@ -68,8 +68,13 @@ def estimate_tokens(message: Message) -> int:
 def tiktoken_counter(encoding: str = "o200k_base") -> Callable[[Message], int]:
     """Return a counter that uses tiktoken's ``encoding``.
 
+    ``encoding`` is an encoding name (``"o200k_base"``) or the name of a model
+    tiktoken knows (``"gpt-4o"``), which counts with that model's encoding.
+    Counters of one encoding share stored sizes, whichever name made them.
+
     Raises:
-        TokenCounterUnavailableError: if tiktoken is not installed or the
+        TokenCounterUnavailableError: if tiktoken is not installed, the name
+            is neither an encoding nor a model tiktoken knows, or the
             encoding cannot be loaded (tiktoken downloads encodings on first
             use, so an offline machine needs them in its cache).
     """
@@ -79,13 +84,25 @@ def tiktoken_counter(encoding: str = "o200k_base") -> Callable[[Message], int]:
         raise TokenCounterUnavailableError(
             "tiktoken is not installed; pip install 'chatledger[tiktoken]'"
         ) from exc
+    name = encoding
+    what = f"the encoding {name!r}"
+    if name not in tiktoken.list_encoding_names():
+        try:
+            encoding = tiktoken.encoding_name_for_model(name)
+        except KeyError:
+            raise TokenCounterUnavailableError(
+                f"{name!r} is neither an encoding nor a model tiktoken knows: give "
+                f"an encoding ({', '.join(tiktoken.list_encoding_names())}) or a "
+                "model name such as 'gpt-4o'"
+            ) from None
+        what = f"the encoding {encoding!r} of the model {name!r}"
     try:
         encoder = tiktoken.get_encoding(encoding)
     except Exception as exc:
         raise TokenCounterUnavailableError(
-            f"tiktoken cannot load the encoding {encoding!r}: {exc}. It downloads "
-            "encodings on first use; set TIKTOKEN_CACHE_DIR to a folder that holds "
-            "them on an offline machine, or use estimate_tokens."
+            f"tiktoken cannot load {what}: {exc}. It downloads encodings on "
+            "first use; set TIKTOKEN_CACHE_DIR to a folder that holds them on an "
+            "offline machine, or use estimate_tokens."
         ) from exc
 
     def count(message: Message) -> int:
