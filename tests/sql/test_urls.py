@@ -12,6 +12,7 @@ from chatledger import (
     InvalidOptionError,
     InvalidUrlError,
     Message,
+    MissingDriverError,
     StoreNotFoundError,
     connect,
     connect_async,
@@ -43,6 +44,19 @@ def test_engine_url_folds_case_and_aliases(given: str, meant: str) -> None:
 def test_a_driverless_url_uses_the_driver_the_extra_installs() -> None:
     assert engine_url("mysql://app@db/chat").drivername == "mysql+pymysql"
     assert engine_url("postgres://app@db/chat").get_backend_name() == "postgresql"
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("MySQLdb") is not None,
+    reason="mysqlclient, SQLAlchemy's default MySQL driver, is installed here",
+)
+def test_a_missing_driver_names_its_own_distribution() -> None:
+    # The mysql extra installs PyMySQL, which does not serve mysql+mysqldb.
+    with pytest.raises(MissingDriverError) as raised:
+        connect("mysql+mysqldb://app@db/chat")
+    assert str(raised.value).endswith(
+        "install it with: pip install chatledger-sql mysqlclient"
+    )
 
 
 @pytest.mark.parametrize("url", ["sqlite://chat.db", "duckdb://chat.duckdb"])

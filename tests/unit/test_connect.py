@@ -112,7 +112,15 @@ _HINTS = {
     "duckdb:///x.duckdb": "pip install 'chatledger-sql[duckdb]'",
     "postgresql+psycopg://u@h/db": "pip install 'chatledger-sql[postgres]'",
     "mysql+pymysql://root@h/db": "pip install 'chatledger-sql[mysql]'",
-    "mariadb+mariadbconnector://u@h/db": "pip install 'chatledger-sql[mysql]'",
+    "mariadb+mariadbconnector://u@h/db": "pip install chatledger-sql mariadb",
+    # SQLAlchemy drivers no extra installs: the driver's own distribution.
+    "mysql+mysqldb://root@h/db": "pip install chatledger-sql mysqlclient",
+    "mysql+mysqlconnector://u@h/db": (
+        "pip install chatledger-sql mysql-connector-python"
+    ),
+    "postgresql+psycopg2://u@h/db": "pip install chatledger-sql psycopg2-binary",
+    "postgresql+pg8000://u@h/db": "pip install chatledger-sql pg8000",
+    "mssql+pymssql://sa@h/db": "pip install chatledger-sql pymssql",
     "mssql+pyodbc://sa@h/db": "pip install 'chatledger-sql[mssql]'",
     "oracle+oracledb://u@h/db": "pip install 'chatledger-sql[oracle]'",
     "redis://h:6379/0": "pip install chatledger-redis",

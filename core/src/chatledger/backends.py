@@ -76,6 +76,17 @@ _INSTALL: dict[str, str] = {
     "neo4j": "chatledger-neo4j",
     "bolt": "chatledger-neo4j",
 }
+#: SQLAlchemy drivers that none of chatledger-sql's extras installs, and the
+#: distribution that does: ``mysql+mysqldb`` needs mysqlclient, while the
+#: ``mysql`` extra installs PyMySQL.
+_SQL_DRIVERS: dict[str, str] = {
+    "mysqldb": "mysqlclient",
+    "mysqlconnector": "mysql-connector-python",
+    "mariadbconnector": "mariadb",
+    "psycopg2": "psycopg2-binary",
+    "pg8000": "pg8000",
+    "pymssql": "pymssql",
+}
 
 
 def url_scheme(url: str) -> str:
@@ -115,9 +126,12 @@ def installed_schemes(group: str = ENTRY_POINT_GROUP) -> list[str]:
 def install_hint(scheme: str) -> str | None:
     """Return the ``pip install`` line of the adapter for ``scheme``, if known."""
     scheme = scheme.lower()
-    distribution = _INSTALL.get(scheme) or _INSTALL.get(scheme.partition("+")[0])
+    family, _, driver = scheme.partition("+")
+    distribution = _INSTALL.get(scheme) or _INSTALL.get(family)
     if distribution is None:
         return None
+    if driver in _SQL_DRIVERS and distribution.startswith(_SQL):
+        return f"pip install {_SQL} {_SQL_DRIVERS[driver]}"
     if "[" in distribution:
         return f"pip install '{distribution}'"
     return f"pip install {distribution}"
