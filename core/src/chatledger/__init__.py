@@ -72,7 +72,7 @@ from chatledger.turn import StaleToolCallError, Turn, TurnClosedError, TurnConte
 from chatledger.validation import validate_conversation_id
 from chatledger.window import MessageWindow, TokenWindow, Window
 
-__version__ = "0.2.0"
+__version__ = "0.3.0.dev0"
 
 __all__ = [
     "CONVERSATION_ID",

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from chatledger_sql.dialects.postgresql import PostgresDialect
     from chatledger_sql.dialects.sqlite import SQLiteDialect
 
-__version__ = "0.1.0"
+__version__ = "0.3.0.dev0"
 
 __all__ = [
     "ENTRY_POINT_GROUP",
