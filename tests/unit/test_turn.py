@@ -25,8 +25,11 @@ from chatledger.turn import TurnContext, open_turn, validate_on_error
 class _BrokenStore(InMemoryChatMemoryRepository):
     """Reads work; every write fails as a lost database connection would."""
 
-    def append_to_window(
-        self, conversation_id: str, messages: Sequence[Message], window: Window
+    def append_to_log(
+        self,
+        conversation_id: str,
+        messages: Sequence[Message],
+        window: Window | None = None,
     ) -> AppendResult:
         raise ConnectionError("database went away")
 
@@ -81,9 +84,36 @@ def test_a_call_id_repeated_within_one_reply_is_refused() -> None:
     turn = open_turn("c", [], [])
     call, _ = _round("t1")
     again = Message.assistant(None, tool_calls=call.tool_calls)
-    with pytest.raises(StaleToolCallError):
+    with pytest.raises(StaleToolCallError, match=f"message {call.id!r} of this reply"):
         turn.reply(call, again)
     assert turn.replies == []
+
+
+def test_a_stale_call_of_an_earlier_turn_names_that_turn() -> None:
+    # A stream aggregated across turns: the call of the last turn, still in
+    # the window, comes back with this turn's answer.
+    asked = Message.user("Weather in Rome?")
+    call, response = _round("t1")
+    history = [asked, call, response, Message.assistant("Sunny.")]
+    turn = open_turn("c", history, [Message.user("And in Oslo?")])
+    aggregated = Message.assistant("Rainy.", tool_calls=call.tool_calls)
+    with pytest.raises(StaleToolCallError) as raised:
+        turn.reply(aggregated)
+    message = str(raised.value)
+    assert "'t1'" in message
+    assert f"requested by message {call.id!r} of an earlier turn" in message
+    assert f"the turn of user message {asked.id!r}" in message
+    assert "still in the window" in message
+    assert "earlier round" not in message
+
+
+def test_a_stale_call_of_an_earlier_round_names_that_round() -> None:
+    turn = open_turn("c", [], [Message.user("U")])
+    call, response = _round("t1")
+    turn.reply(call, response)
+    with pytest.raises(StaleToolCallError) as raised:
+        turn.reply(Message.assistant("done", tool_calls=call.tool_calls))
+    assert f"message {call.id!r} of an earlier round of this turn" in str(raised.value)
 
 
 def test_to_store_by_outcome() -> None:
@@ -174,4 +204,4 @@ def test_the_result_is_what_add_returned() -> None:
     with context as turn:
         turn.reply(Message.assistant("A"))
     assert isinstance(context.result, AppendResult)
-    assert len(context.result.evicted_ids) == 2
+    assert [m.content for m in context.result.appended] == ["U", "A"]

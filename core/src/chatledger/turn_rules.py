@@ -52,11 +52,15 @@ _ON_ERROR: tuple[str, ...] = get_args(OnError)
 
 
 class StaleToolCallError(InvalidMessageError):
-    """A reply repeats a tool call that an earlier round already requested.
+    """A reply repeats a tool call that the conversation already holds.
 
-    It is what a streamed reply aggregated across tool rounds looks like: the
-    text of the last round with the calls of the first. A model API rejects
-    the history that holds it, so it is refused before it is stored.
+    It is what a streamed reply aggregated across tool rounds (or turns) looks
+    like: the text of the last round with the calls of the first. A model API
+    rejects the history that holds it, so it is refused before it is stored.
+    The message names each repeated call and the message that requested it:
+    one of an earlier round of this turn, of its prompt, of the same reply, or
+    of an earlier turn (with the user message that began that turn) still in
+    the window.
     """
 
 
@@ -78,8 +82,23 @@ def validate_on_error(on_error: object) -> OnError:
     return on_error  # type: ignore[return-value]
 
 
-def _call_ids(messages: Iterable[Message]) -> set[str]:
-    return {call.id for m in messages for call in m.tool_calls}
+def _requested_in_history(history: Iterable[Message]) -> dict[str, str]:
+    """Where each tool call of the history was requested, said for an error."""
+    requested: dict[str, str] = {}
+    asked: str | None = None
+    for message in history:
+        if message.role is Role.USER:
+            asked = message.id
+        turn = f", the turn of user message {asked!r}" if asked is not None else ""
+        for call in message.tool_calls:
+            requested[call.id] = (
+                f"message {message.id!r} of an earlier turn{turn}, still in the window"
+            )
+    return requested
+
+
+def _requested_by(messages: Iterable[Message], where: str) -> dict[str, str]:
+    return {c.id: f"message {m.id!r} {where}" for m in messages for c in m.tool_calls}
 
 
 class Turn:
@@ -112,7 +131,11 @@ class Turn:
         self.replies: list[Message] = []
         self.closed = False
         self._known = {m.id: m for m in (*history, *prompt)}
-        self._calls = _call_ids((*history, *prompt))
+        #: Each tool call id the conversation holds, and where it was requested.
+        self._calls = {
+            **_requested_in_history(history),
+            **_requested_by(prompt, "of this turn's prompt"),
+        }
 
     def __repr__(self) -> str:
         return (
@@ -153,7 +176,7 @@ class Turn:
             )
         batch = validate_messages(list(messages))
         fresh: list[Message] = []
-        calls = set(self._calls)
+        calls = dict(self._calls)
         for index, message in enumerate(batch):
             if message.role not in (Role.ASSISTANT, Role.TOOL):
                 raise InvalidMessageError(
@@ -171,15 +194,16 @@ class Turn:
             stale = [c.id for c in message.tool_calls if c.id in calls]
             if stale:
                 text = " beside its text" if message.content else ""
+                where = "; ".join(f"{c!r} requested by {calls[c]}" for c in stale)
                 raise StaleToolCallError(
-                    f"reply {index} (message {message.id!r}) repeats the tool "
-                    f"calls {stale} of an earlier round{text}; reply with the "
-                    "messages of this round only"
+                    f"reply {index} (message {message.id!r}) repeats tool "
+                    f"calls{text}: {where}; reply with the messages of this "
+                    "round only"
                 )
-            calls.update(c.id for c in message.tool_calls)
+            calls.update(_requested_by([message], "of this reply"))
             fresh.append(message)
         self.replies.extend(fresh)
-        self._calls = calls
+        self._calls.update(_requested_by(fresh, "of an earlier round of this turn"))
         self._known.update((m.id, m) for m in fresh)
 
     def to_store(
