@@ -12,11 +12,19 @@ Sessions:
     typecheck  mypy --strict over every package and the tests
     bench      the benchmarks under bench/ (prints ratios; not a test)
     demo       the scripted demo on SQLite
+    wheels     every wheel and sdist built into dist/, then each backend's and
+               bridge's wheel installed alone with core's in a fresh virtualenv,
+               imported, and given ``chatledger conformance`` on a local store
 """
 
 from __future__ import annotations
 
 import os
+import shutil
+import sys
+import time
+import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import nox
@@ -171,3 +179,190 @@ def demo(session: nox.Session) -> None:
     """Play the scripted demo on an embedded SQLite file."""
     session.install("-e", str(ROOT / "core"), "-e", str(ROOT / "packages" / "sql"))
     session.run("chatledger", "demo", *session.posargs)
+
+
+#: Where ``nox -s wheels`` builds every wheel and sdist of the family.
+DIST = ROOT / "dist"
+
+#: The ``-k`` selection of the conformance runs on installed wheels: the suite
+#: but its long cases (random-history seeds, listings of many conversations,
+#: concurrency runs), which ``servers`` runs from the checkout.
+WHEEL_SUITE = (
+    "not window_matches_the_pure_policy and not listing_is_complete and not concurrent"
+)
+
+
+@dataclass(frozen=True)
+class WheelTrial:
+    """How one distribution's wheel is tried alone with core's.
+
+    Attributes:
+        folder: Its folder under ``packages/``.
+        extras: Its extras to install (the drivers come from PyPI).
+        url: The store ``chatledger conformance`` runs on, ``{tmp}`` standing
+            for a folder of the run; or ``None``.
+        server: Else the server backend whose ``CHATLEDGER_TEST_<NAME>_URL``
+            names the store, when set; a bridge has neither and is imported.
+        options: The conformance options that give the run a namespace of its
+            own on a shared server (dropped afterwards).
+        both_twins: Whether the async suite runs too (``--async``).
+    """
+
+    folder: str
+    extras: tuple[str, ...] = ()
+    url: str | None = None
+    server: str | None = None
+    options: tuple[str, ...] = ()
+    both_twins: bool = False
+
+
+WHEEL_TRIALS = [
+    WheelTrial(
+        "sql", ("aiosqlite",), url="sqlite:///{tmp}/conformance.db", both_twins=True
+    ),
+    WheelTrial("redis", server="redis", options=("--namespace-option", "key_prefix")),
+    # No MongoDB server runs here: without CHATLEDGER_TEST_MONGODB_URL the wheel
+    # is installed and imported, its entry points loaded, and no suite runs.
+    WheelTrial(
+        "mongodb", server="mongodb", options=("--namespace-option", "collection")
+    ),
+    WheelTrial(
+        "cassandra",
+        server="cassandra",
+        options=("--namespace-option", "table", "-o", "create_keyspace=true"),
+    ),
+    WheelTrial(
+        "neo4j",
+        server="neo4j",
+        # The run names its conversation label; the message label is ours,
+        # and the run's drop removes the nodes of both.
+        options=(
+            "--namespace-option",
+            "conversation_label",
+            "-o",
+            f"message_label=Wheels{uuid.uuid4().hex[:10]}",
+        ),
+    ),
+    WheelTrial("langchain"),
+    WheelTrial("openai-agents"),
+    WheelTrial("llama-index"),
+]
+
+
+def _wheel(folder: Path) -> tuple[str, str, Path]:
+    """The project name, version and built wheel of the distribution in ``folder``."""
+    project = nox.project.load_toml(folder / "pyproject.toml")["project"]
+    stem = project["name"].replace("-", "_")
+    return (
+        project["name"],
+        project["version"],
+        DIST / (f"{stem}-{project['version']}-py3-none-any.whl"),
+    )
+
+
+def _build_family(session: nox.Session) -> None:
+    """Build every distribution's sdist, and its wheel from that sdist, into DIST."""
+    shutil.rmtree(DIST, ignore_errors=True)
+    for folder in [ROOT / "core", *PACKAGES]:
+        session.run(
+            "python", "-m", "build", "--installer", "uv", "--outdir", str(DIST),
+            str(folder),
+        )  # fmt: skip
+
+
+def _try_alone(
+    session: nox.Session, trial: WheelTrial, workspace: Path, required: set[str]
+) -> str:
+    """Install ``trial``'s wheel alone with core's, check it, run its suite.
+
+    Returns what was done, for the session's closing line.
+    """
+    name, version, wheel = _wheel(ROOT / "packages" / trial.folder)
+    _, _, core_wheel = _wheel(ROOT / "core")
+    folder = workspace / trial.folder
+    shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True)
+    url = None
+    if trial.url is not None:
+        url = trial.url.format(tmp=folder.as_posix())
+    elif trial.server is not None:
+        variable = f"CHATLEDGER_TEST_{trial.server.upper()}_URL"
+        url = os.environ.get(variable)
+        if url is None and trial.server in required:
+            session.error(
+                f"{trial.server} is required (CHATLEDGER_REQUIRE_BACKENDS) but "
+                f"{variable} is not set"
+            )
+    venv = folder / "venv"
+    session.run("uv", "venv", "--quiet", "--python", sys.executable, str(venv))
+    core = "chatledger[testing]" if url else "chatledger"
+    extras = f"[{','.join(trial.extras)}]" if trial.extras else ""
+    session.run(
+        "uv", "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"),
+        f"{core} @ {core_wheel.as_uri()}", f"{name}{extras} @ {wheel.as_uri()}",
+    )  # fmt: skip
+    with session.chdir(folder):
+        session.run(
+            str(venv / "bin" / "python"), str(ROOT / "tools" / "check_installed.py"),
+            name, name.replace("-", "_"), version, external=True,
+        )  # fmt: skip
+        if url is None:
+            if trial.server is None:
+                return "imported"
+            session.log(
+                f"{name}: CHATLEDGER_TEST_{trial.server.upper()}_URL is not set, so "
+                "the wheel was installed and imported only (no server to run the "
+                "suite on)"
+            )
+            return "imported (no server)"
+        selection = session.posargs or ["-k", WHEEL_SUITE]
+        for twin in [[], ["--async"]] if trial.both_twins else [[]]:
+            session.run(
+                str(venv / "bin" / "chatledger"), "conformance", url,
+                *trial.options, *twin, "--no-progress", "--", *selection,
+                external=True,
+            )  # fmt: skip
+    shutil.rmtree(folder)
+    return "conformance" + (" sync and async" if trial.both_twins else "")
+
+
+@nox.session
+def wheels(session: nox.Session) -> None:
+    """Build every wheel and sdist into dist/ and try each wheel alone.
+
+    Every distribution builds an sdist and a wheel from it (``python -m
+    build``); ``tools/check_dists.py`` and ``twine check`` check the files.
+    Then each backend's and bridge's wheel goes into a new virtualenv with
+    core's wheel and nothing else of the repository (its drivers come from
+    PyPI, through uv's cache), must import and load its entry points, and a
+    backend then passes ``chatledger conformance``: SQL on a SQLite file, sync
+    and async; Redis, MongoDB, Cassandra and Neo4j on the servers their
+    ``CHATLEDGER_TEST_<NAME>_URL`` names, in a namespace of their own (without
+    its URL a backend is installed and imported only, and one named in
+    ``CHATLEDGER_REQUIRE_BACKENDS`` fails). Arguments go to the conformance
+    runs' pytest in place of the default selection: ``nox -s wheels -- -k ""``
+    runs the whole suite.
+    """
+    untried = {p.name for p in PACKAGES} - {t.folder for t in WHEEL_TRIALS}
+    if untried:
+        session.error(f"no wheel trial for packages/{', packages/'.join(untried)}")
+    session.install("--group", f"{ROOT / 'pyproject.toml'}:wheels")
+    began = time.monotonic()
+    _build_family(session)
+    files = sorted(str(path) for path in DIST.iterdir())
+    session.run("python", "tools/check_dists.py", str(DIST))
+    session.run("twine", "check", "--strict", *files)
+    timings = [
+        f"{len(files)} files built and checked in {time.monotonic() - began:.0f} s"
+    ]
+
+    required = {
+        name.strip()
+        for name in os.environ.get("CHATLEDGER_REQUIRE_BACKENDS", "").split(",")
+    }
+    workspace = Path(session.create_tmp()).resolve() / "alone"
+    for trial in WHEEL_TRIALS:
+        began = time.monotonic()
+        done = _try_alone(session, trial, workspace, required)
+        timings.append(f"{trial.folder} {done} {time.monotonic() - began:.0f} s")
+    session.log("wheels: " + ", ".join(timings))
