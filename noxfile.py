@@ -3,7 +3,8 @@
 Sessions:
     tests      the test suite but the tests marked long and the stress runs
                (server backends per CHATLEDGER_TEST_*_URL, testcontainers where
-               Docker answers, else skipped with one summary line per backend)
+               Docker answers, else skipped; the skips summed up in ten lines
+               at most, each saying how to run them)
     servers    the server backends' tests and the long tests, every server
                whose URL is set required (the rest is left to ``tests``)
     stress     the long stress runs of the reliability tests (--run-slow)

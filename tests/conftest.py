@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-from collections import Counter
 from typing import Any
 
 import pytest
@@ -14,6 +13,7 @@ from tests.backends import (
     required_backends,
     stop_containers,
 )
+from tests.skips import skip_lines
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -146,17 +146,17 @@ def required(pytestconfig: pytest.Config) -> set[str]:
 def pytest_terminal_summary(
     terminalreporter: Any, exitstatus: int, config: pytest.Config
 ) -> None:
-    """Sum the skips up: one line per reason, not one per test."""
-    reasons: Counter[str] = Counter()
+    """Sum the skips up in ten lines at most, each saying how to run them."""
+    skips = []
     for report in terminalreporter.stats.get("skipped", []):
         longrepr = report.longrepr
         reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
-        reasons[reason.removeprefix("Skipped: ")] += 1
-    if not reasons:
+        skips.append((report.nodeid, reason.removeprefix("Skipped: ")))
+    if not skips:
         return
-    terminalreporter.section("skipped, by reason")
-    for reason, count in sorted(reasons.items(), key=lambda item: item[0]):
-        terminalreporter.write_line(f"{count:6d}  {reason}")
+    terminalreporter.section("skipped, and how to run them")
+    for line in skip_lines(skips):
+        terminalreporter.write_line(line)
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

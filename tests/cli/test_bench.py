@@ -273,7 +273,10 @@ class TestPlot:
         assert not path.exists()
         assert not png.exists()
 
-    @pytest.mark.skipif(not HAVE_MATPLOTLIB, reason="matplotlib is not installed")
+    @pytest.mark.skipif(
+        not HAVE_MATPLOTLIB,
+        reason="matplotlib is not installed: pip install 'chatledger[plot]'",
+    )
     def test_writes_a_png(self, cli: Cli, tmp_path: Path) -> None:
         png = tmp_path / "figures.png"
         done = cli("bench", "memory://", "--no-progress", "--plot", str(png), *TINY)

@@ -191,7 +191,10 @@ def _pythons_that_tokenize_f_strings() -> list[str]:
 def test_f_strings_are_renamed_where_python_splits_them_into_tokens() -> None:
     pythons = _pythons_that_tokenize_f_strings()
     if not pythons:
-        pytest.skip("no Python 3.12+ here to tokenize f-strings as FSTRING_MIDDLE")
+        pytest.skip(
+            "no Python 3.12+ here to tokenize f-strings as FSTRING_MIDDLE: run "
+            "under Python 3.12 or later"
+        )
     program = (
         "import importlib.util, sys\n"
         "spec = importlib.util.spec_from_file_location('t', sys.argv[1])\n"
