@@ -13,6 +13,7 @@ Sessions:
     typecheck  mypy --strict over every package and the tests
     bench      the benchmarks under bench/ (prints ratios; not a test)
     demo       the scripted demo on SQLite
+    docs       the documentation site, built strictly into site/ (mkdocs)
     wheels     every wheel and sdist built into dist/, then each backend's and
                bridge's wheel installed alone with core's in a fresh virtualenv,
                imported, and given ``chatledger conformance`` on a local store
@@ -180,6 +181,20 @@ def demo(session: nox.Session) -> None:
     """Play the scripted demo on an embedded SQLite file."""
     session.install("-e", str(ROOT / "core"), "-e", str(ROOT / "packages" / "sql"))
     session.run("chatledger", "demo", *session.posargs)
+
+
+@nox.session
+def docs(session: nox.Session) -> None:
+    """Build the documentation site into site/, any warning an error.
+
+    mkdocstrings reads the API reference from the sources (core/src and each
+    package's src), so nothing of the repository is installed.
+    """
+    session.install("--group", f"{ROOT / 'pyproject.toml'}:docs")
+    session.run(
+        "mkdocs", "build", "--strict", "--site-dir", str(ROOT / "site"),
+        env={"NO_MKDOCS_2_WARNING": "1"},  # Material's notice of its successor
+    )  # fmt: skip
 
 
 #: Where ``nox -s wheels`` builds every wheel and sdist of the family.
