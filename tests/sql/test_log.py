@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 import random
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from sqlalchemy import Engine, create_engine, event, text
@@ -15,9 +15,7 @@ from sqlalchemy import Engine, create_engine, event, text
 from chatledger import (
     InMemoryChatMemoryRepository,
     Message,
-    MessageWindowChatMemory,
     StoreNotFoundError,
-    TokenWindowChatMemory,
 )
 from chatledger.testing import random_turns
 from chatledger.tokens import estimate_tokens
@@ -25,6 +23,8 @@ from chatledger.window import MessageWindow, TokenWindow, Window
 from chatledger_sql import SqlChatMemoryRepository
 from chatledger_sql.schema import LOG_COLUMNS
 from tests.sql.conftest import make_url, unique_table
+
+T = TypeVar("T")
 
 
 def _ids(messages: list[Message]) -> list[str]:
@@ -42,6 +42,32 @@ def _walk(repository: Any, cid: str, newest_first: bool) -> list[str]:
         if page.next_cursor is None:
             return walked
         cursor = page.next_cursor
+
+
+def _at_once(work: Callable[[int], T], threads: int) -> list[T]:
+    """Run ``work(0)`` ... ``work(threads - 1)`` in threads released together.
+
+    Returns what each returned; the first error any raised is raised here.
+    """
+    start = threading.Barrier(threads)
+    results: list[Any] = [None] * threads
+    errors: list[BaseException] = []
+
+    def run(index: int) -> None:
+        try:
+            start.wait()
+            results[index] = work(index)
+        except BaseException as error:
+            errors.append(error)
+
+    running = [threading.Thread(target=run, args=(n,)) for n in range(threads)]
+    for thread in running:
+        thread.start()
+    for thread in running:
+        thread.join()
+    if errors:
+        raise errors[0]
+    return results
 
 
 @pytest.fixture
@@ -64,17 +90,14 @@ def test_a_window_written_conversation_reads_as_its_window(
     """
     rng = random.Random(seed)
     window: Window
-    memory: Any
     if kind == "messages":
         limit = rng.randint(2, 10)
-        memory = MessageWindowChatMemory(repository, limit)
         window = MessageWindow(limit)
     else:
         limit = rng.randint(20, 120)
-        memory = TokenWindowChatMemory(repository, limit)
         window = TokenWindow(limit, estimate_tokens)
     for batch in random_turns(rng, 30):
-        memory.add("w", batch)
+        repository.append_to_window("w", batch, window)
         stored = repository.find_by_conversation_id("w")
         assert _ids(repository.find_window("w", window)) == _ids(stored)
     stored_ids = _ids(repository.find_by_conversation_id("w"))
@@ -179,10 +202,10 @@ def test_a_store_made_before_the_log_gains_its_columns(
     """
     table = unique_table()
     old = SqlChatMemoryRepository(any_engine, table_name=table)
-    memory = MessageWindowChatMemory(old, 4)
-    memory.add("c", [Message.system("S"), Message.user("u1")])
-    memory.add("c", [Message.assistant("a1"), Message.user("u2")])
-    memory.add("c", Message.assistant("a2"))
+    window = MessageWindow(4)
+    old.append_to_window("c", [Message.system("S"), Message.user("u1")], window)
+    old.append_to_window("c", [Message.assistant("a1"), Message.user("u2")], window)
+    old.append_to_window("c", [Message.assistant("a2")], window)
     before = old.find_by_conversation_id("c")
     _drop_log_columns(any_engine, table)
     try:
@@ -205,7 +228,7 @@ def test_a_store_made_before_the_log_gains_its_columns(
         old.drop_schema()
 
 
-def test_two_processes_upgrading_at_once_both_open(
+def test_openers_upgrading_at_once_all_open(
     tmp_path: Path, any_engine: Engine
 ) -> None:
     """Openers racing to add the columns: each opens, the columns come once."""
@@ -214,25 +237,15 @@ def test_two_processes_upgrading_at_once_both_open(
         "c", [Message.user("kept")]
     )
     _drop_log_columns(any_engine, table)
-    errors: list[BaseException] = []
     opened: list[SqlChatMemoryRepository] = []
-    start = threading.Barrier(4)
 
-    def open_one() -> None:
-        engine = create_engine(any_engine.url)
-        try:
-            start.wait()
-            opened.append(SqlChatMemoryRepository(engine, table_name=table))
-        except BaseException as error:
-            errors.append(error)
+    def open_one(index: int) -> None:
+        opened.append(
+            SqlChatMemoryRepository(create_engine(any_engine.url), table_name=table)
+        )
 
-    threads = [threading.Thread(target=open_one) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
     try:
-        assert errors == []
+        _at_once(open_one, 4)
         repository = opened[0]
         assert [m.content for m in repository.find_by_conversation_id("c")] == ["kept"]
         repository.append_to_log("c", [Message.user("more")])
@@ -256,7 +269,8 @@ def _statements(engine: Engine) -> list[str]:
 #: The statements of an append without a system message, by database.
 _PLAIN_APPEND = {
     "sqlite": ["INSERT", "INSERT", "UPDATE"],
-    "postgresql": ["INSERT", "UPDATE"],
+    # One statement that locks, inserts and commits alone.
+    "postgresql": ["WITH"],
     "mariadb": ["BEGIN", "INSERT", "UPDATE"],
     "mysql": ["BEGIN", "INSERT", "UPDATE"],
     # A locking read, then the probe of the ids.
@@ -283,8 +297,8 @@ def test_a_view_and_a_page_are_one_query_each(any_engine: Engine) -> None:
         assert seen == ["SELECT"]
         seen.clear()
         repository.append_to_log("c", [Message.assistant("a60")])
-        # The lock (which probes the ids where the dialect can; on PostgreSQL
-        # pipelined, unseen here), the insert, the row's update.
+        # The lock (which probes the ids where the dialect can), the insert,
+        # the row's update.
         assert seen == _PLAIN_APPEND[any_engine.dialect.name]
         seen.clear()
         repository.append_to_log("c", [Message.system("S"), Message.user("u61")])
@@ -309,22 +323,13 @@ def test_concurrent_log_appends_keep_one_gap_free_sequence(
         for w in range(4)
         for b in range(15)
     ]
-    errors: list[BaseException] = []
 
     def write(worker: int) -> None:
-        try:
-            for batch in batches[worker * 15 : (worker + 1) * 15]:
-                repository.append_to_log("race", batch)
-        except BaseException as error:
-            errors.append(error)
+        for batch in batches[worker * 15 : (worker + 1) * 15]:
+            repository.append_to_log("race", batch)
 
-    threads = [threading.Thread(target=write, args=(w,)) for w in range(4)]
     try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
-        assert errors == []
+        _at_once(write, 4)
         stored = repository.find_by_conversation_id("race")
         assert sorted(_ids(stored)) == sorted(m.id for b in batches for m in b)
         for first, second in zip(stored[::2], stored[1::2], strict=True):
@@ -338,6 +343,35 @@ def test_concurrent_log_appends_keep_one_gap_free_sequence(
                 )
             ]
         assert seqs == list(range(len(seqs)))
+    finally:
+        repository.drop_schema()
+        repository.close()
+
+
+@pytest.mark.parametrize("name", ["sqlite", "postgresql", "mariadb"])
+def test_a_batch_sent_by_several_writers_at_once_is_stored_once(
+    name: str, tmp_path: Path
+) -> None:
+    """Retries racing each other: one stores the batch, the others find its ids.
+
+    On PostgreSQL the one-statement append of the others may not see the
+    batch in its snapshot; the unique key stops it, and the write runs again.
+    """
+    repository = SqlChatMemoryRepository.from_url(
+        make_url(name, tmp_path), table_name=unique_table()
+    )
+    stored: list[int] = []
+    try:
+        for round_ in range(5):
+            batch = [Message.user(f"r{round_} u"), Message.assistant(f"r{round_} a")]
+
+            def write(index: int, messages: list[Message] = batch) -> int:
+                return len(repository.append_to_log("dup", messages).appended)
+
+            stored += _at_once(write, 6)
+        assert sorted(stored) == [0] * 25 + [2] * 5
+        contents = [m.content for m in repository.find_by_conversation_id("dup")]
+        assert contents == [f"r{r} {k}" for r in range(5) for k in ("u", "a")]
     finally:
         repository.drop_schema()
         repository.close()

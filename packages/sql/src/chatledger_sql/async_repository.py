@@ -98,7 +98,12 @@ from chatledger_sql.dialects.base import (
     SqlDialect,
 )
 from chatledger_sql.floor import AsyncSqlBenchmarkFloor, open_floor_async
-from chatledger_sql.log_steps import log_row, log_writes, system_range
+from chatledger_sql.log_steps import (
+    log_append_parameters,
+    log_row,
+    log_writes,
+    system_range,
+)
 from chatledger_sql.once import Once  # async-only
 from chatledger_sql.rows import check_ids, check_sizes, decode_raw
 from chatledger_sql.schema import (
@@ -334,6 +339,8 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         self._raw_read: CompiledStatement | None = None
         #: The append routine's call, compiled likewise.
         self._raw_routine: CompiledStatement | None = None
+        #: The dialect's one-statement log append, compiled likewise.
+        self._raw_log_append: CompiledStatement | None = None
         #: How many rows a view reads, first and further (tests read fewer).
         self._view_reads: Callable[[Window], Iterator[int]] = view_reads
         self._owns_engine = False
@@ -894,6 +901,17 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
             return AppendResult()
         await self._prepared()
         await self._check_sizes(batch)
+        statement = self._sql.append_log
+        if (
+            statement is not None
+            and not self.fault_points.armed
+            and all(m.role is not Role.SYSTEM for m in batch)
+        ):
+            done = await self._append_log_at_once(
+                statement, conversation_id, batch, window
+            )
+            if done is not None:
+                return done
         return await self._write(
             conversation_id,
             functools.partial(
@@ -903,6 +921,54 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
                 window=window,
             ),
         )
+
+    async def _append_log_at_once(
+        self,
+        statement: Any,
+        conversation_id: str,
+        batch: list[Message],
+        window: Window | None,
+    ) -> AppendResult | None:
+        """A log append in the dialect's one statement, committed alone.
+
+        ``None`` when the statement left it to the transaction: an id the
+        conversation holds or held, an expired conversation, or a server
+        that is not the dialect's own product.
+        """
+        dialect = self._dialect()
+        now = utc_now()
+        stamped = stamp_messages(batch, now)
+        parameters = log_append_parameters(
+            conversation_id, stamped, window, now, self.ttl
+        )
+
+        async def call(connection: AsyncConnection) -> list[Any] | None:
+            if not dialect.native(_sync(connection)):
+                return None
+            # Never on an asyncio driver: runs_raw knows sync drivers only.
+            if runs_raw(self.engine):
+                if self._raw_log_append is None:
+                    self._raw_log_append = CompiledStatement(
+                        connection.dialect, [statement]
+                    )
+                return fetch_all(
+                    _sync(connection),
+                    self._raw_log_append,
+                    parameters,
+                    autocommit=True,
+                )
+            await connection.execution_options(isolation_level="AUTOCOMMIT")
+            return list(await connection.execute(statement, parameters))
+
+        if True:  # async
+            rows = await settled(
+                self._write(conversation_id, call, commits_itself=True)
+            )
+        else:
+            rows = self._write(conversation_id, call, commits_itself=True)
+        if not rows:
+            return None
+        return AppendResult(stamped)
 
     async def _append_log(
         self,
@@ -961,9 +1027,14 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
             self.ttl,
             system_range(state, current),
         )
-        await connection.execute(self._sql.insert_messages, writes.rows)
-        self.fault_points.reach("after_insert")
-        await connection.execute(self._sql.update_log, writes.update)
+        if await _run(
+            connection, dialect.write_log, self._sql, writes.rows, writes.update
+        ):
+            self.fault_points.reach("after_insert")
+        else:
+            await connection.execute(self._sql.insert_messages, writes.rows)
+            self.fault_points.reach("after_insert")
+            await connection.execute(self._sql.update_log, writes.update)
         return AppendResult(stamped)
 
     async def find_window(self, conversation_id: str, window: Window) -> list[Message]:
@@ -988,7 +1059,15 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
             "counter": window.counter_id,
         }
 
+        dialect = self._dialect()
+
         async def work(connection: AsyncConnection) -> list[Message] | None:
+            # Each query reads on its own (on PostgreSQL in autocommit: one
+            # round trip, no BEGIN and ROLLBACK): a read further back checks
+            # that the row it continues from is still stored.
+            options = dialect.read_options(_sync(connection))
+            if options:
+                await connection.execution_options(**options)
             reads = self._view_reads(window)
             rows = next(reads)
             found = (await connection.execute(self._sql.view(rows), parameters)).all()
@@ -1045,7 +1124,12 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
             parameters["after"] = after
         statement = self._sql.limited(base, limit + 1)
 
+        dialect = self._dialect()
+
         async def work(connection: AsyncConnection) -> list[Any]:
+            options = dialect.read_options(_sync(connection))
+            if options:
+                await connection.execution_options(**options)
             return list(await connection.execute(statement, parameters))
 
         rows = await self._read(work)

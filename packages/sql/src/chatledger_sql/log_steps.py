@@ -1,10 +1,12 @@
 """The pure steps of the log's SQL calls: what an append writes, what a read decodes.
 
 Example:
+    from datetime import UTC, datetime
     from chatledger import Message
     from chatledger_sql.dialects.base import ConversationState
     from chatledger_sql.log_steps import log_writes
 
+    now = datetime.now(UTC)
     state = ConversationState.empty()
     writes = log_writes("c1", state, [Message.user("hi")], None, now, None)
     writes.rows[0]["seq"], writes.update["p_next_seq"]     # 0, 1
@@ -27,7 +29,13 @@ from chatledger_sql.dialects.base import ConversationState
 from chatledger_sql.rows import decode_raw, encode
 from chatledger_sql.steps import update_parameters
 
-__all__ = ["LogWrites", "log_row", "log_writes", "system_range"]
+__all__ = [
+    "LogWrites",
+    "log_append_parameters",
+    "log_row",
+    "log_writes",
+    "system_range",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,6 +133,46 @@ def log_writes(
     update["p_system_batch"] = first
     update["p_system_last"] = last
     return LogWrites(rows, update)
+
+
+def log_append_parameters(
+    conversation_id: str,
+    stamped: Sequence[Message],
+    window: Window | None,
+    now: datetime,
+    ttl: timedelta | None,
+) -> dict[str, Any]:
+    """The parameters of a dialect's one-statement log append of ``stamped``.
+
+    The batch holds no system message; each message's size is measured when
+    the window has a counter (the statement keeps it if the conversation's
+    sizes are all under that counter).
+    """
+    counter = None if window is None else window.counter_id
+    rows = [
+        encode(
+            conversation_id,
+            0,
+            message,
+            None if window is None or counter is None else window.measure(message),
+        )
+        for message in stamped
+    ]
+    weights = [row["weight"] for row in rows]
+    return {
+        "cid": conversation_id,
+        "n": len(rows),
+        "counter": counter,
+        "size": sum(weight or 0 for weight in weights),
+        "now": now,
+        "p_expires_at": None if ttl is None else now + ttl,
+        "message_ids": [row["message_id"] for row in rows],
+        "roles": [row["role"] for row in rows],
+        "contents": [row["content"] for row in rows],
+        "payloads": [row["payload"] for row in rows],
+        "weights": weights,
+        "created": [row["created_at"] for row in rows],
+    }
 
 
 def log_row(row: Any) -> LogRow:

@@ -362,6 +362,8 @@ class Statements:
         self.read_probing: Any = dialect.probing_read(self)
         #: The dialect's single-statement append, if it has one.
         self.append_all: Any = dialect.append_statement(self)
+        #: The dialect's one-statement log append, if it has one.
+        self.append_log: Any = dialect.log_append_statement(self)
         #: The dialect's server-side append routine, if it has one.
         self.append_routine: AppendRoutine | None = dialect.append_routine(self)
         #: The dialect's single-statement delete of messages and evicted ids.

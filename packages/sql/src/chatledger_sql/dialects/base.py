@@ -383,6 +383,17 @@ class SqlDialect:
         """Build the statement :meth:`write_append` runs, or ``None``."""
         return None
 
+    def log_append_statement(self, statements: Statements) -> Any:
+        """Build a log append in one statement that commits alone, or ``None``.
+
+        It takes a batch without a system message (see
+        ``chatledger_sql.log_steps.log_append_parameters``) and answers one
+        row per message stored: all of them, or none when it left the append
+        to the transaction (an id the conversation holds, an expired
+        conversation).
+        """
+        return None
+
     def forget_statement(self, statements: Statements) -> Any:
         """Build one statement that deletes a conversation's messages and
         evicted ids (``cid``), or ``None``: :meth:`forget` runs it."""
@@ -403,6 +414,19 @@ class SqlDialect:
             return
         connection.execute(statements.delete_messages, parameters)
         connection.execute(statements.delete_evicted, parameters)
+
+    def write_log(
+        self,
+        connection: Connection,
+        statements: Statements,
+        rows: list[dict[str, Any]],
+        update: dict[str, Any],
+    ) -> bool:
+        """Write a log append's rows and its ``Statements.update_log`` at once.
+
+        ``False`` (the default) leaves them to the two portable statements.
+        """
+        return False
 
     def write_append(
         self,

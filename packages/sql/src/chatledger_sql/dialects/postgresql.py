@@ -301,11 +301,111 @@ class PostgresDialect(RoutineDialect):
             "system_count = :p_system_count, other_count = :p_other_count, "
             "weight_counter = :p_weight_counter, "
             "system_weight = :p_system_weight, other_weight = :p_other_weight, "
-            "updated_at = :now, expires_at = :p_expires_at "
+            "updated_at = :now, expires_at = :p_expires_at, "
+            # A log append records where the current system messages are; a
+            # window append leaves that record, which its next_seq outdates.
+            "system_batch = CASE WHEN CAST(:p_log AS BOOLEAN) "
+            "THEN CAST(:p_system_batch AS BIGINT) ELSE system_batch END, "
+            "system_last = CASE WHEN CAST(:p_log AS BOOLEAN) "
+            "THEN CAST(:p_system_last AS BIGINT) ELSE system_last END, "
+            "system_as_of = CASE WHEN CAST(:p_log AS BOOLEAN) "
+            "THEN :p_next_seq ELSE system_as_of END "
             "WHERE conversation_id = :cid"
         ).bindparams(
             bindparam("now", type_=timestamp),
             bindparam("p_expires_at", type_=timestamp),
+        )
+
+    def log_append_statement(self, statements: Statements) -> TextClause:
+        """One statement: lock-or-create the row, then insert after its last message.
+
+        The upsert locks the conversation's row and numbers the batch from its
+        latest ``next_seq``, whatever the statement's snapshot saw; it does
+        nothing, and so nothing is inserted, when the snapshot holds one of
+        the ids (stored or evicted) or the conversation has expired. An id
+        another writer committed after that snapshot makes the insert fail on
+        the unique key, and the write runs again. Sizes are kept as
+        ``log_writes`` keeps them; where the current system messages are
+        stays known if it was.
+        """
+        preparer = _PG.identifier_preparer
+        m = preparer.format_table(statements.tables.messages)
+        c = preparer.format_table(statements.tables.conversations)
+        e = preparer.format_table(statements.tables.evicted)
+        timestamp = self.timestamp_type()
+        # Each parameter cast where it is used in places of several types
+        # (psycopg sends them untyped).
+        counter = "CAST(:counter AS TEXT)"
+        cid = "CAST(:cid AS TEXT)"
+        n = "CAST(:n AS BIGINT)"
+        size = "CAST(:size AS BIGINT)"
+        empty = "c.system_count + c.other_count = 0"
+        sized = f"{counter} IS NOT NULL AND ({empty} OR c.weight_counter = {counter})"
+        held = (
+            f"conversation_id = {cid} AND "
+            "message_id = ANY(CAST(:message_ids AS TEXT[]))"
+        )
+        return text(
+            f"WITH c AS (INSERT INTO {c} AS c (conversation_id, next_seq, version, "
+            "system_count, other_count, weight_counter, system_weight, "
+            "other_weight, updated_at, expires_at, system_batch, system_last, "
+            "system_as_of) "
+            f"SELECT {cid}, {n}, 0, 0, {n}, {counter}, "
+            f"CASE WHEN {counter} IS NOT NULL THEN 0 END, "
+            f"CASE WHEN {counter} IS NOT NULL THEN {size} END, :now, :p_expires_at, "
+            f"NULL, NULL, {n} "
+            f"WHERE NOT EXISTS (SELECT FROM {m} WHERE {held}) "
+            f"AND NOT EXISTS (SELECT FROM {e} WHERE {held}) "
+            "ON CONFLICT (conversation_id) DO UPDATE SET "
+            f"next_seq = c.next_seq + {n}, version = c.version + 1, "
+            f"other_count = c.other_count + {n}, "
+            f"weight_counter = CASE WHEN {sized} THEN {counter} END, "
+            f"system_weight = CASE WHEN {sized} THEN CASE WHEN {empty} THEN 0 "
+            "ELSE COALESCE(c.system_weight, 0) END END, "
+            f"other_weight = CASE WHEN {sized} THEN CASE WHEN {empty} THEN 0 "
+            f"ELSE COALESCE(c.other_weight, 0) END + {size} END, "
+            "updated_at = :now, expires_at = :p_expires_at, "
+            "system_as_of = CASE WHEN c.system_as_of = c.next_seq "
+            f"THEN c.next_seq + {n} ELSE c.system_as_of END "
+            "WHERE c.expires_at IS NULL OR c.expires_at > :now "
+            f"RETURNING c.next_seq - {n} AS base, "
+            "c.weight_counter IS NOT NULL AS sized) "
+            f"INSERT INTO {m} (conversation_id, seq, message_id, role, content, "
+            "payload, weight, created_at) "
+            f"SELECT {cid}, c.base + r.i - 1, r.message_id, r.role, r.content, "
+            "r.payload, CASE WHEN c.sized THEN r.weight END, r.created_at "
+            "FROM c, unnest(CAST(:message_ids AS TEXT[]), CAST(:roles AS TEXT[]), "
+            "CAST(:contents AS TEXT[]), CAST(:payloads AS TEXT[]), "
+            "CAST(:weights AS INTEGER[]), CAST(:created AS TIMESTAMPTZ[])) "
+            "WITH ORDINALITY AS r(message_id, role, content, payload, weight, "
+            "created_at, i) "
+            "RETURNING seq"
+        ).bindparams(
+            bindparam("now", type_=timestamp),
+            bindparam("p_expires_at", type_=timestamp),
+        )
+
+    def write_log(
+        self,
+        connection: Connection,
+        statements: Statements,
+        rows: list[dict[str, Any]],
+        update: dict[str, Any],
+    ) -> bool:
+        """The statement of :meth:`write_append`, inserting and updating only.
+
+        In a pipelined write its answer comes with the ``COMMIT``'s: a log
+        append is then two round trips, the lock and this.
+        """
+        return self.write_append(
+            connection,
+            statements,
+            rows,
+            drop_system=False,
+            upto=-1,
+            evicted=[],
+            trim_below=None,
+            update={**update, "p_log": True},
         )
 
     def write_append(
@@ -341,6 +441,9 @@ class PostgresDialect(RoutineDialect):
         parameters["evicted_seqs"] = [r["seq"] for r in evicted]
         parameters["trim"] = trim_below is not None
         parameters["below"] = -1 if trim_below is None else trim_below
+        parameters.setdefault("p_log", False)
+        parameters.setdefault("p_system_batch", None)
+        parameters.setdefault("p_system_last", None)
         write = _WRITES.get(id(connection))
         if write is not None and write.began:
             write.send(self._driver_append(connection, statements), parameters)
