@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import pty
+import re
 import sqlite3
 import subprocess
 import sys
@@ -194,14 +195,20 @@ def test_ls_of_an_empty_store_says_so_on_stderr(cli: Cli) -> None:
 
 
 class TestDemo:
-    def test_demo_in_memory_shows_window_and_evictions(self, cli: Cli) -> None:
+    def test_demo_in_memory_shows_the_window_and_what_left_it(self, cli: Cli) -> None:
         done = cli("demo", "--url", "memory://", "--max-messages", "6")
         assert done.code == 0, done.err
         assert done.err == ""
         assert "the model is sent" in done.out
         assert "-> get_weather(" in done.out
         assert "<- get_weather #call_rome" in done.out
-        assert "evicted" in done.out
+        assert "left the window" in done.out
+        # The log keeps what left the window.
+        stored = re.search(
+            r"stored now: (\d+) messages .*the window shows (\d+)", done.out
+        )
+        assert stored is not None
+        assert int(stored.group(1)) > int(stored.group(2))
         # The window always starts on a user turn after the system prompt.
         for block in done.out.split("the model is sent")[1:]:
             lines = block.splitlines()[1:3]
@@ -303,6 +310,38 @@ class TestDataCommands:
         assert removed.code == 0
         assert removed.out == "removed beta\n"
         assert cli("ls", url).out.splitlines() == ["alpha/1 ünïcode"]
+
+    def test_show_prints_the_newest_messages_or_every_one(
+        self, cli: Cli, store_kind: str, tmp_path: Path
+    ) -> None:
+        """The newest ``--last`` (50) by default, numbered by their place;
+        ``--all`` every message in order, read a page at a time from a log."""
+        url = file_url(store_kind, tmp_path / "store")
+        long = [Message.user(f"m{n}") for n in range(1, 621)]
+        assert cli("import", url, "-", stdin=_jsonl({"long": long})).code == 0
+        newest = cli("show", url, "long", "--last", "5")
+        assert newest.code == 0, newest.err
+        lines = newest.out.splitlines()
+        assert [line.split()[0] for line in lines] == [
+            "616",
+            "617",
+            "618",
+            "619",
+            "620",
+        ]
+        assert lines[-1].endswith("m620")
+        assert "showing the newest 5 of 620 messages; --all" in newest.err
+        default = cli("show", url, "long")
+        assert len(default.out.splitlines()) == 50
+        every = cli("show", url, "long", "--all")
+        assert every.code == 0, every.err
+        numbered = [line.split() for line in every.out.splitlines()]
+        assert [int(parts[0]) for parts in numbered] == list(range(1, 621))
+        assert [parts[-1] for parts in numbered] == [f"m{n}" for n in range(1, 621)]
+        assert every.err == ""
+        for wrong in (["--last", "0"], ["--all", "--last", "3"]):
+            assert cli("show", url, "long", *wrong).code == 2
+        assert cli("show", url, "nobody", "--all").code == 1
 
     def test_import_rejects_a_bad_file_and_writes_nothing(
         self, cli: Cli, store_kind: str, tmp_path: Path

@@ -218,25 +218,29 @@ def test_set_messages_keeps_the_ids_of_unchanged_messages(repository: Any) -> No
     assert again[0].id != before[0].id
 
 
-def test_add_message_keeps_the_window_rules_but_set_messages_does_not(
+def test_add_message_keeps_the_log_and_set_messages_stores_as_given(
     repository: Any,
 ) -> None:
+    """The log keeps every message added; only an equal system message is not
+    stored twice (rule 1). ``set_messages`` stores exactly what it is given."""
     store = ChatLedgerChatStore(repository)
     orphan = chat("tool", "orphan", tool_call_id="x")
     store.add_message("c1", chat("system", "Be brief."))
     store.add_message("c1", chat("system", "Be brief."))  # equal: stored once
-    store.add_message("c1", orphan)  # would open the conversation: not kept
+    store.add_message("c1", orphan)  # history: kept
     store.add_message("c1", chat("user", "Hi"))
-    store.add_message("c1", chat("system", "Be verbose."))  # replaces the other
+    store.add_message("c1", chat("system", "Be verbose."))  # supersedes the other
     assert [(m.role, m.content) for m in store.get_messages("c1")] == [
+        (MessageRole.SYSTEM, "Be brief."),
+        (MessageRole.TOOL, "orphan"),
         (MessageRole.USER, "Hi"),
         (MessageRole.SYSTEM, "Be verbose."),
     ]
     given = [chat("system", "A"), chat("system", "A"), orphan]
     store.set_messages("c2", given)
     assert store.get_messages("c2") == given
-    store.add_message("c2", chat("user", "Hi"))  # the next append trims the opening
-    assert store.get_messages("c2") == [*given[:2], chat("user", "Hi")]
+    store.add_message("c2", chat("user", "Hi"))
+    assert store.get_messages("c2") == [*given, chat("user", "Hi")]
 
 
 def test_bad_input_is_refused_before_any_write(repository: Any) -> None:

@@ -12,16 +12,15 @@ from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from chatledger import (
-    AsyncMessageWindowChatMemory,
     Message,
     MessageWindow,
-    MessageWindowChatMemory,
     TokenWindow,
     ToolResponse,
     connect_async,
 )
 from chatledger.adapters import InvalidNameError
 from chatledger_redis import AsyncRedisChatMemoryRepository, RedisChatMemoryRepository
+from tests.window_append_memory import AsyncWindowAppendMemory, WindowAppendMemory
 
 
 def test_from_url_does_no_io_and_the_first_call_connects() -> None:
@@ -54,9 +53,9 @@ def test_sync_and_async_repositories_share_one_layout(redis_url: str) -> None:
         async with AsyncRedisChatMemoryRepository.from_url(
             redis_url, key_prefix=prefix
         ) as repository:
-            memory = AsyncMessageWindowChatMemory(repository, max_messages=3)
+            memory = AsyncWindowAppendMemory(repository, max_messages=3)
             await memory.add("c", [Message.user("U1"), Message.assistant("A1")])
-            MessageWindowChatMemory(sync, max_messages=3).add(
+            WindowAppendMemory(sync, max_messages=3).add(
                 "c", [Message.user("U2"), Message.assistant("A2")]
             )
             assert [m.content for m in await memory.get("c")] == ["U2", "A2"]

@@ -17,9 +17,7 @@ from redis import Redis
 
 from chatledger import (
     Message,
-    MessageWindowChatMemory,
     Role,
-    TokenWindowChatMemory,
     ToolCall,
     ToolResponse,
 )
@@ -125,14 +123,12 @@ def test_a_window_written_conversation_reads_as_its_window(
     window: Window
     if kind == "messages":
         limit = rng.randint(2, 10)
-        memory: Any = MessageWindowChatMemory(repository, limit)
         window = MessageWindow(limit)
     else:
         limit = rng.randint(20, 120)
-        memory = TokenWindowChatMemory(repository, limit)
         window = TokenWindow(limit, estimate_tokens)
     for batch in random_turns(rng, 40):
-        memory.add("w", batch)
+        repository.append_to_window("w", batch, window)
         stored = repository.find_by_conversation_id("w")
         assert _ids(repository.find_window("w", window)) == _ids(stored)
     _assert_pages_walk(repository, "w")

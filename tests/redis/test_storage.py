@@ -27,6 +27,7 @@ from chatledger.window import MessageWindow, TokenWindow, apply_window
 from chatledger_redis import RedisChatMemoryRepository
 from chatledger_redis.keys import ConversationKeys
 from chatledger_redis.markers import system_marker, turn_marker
+from tests.window_append_memory import WindowAppendMemory
 
 
 def _text(value: bytes | str) -> str:
@@ -47,7 +48,9 @@ def test_markers_match_the_stored_messages(
 ) -> None:
     """The script writes the same markers Python derives from the messages."""
     window = TokenWindow(80, estimate_tokens, "estimate_tokens")
-    memory = TokenWindowChatMemory(repository, 80)
+    memory = WindowAppendMemory(
+        repository, TokenWindowChatMemory(repository, 80).window
+    )
     for batch in random_turns(random.Random(7), 15):
         memory.add("m", batch)
     keys = ConversationKeys.of(repository.key_prefix, "m")

@@ -28,6 +28,7 @@ from chatledger.adapters import FAULT_POINTS
 from chatledger_sql.dialects import MariaDBDialect
 from tests.backends import backend_url
 from tests.conformance.test_async_sql import with_driver
+from tests.window_append_memory import AsyncWindowAppendMemory
 
 #: Loop turns before an outside cancellation: enough to reach past the commit.
 OUTSIDE_TURNS = 40
@@ -265,7 +266,7 @@ def test_a_write_cancelled_during_its_commit_has_settled_when_the_cancel_returns
         table_name=f"cl_{uuid.uuid4().hex[:12]}",
         dialect=MariaDBDialect(server_append=write == "routine"),
     )
-    memory = AsyncMessageWindowChatMemory(repository, max_messages=1000)
+    memory = AsyncWindowAppendMemory(repository, max_messages=1000)
     admin = create_async_engine(url, isolation_level="AUTOCOMMIT")
 
     async def until(condition: Callable[[], Awaitable[bool]]) -> None:

@@ -21,10 +21,8 @@ from sqlalchemy import Engine, create_engine, event, select, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from chatledger import (
-    AsyncMessageWindowChatMemory,
     Message,
     MessageWindow,
-    MessageWindowChatMemory,
     TokenWindow,
     ToolCall,
     ToolResponse,
@@ -52,6 +50,7 @@ from tests.sql.conftest import unique_table
 from tests.sql.test_ttl import expire
 from tests.sql.test_writes import Counter
 from tests.sql.wire import PgWire
+from tests.window_append_memory import AsyncWindowAppendMemory, WindowAppendMemory
 
 _DIALECTS = {"postgresql": PostgresDialect, "mariadb": MariaDBDialect}
 #: What one append through the routine sends, as SQLAlchemy sees it.
@@ -96,7 +95,7 @@ def test_an_append_is_one_round_trip_whatever_the_window(window: int) -> None:
     wire = PgWire(engine)
     repository = _repository(engine)
     try:
-        memory = MessageWindowChatMemory(repository, max_messages=window)
+        memory = WindowAppendMemory(repository, max_messages=window)
         memory.add("c", [Message.system("S")])
         for turn in range(window // 2 + 2):  # fill the window, then overflow it
             memory.add("c", [Message.user(f"u{turn}"), Message.assistant(f"a{turn}")])
@@ -155,7 +154,7 @@ def test_mariadb_an_append_is_one_call_whatever_the_window(window: int) -> None:
     )
     commands = PyMySQLCommands(repository.engine)
     try:
-        memory = MessageWindowChatMemory(repository, max_messages=window)
+        memory = WindowAppendMemory(repository, max_messages=window)
         memory.add("c", [Message.system("S")])
         for turn in range(window // 2 + 2):
             memory.add("c", [Message.user(f"u{turn}"), Message.assistant(f"a{turn}")])
@@ -181,7 +180,7 @@ def test_asyncpg_calls_it() -> None:
     counter = Counter(engine.sync_engine)
 
     async def scenario() -> None:
-        memory = AsyncMessageWindowChatMemory(repository, max_messages=2)
+        memory = AsyncWindowAppendMemory(repository, max_messages=2)
         try:
             await memory.add("c", [Message.user("u1"), Message.assistant("a1")])
             counter.reset()

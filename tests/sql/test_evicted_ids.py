@@ -20,7 +20,6 @@ from sqlalchemy import Engine, create_engine, func, inspect, select, text
 from chatledger import (
     Message,
     MessageWindow,
-    MessageWindowChatMemory,
     StoreNotFoundError,
     TokenWindow,
     ToolResponse,
@@ -39,6 +38,7 @@ from tests.sql.conftest import make_url, unique_table
 from tests.sql.test_ttl import expire
 from tests.sql.test_writes import Counter
 from tests.sql.wire import PgWire
+from tests.window_append_memory import WindowAppendMemory
 
 
 @pytest.fixture
@@ -356,7 +356,7 @@ def test_postgres_retry_after_eviction_is_one_probe_and_no_write(
         dialect=PostgresDialect(server_append=server_append),
     )
     try:
-        memory = MessageWindowChatMemory(repository, max_messages=2)
+        memory = WindowAppendMemory(repository, max_messages=2)
         first = [Message.user("U1"), Message.assistant("A1")]
         memory.add("c", first)
         wire.reset()

@@ -18,6 +18,7 @@ from chatledger_sql import InvalidTTLError, PostgresDialect, SqlChatMemoryReposi
 from tests.backends import backend_url
 from tests.sql.conftest import unique_table
 from tests.sql.wire import PgWire
+from tests.window_append_memory import WindowAppendMemory
 
 
 @pytest.fixture
@@ -207,7 +208,7 @@ def test_a_window_append_with_ttl_costs_no_extra_statement(server_append: bool) 
         dialect=PostgresDialect(server_append=server_append),
     )
     try:
-        memory = MessageWindowChatMemory(repository, max_messages=10)
+        memory = WindowAppendMemory(repository, max_messages=10)
         memory.add("c", [Message.user("first")])
         wire.reset()
         memory.add("c", [Message.assistant("second")])

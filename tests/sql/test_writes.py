@@ -11,12 +11,12 @@ from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from chatledger import (
-    AsyncMessageWindowChatMemory,
     ContentionError,
     Message,
     MessageWindowChatMemory,
 )
 from chatledger.faults import FAULT_POINTS
+from chatledger.window import MessageWindow
 from chatledger_sql import AsyncSqlChatMemoryRepository, SqlChatMemoryRepository
 from chatledger_sql.dialects import (
     DialectMismatchWarning,
@@ -31,6 +31,7 @@ from tests.backends import backend_url
 from tests.conformance.test_async_sql import with_driver
 from tests.sql.conftest import unique_table
 from tests.sql.wire import PgWire
+from tests.window_append_memory import AsyncWindowAppendMemory, WindowAppendMemory
 
 
 class Counter:
@@ -89,7 +90,7 @@ def test_postgres_append_round_trips_are_few_and_flat(
     inserts, evicts and updates the row, travels with ``COMMIT``.
     """
     repository, wire = postgres
-    memory = MessageWindowChatMemory(repository, max_messages=window)
+    memory = WindowAppendMemory(repository, max_messages=window)
     memory.add("c", [Message.system("S")])
     for turn in range(window // 2 + 2):  # fill the window, then overflow it
         memory.add("c", [Message.user(f"u{turn}"), Message.assistant(f"a{turn}")])
@@ -114,7 +115,7 @@ def test_postgres_append_without_pipeline_mode(
     """A driver without pipelines (psycopg2, libpq before 14): 4 round trips."""
     monkeypatch.setattr(pipeline, "_pipelines", lambda connection: False)
     repository, wire = postgres
-    memory = MessageWindowChatMemory(repository, max_messages=4)
+    memory = WindowAppendMemory(repository, max_messages=4)
     for turn in range(3):
         memory.add("c", [Message.user(f"u{turn}"), Message.assistant(f"a{turn}")])
     wire.reset()
@@ -131,7 +132,7 @@ def test_postgres_pipelined_begin_keeps_the_isolation_level() -> None:
         engine, table_name=unique_table(), dialect=PORTABLE
     )
     try:
-        memory = MessageWindowChatMemory(repository, max_messages=10)
+        memory = WindowAppendMemory(repository, max_messages=10)
         memory.add("c", [Message.user("first")])
         wire.reset()
         memory.add("c", [Message.assistant("second")])
@@ -163,7 +164,7 @@ def test_postgres_async_append_is_pipelined_like_the_sync_one(
     )
 
     async def scenario() -> None:
-        memory = AsyncMessageWindowChatMemory(repository, max_messages=4)
+        memory = AsyncWindowAppendMemory(repository, max_messages=4)
         try:
             for turn in range(3):
                 await memory.add(
@@ -189,7 +190,7 @@ def test_postgres_retried_append_is_a_noop(
 ) -> None:
     """Re-sending an append whose ids are stored writes nothing."""
     repository, wire = postgres
-    memory = MessageWindowChatMemory(repository, max_messages=10)
+    memory = WindowAppendMemory(repository, max_messages=10)
     batch = [Message.user("u"), Message.assistant("a")]
     memory.add("c", batch)
     wire.reset()
@@ -228,10 +229,13 @@ def test_a_failed_write_changes_nothing(
         repository.fault_points.on(point, fail)
 
         def write() -> object:
+            batch = [Message.system("S2"), Message.user("U2")]
             if point == "after_delete":
                 repository.save_all("c", [Message.user("replacement")])
                 return None
-            return memory.add("c", [Message.system("S2"), Message.user("U2")])
+            if point == "after_evict":  # a step of the window append only
+                return repository.append_to_window("c", batch, memory.window)
+            return memory.add("c", batch)
 
         with pytest.raises(RuntimeError, match=point):
             write()
@@ -282,20 +286,25 @@ def test_append_statements_one_by_one(backend: str, tmp_path: Any) -> None:
                     engine, table_name=unique_table(), dialect=MySQLDialect()
                 )
         counter = Counter(engine)
-        memory = MessageWindowChatMemory(repository, max_messages=4)
-        memory.add("c", [Message.user("u0"), Message.assistant("a0")])
+        window = MessageWindow(4)
+        repository.append_to_window(
+            "c", [Message.user("u0"), Message.assistant("a0")], window
+        )
         counter.reset()
-        memory.add("c", [Message.user("u1"), Message.assistant("a1")])
+        repository.append_to_window(
+            "c", [Message.user("u1"), Message.assistant("a1")], window
+        )
         lock = ["INSERT"] if backend == "sqlite" else ["INSERT", "SELECT"]
         assert counter.statements == [*lock, "INSERT", "UPDATE"]
         counter.reset()
-        memory.add("c", [Message.user("u2")])
+        repository.append_to_window("c", [Message.user("u2")], window)
         assert counter.statements[: len(lock)] == lock
         assert counter.statements[len(lock) :].count("DELETE") == 1
         # The oldest rows came with the lock: no SELECT to find what to evict.
         assert "SELECT" not in counter.statements[len(lock) :]
         assert counter.statements[-1] == "UPDATE"
-        assert [m.content for m in memory.get("c")] == ["u1", "a1", "u2"]
+        stored = repository.find_by_conversation_id("c")
+        assert [m.content for m in stored] == ["u1", "a1", "u2"]
         repository.drop_schema()
     finally:
         engine.dispose()
@@ -313,7 +322,7 @@ def test_mariadb_append_is_two_compound_statements() -> None:
     )
     try:
         counter = Counter(engine)
-        memory = MessageWindowChatMemory(repository, max_messages=5)
+        memory = WindowAppendMemory(repository, max_messages=5)
         memory.add("c", [Message.system("S"), Message.user("u0")])
         memory.add("c", [Message.assistant("a0")])
         counter.reset()
@@ -356,7 +365,7 @@ def test_mariadb_async_append_is_two_compound_statements(driver: str) -> None:
     )
 
     async def scenario() -> None:
-        memory = AsyncMessageWindowChatMemory(repository, max_messages=5)
+        memory = AsyncWindowAppendMemory(repository, max_messages=5)
         try:
             await memory.add("c", [Message.system("S"), Message.user("u0")])
             await memory.add("c", [Message.assistant("a0")])
@@ -399,7 +408,7 @@ def test_mariadb_large_batch_is_sent_statement_by_statement() -> None:
     )
     try:
         counter = Counter(engine)
-        memory = MessageWindowChatMemory(repository, max_messages=4)
+        memory = WindowAppendMemory(repository, max_messages=4)
         memory.add("c", [Message.user("u0")])
         counter.reset()
         big = "x" * (MAX_BLOCK_TEXT // 2 + 1)
@@ -418,7 +427,7 @@ def test_giving_up_under_contention_raises_contention_error(
     """A write that keeps losing its race stops with ContentionError, unwritten."""
     repository = _fresh_repository(backend, tmp_path)
     try:
-        memory = MessageWindowChatMemory(repository, max_messages=5)
+        memory = WindowAppendMemory(repository, max_messages=5)
         memory.add("busy", Message.user("before"))
         tries: list[str] = []
 

@@ -29,8 +29,11 @@ from chatledger.turn import OnError
 class _BrokenStore(AsyncInMemoryChatMemoryRepository):
     """Reads work; every write fails as a lost database connection would."""
 
-    async def append_to_window(
-        self, conversation_id: str, messages: Sequence[Message], window: Window
+    async def append_to_log(
+        self,
+        conversation_id: str,
+        messages: Sequence[Message],
+        window: Window | None = None,
     ) -> AppendResult:
         raise ConnectionError("database went away")
 
@@ -183,7 +186,7 @@ def test_the_result_is_what_add_returned() -> None:
 
     context = asyncio.run(main())
     assert isinstance(context.result, AppendResult)
-    assert len(context.result.evicted_ids) == 2
+    assert [m.content for m in context.result.appended] == ["U", "A"]
 
 
 def test_an_async_turn_is_not_a_sync_with_block() -> None:

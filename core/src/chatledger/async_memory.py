@@ -8,9 +8,13 @@ Example:
     await memory.add("c1", [Message.system("Be brief."), Message.user("Hi")])
     prompt = await memory.get("c1")  # system first, then the window
 
-Data flows one way: caller -> memory (what to keep) -> repository (where it
-lives). A memory uses the repository's atomic window append when it has one
-(:class:`~chatledger.AsyncSupportsWindowAppend`); otherwise it reads the
+Data flows one way: caller -> memory (what the model sees) -> repository
+(where it lives). On a repository that keeps each conversation as a log
+(:class:`~chatledger.AsyncSupportsLog`: every built-in one), ``add`` appends to
+the log and ``get`` reads the window as a view of it: the whole conversation
+stays stored, for a transcript (``find_messages_page``) or an audit. On one
+that stores only a window, a memory uses its atomic window append
+(:class:`~chatledger.AsyncSupportsWindowAppend`), or else reads the
 conversation, applies :func:`~chatledger.window_rewrite.rewrite_window` and
 writes it back with ``save_all``, which is not safe against concurrent
 writers. ``memory.turn(...)`` takes one model turn (:mod:`chatledger.async_turn`).
@@ -27,6 +31,7 @@ from typing import Protocol, cast, runtime_checkable
 from chatledger.async_in_memory import AsyncInMemoryChatMemoryRepository
 from chatledger.async_repository import (
     AsyncChatMemoryRepository,
+    AsyncSupportsLog,
     AsyncSupportsWindowAppend,
     is_async_repository,
 )
@@ -101,6 +106,7 @@ class AsyncWindowChatMemory:
         self.repository = repository
         self.window = window
         self._checked: object = None
+        self._log: AsyncSupportsLog | None = None
         self._window_append = False
 
     def __repr__(self) -> str:
@@ -109,7 +115,13 @@ class AsyncWindowChatMemory:
     async def add(
         self, conversation_id: str, messages: Message | Sequence[Message]
     ) -> AppendResult:
-        """Add messages and trim the window; returns what was written and evicted.
+        """Add messages; returns what was written (and, on a store that keeps
+        only the window, what the window evicted).
+
+        On a log, nothing is removed: ``evicted_ids`` is empty, and the window
+        is applied when it is read. A message whose id the conversation holds
+        or held, and a system message equal to the current one, are not
+        stored again.
 
         Raises:
             InvalidConversationIdError: before any I/O, for a bad id.
@@ -120,10 +132,9 @@ class AsyncWindowChatMemory:
         if not batch:
             return AppendResult()
         repository = self.repository
-        if repository is not self._checked:
-            # A runtime protocol check costs microseconds; do it once per repository.
-            self._window_append = isinstance(repository, AsyncSupportsWindowAppend)
-            self._checked = repository
+        self._check(repository)
+        if self._log is not None:
+            return await self._log.append_to_log(conversation_id, batch, self.window)
         if self._window_append:
             appender = cast(AsyncSupportsWindowAppend, repository)
             return await appender.append_to_window(conversation_id, batch, self.window)
@@ -135,9 +146,25 @@ class AsyncWindowChatMemory:
         return AppendResult(update.appended, [m.id for m in update.evicted])
 
     async def get(self, conversation_id: str) -> list[Message]:
-        """Return the stored window, oldest first (no trimming on read)."""
+        """Return the window, oldest first.
+
+        On a repository that keeps logs, the window is a view of the log
+        (``find_window``); on one that stores only the window, the stored
+        conversation as it is.
+        """
         validate_conversation_id(conversation_id)
+        self._check(self.repository)
+        if self._log is not None:
+            return await self._log.find_window(conversation_id, self.window)
         return await self.repository.find_by_conversation_id(conversation_id)
+
+    def _check(self, repository: AsyncChatMemoryRepository) -> None:
+        if repository is not self._checked:
+            # A runtime protocol check costs microseconds; do it once per repository.
+            is_log = isinstance(repository, AsyncSupportsLog)
+            self._log = cast(AsyncSupportsLog, repository) if is_log else None
+            self._window_append = isinstance(repository, AsyncSupportsWindowAppend)
+            self._checked = repository
 
     async def clear(self, conversation_id: str) -> None:
         """Delete the conversation from the repository."""

@@ -6,9 +6,10 @@ Example:
 
     play(connect("memory://"), "memory://", max_messages=6)
 
-After each turn it prints what the model would be sent (the stored window) and
-what the window evicted, from the :class:`~chatledger.AppendResult` that
-``memory.add`` returns. ``chatledger demo`` runs it.
+After each turn it prints what the model would be sent (the window) and what
+left the window with that turn: on a repository that keeps logs it is still
+stored, and the end says how much of the conversation is kept. ``chatledger
+demo`` runs it.
 """
 
 from __future__ import annotations
@@ -162,35 +163,35 @@ def play(
         f"conversation {conversation_id}, window of {max_messages} messages "
         "(system messages count; turns are kept whole)"
     )
-    seen: dict[str, Message] = {m.id: m for m in memory.get(conversation_id)}
+    shown = memory.get(conversation_id)
     for number, (asked, replies) in enumerate(script(), start=1):
         write("")
         write(f"--- turn {number} " + "-" * 50)
-        sent = memory.add(conversation_id, asked)
-        seen.update((m.id, m) for m in asked)
+        before = shown
+        memory.add(conversation_id, asked)
         window = memory.get(conversation_id)
         write(f"the model is sent {len(window)} messages:")
         for message in window:
             _print_message(write, "    ", message)
         answered = memory.add(conversation_id, replies)
-        seen.update((m.id, m) for m in replies)
         write("the model replies:")
         for message in answered.appended:
             _print_message(write, "  + ", message)
-        evicted = [*sent.evicted_ids, *answered.evicted_ids]
-        if not evicted:
-            write("evicted nothing")
+        shown = memory.get(conversation_id)
+        kept = {m.id for m in shown}
+        left = [m for m in before if m.id not in kept]
+        if not left:
+            write("nothing left the window")
             continue
-        write(f"evicted {len(evicted)} (oldest whole turns first):")
-        for message_id in evicted:
-            old = seen.get(message_id)
-            if old is None:
-                write(f"  - message {message_id}")
-            else:
-                _print_message(write, "  - ", old)
+        write(f"{len(left)} left the window (oldest whole turns first):")
+        for message in left:
+            _print_message(write, "  - ", message)
     write("")
-    stored = memory.get(conversation_id)
-    write(f"stored now: {len(stored)} messages in {conversation_id}")
+    stored = repository.find_by_conversation_id(conversation_id)
+    write(
+        f"stored now: {len(stored)} messages in {conversation_id}; "
+        f"the window shows {len(shown)}"
+    )
     ids = sorted(repository.find_conversation_ids())
     write(f"conversations in {label} ({len(ids)}):")
     for cid in ids[-10:]:

@@ -8,9 +8,13 @@ Example:
     memory.add("c1", [Message.system("Be brief."), Message.user("Hi")])
     prompt = memory.get("c1")  # system first, then the window
 
-Data flows one way: caller -> memory (what to keep) -> repository (where it
-lives). A memory uses the repository's atomic window append when it has one
-(:class:`~chatledger.SupportsWindowAppend`); otherwise it reads the
+Data flows one way: caller -> memory (what the model sees) -> repository
+(where it lives). On a repository that keeps each conversation as a log
+(:class:`~chatledger.SupportsLog`: every built-in one), ``add`` appends to
+the log and ``get`` reads the window as a view of it: the whole conversation
+stays stored, for a transcript (``find_messages_page``) or an audit. On one
+that stores only a window, a memory uses its atomic window append
+(:class:`~chatledger.SupportsWindowAppend`), or else reads the
 conversation, applies :func:`~chatledger.window_rewrite.rewrite_window` and
 writes it back with ``save_all``, which is not safe against concurrent
 writers. ``memory.turn(...)`` takes one model turn (:mod:`chatledger.turn`).
@@ -28,6 +32,7 @@ from chatledger.in_memory import InMemoryChatMemoryRepository
 from chatledger.messages import Message
 from chatledger.repository import (
     ChatMemoryRepository,
+    SupportsLog,
     SupportsWindowAppend,
     is_repository,
 )
@@ -98,6 +103,7 @@ class WindowChatMemory:
         self.repository = repository
         self.window = window
         self._checked: object = None
+        self._log: SupportsLog | None = None
         self._window_append = False
 
     def __repr__(self) -> str:
@@ -106,7 +112,13 @@ class WindowChatMemory:
     def add(
         self, conversation_id: str, messages: Message | Sequence[Message]
     ) -> AppendResult:
-        """Add messages and trim the window; returns what was written and evicted.
+        """Add messages; returns what was written (and, on a store that keeps
+        only the window, what the window evicted).
+
+        On a log, nothing is removed: ``evicted_ids`` is empty, and the window
+        is applied when it is read. A message whose id the conversation holds
+        or held, and a system message equal to the current one, are not
+        stored again.
 
         Raises:
             InvalidConversationIdError: before any I/O, for a bad id.
@@ -117,10 +129,9 @@ class WindowChatMemory:
         if not batch:
             return AppendResult()
         repository = self.repository
-        if repository is not self._checked:
-            # A runtime protocol check costs microseconds; do it once per repository.
-            self._window_append = isinstance(repository, SupportsWindowAppend)
-            self._checked = repository
+        self._check(repository)
+        if self._log is not None:
+            return self._log.append_to_log(conversation_id, batch, self.window)
         if self._window_append:
             appender = cast(SupportsWindowAppend, repository)
             return appender.append_to_window(conversation_id, batch, self.window)
@@ -132,9 +143,25 @@ class WindowChatMemory:
         return AppendResult(update.appended, [m.id for m in update.evicted])
 
     def get(self, conversation_id: str) -> list[Message]:
-        """Return the stored window, oldest first (no trimming on read)."""
+        """Return the window, oldest first.
+
+        On a repository that keeps logs, the window is a view of the log
+        (``find_window``); on one that stores only the window, the stored
+        conversation as it is.
+        """
         validate_conversation_id(conversation_id)
+        self._check(self.repository)
+        if self._log is not None:
+            return self._log.find_window(conversation_id, self.window)
         return self.repository.find_by_conversation_id(conversation_id)
+
+    def _check(self, repository: ChatMemoryRepository) -> None:
+        if repository is not self._checked:
+            # A runtime protocol check costs microseconds; do it once per repository.
+            is_log = isinstance(repository, SupportsLog)
+            self._log = cast(SupportsLog, repository) if is_log else None
+            self._window_append = isinstance(repository, SupportsWindowAppend)
+            self._checked = repository
 
     def clear(self, conversation_id: str) -> None:
         """Delete the conversation from the repository."""

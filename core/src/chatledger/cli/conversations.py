@@ -10,10 +10,12 @@ from chatledger.cli.stores import open_store, read_conversation
 from chatledger.connect import redact_url
 from chatledger.demo import describe
 from chatledger.errors import ChatLedgerError
+from chatledger.messages import Message
 from chatledger.repository import (
     ChatMemoryRepository,
     SupportsConversationPages,
     SupportsCountMessages,
+    SupportsLog,
 )
 from chatledger.validation import validate_conversation_id
 
@@ -21,6 +23,10 @@ __all__ = ["ls", "rm", "show"]
 
 #: Conversation ids ``ls`` asks for at a time, where the store can page.
 _LS_PAGE = 1000
+#: Messages ``show --all`` reads at a time from a log.
+_SHOW_PAGE = 500
+#: Messages ``show`` prints without ``--all``: the newest.
+DEFAULT_SHOWN = 50
 
 
 def _conversation_ids(repository: ChatMemoryRepository) -> Iterator[str]:
@@ -80,21 +86,85 @@ def ls(args: argparse.Namespace) -> int:
 
 
 def show(args: argparse.Namespace) -> int:
-    """Print one conversation, a message per line."""
+    """Print the newest messages of one conversation (every one with ``--all``).
+
+    A store that keeps logs is read a page at a time: ``--all`` walks the
+    whole log oldest first without holding it in memory, and the default
+    reads the newest ``--last`` messages only. Lines are numbered by the
+    message's place in the conversation.
+    """
     validate_conversation_id(args.id)
+    last = args.last
     repository = open_store(args.url, args.options, create=False, closing=args.closing)
-    messages = read_conversation(repository, args.url, args.id)
-    for number, message in enumerate(messages, start=1):
+    if not isinstance(repository, SupportsLog):
+        messages = read_conversation(repository, args.url, args.id)
+        shown = messages if args.all else messages[-last:]
+        _print_numbered(shown, len(messages) - len(shown) + 1)
+        _say_what_is_hidden(len(shown), len(messages) - len(shown), len(messages))
+        return 0
+    if args.all:
+        number = 1
+        for page in _pages(repository, args.id, newest_first=False):
+            if number == 1 and not page:
+                read_conversation(repository, args.url, args.id)  # says it is missing
+            _print_numbered(page, number)
+            number += len(page)
+        return 0
+    newest = repository.find_messages_page(args.id, None, last, newest_first=True)
+    shown = newest.messages[::-1]
+    if not shown:
+        read_conversation(repository, args.url, args.id)  # says it is missing
+    if newest.next_cursor is None:
+        _print_numbered(shown, 1)
+        return 0
+    total = (
+        repository.count_messages(args.id)
+        if isinstance(repository, SupportsCountMessages)
+        else None
+    )
+    _print_numbered(shown, None if total is None else total - len(shown) + 1)
+    _say_what_is_hidden(
+        len(shown), None if total is None else total - len(shown), total
+    )
+    return 0
+
+
+def _pages(
+    repository: SupportsLog, cid: str, *, newest_first: bool
+) -> Iterator[list[Message]]:
+    """The pages of one log, ``_SHOW_PAGE`` messages each."""
+    cursor = None
+    while True:
+        page = repository.find_messages_page(cid, cursor, _SHOW_PAGE, newest_first)
+        yield page.messages
+        if page.next_cursor is None:
+            return
+        cursor = page.next_cursor
+
+
+def _print_numbered(messages: list[Message], first: int | None) -> None:
+    """A message per line (more for tool calls), numbered from ``first``."""
+    for index, message in enumerate(messages):
         stamp = (
             message.created_at.isoformat(timespec="milliseconds")
             if message.created_at
             else "-"
         )
+        number = "" if first is None else str(first + index)
         lines = describe(message)
         out(f"{number:>4}  {stamp}  {lines[0]}")
         for line in lines[1:]:
             out(f"{'':>4}  {'':<{len(stamp)}}  {line}")
-    return 0
+
+
+def _say_what_is_hidden(shown: int, hidden: int | None, total: int | None) -> None:
+    """On stderr: how many older messages the default left out."""
+    if hidden == 0:
+        return
+    if total is None:
+        err(f"showing the newest {shown} messages; --all shows every one")
+    else:
+        err(f"showing the newest {shown} of {total} messages; --all shows every one")
 
 
 def rm(args: argparse.Namespace) -> int:

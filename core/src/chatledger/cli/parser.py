@@ -10,7 +10,7 @@ from typing import Any, NoReturn
 from chatledger.benchmark import WINDOWS
 from chatledger.cli.bench import bench
 from chatledger.cli.conformance import conformance
-from chatledger.cli.conversations import ls, rm, show
+from chatledger.cli.conversations import DEFAULT_SHOWN, ls, rm, show
 from chatledger.cli.copy import copy
 from chatledger.cli.demo import DEMO_URL, demo
 from chatledger.cli.export_import import export, import_
@@ -165,9 +165,22 @@ def build_parser() -> argparse.ArgumentParser:
     _add_options(ls_parser)
     ls_parser.set_defaults(run=ls)
 
-    show_parser = commands.add_parser("show", help="print one conversation")
+    show_parser = commands.add_parser(
+        "show", help="print the newest messages of one conversation"
+    )
     show_parser.add_argument("url", type=_url)
     show_parser.add_argument("id")
+    shown = show_parser.add_mutually_exclusive_group()
+    shown.add_argument(
+        "--all", action="store_true", help="print every message, oldest first"
+    )
+    shown.add_argument(
+        "--last",
+        type=_positive,
+        default=DEFAULT_SHOWN,
+        metavar="N",
+        help=f"print the newest N messages (default {DEFAULT_SHOWN})",
+    )
     _add_options(show_parser)
     show_parser.set_defaults(run=show)
 

@@ -145,18 +145,17 @@ class ChatLedgerChatStore(BaseChatStore):
 
     Writes:
 
-    - ``add_message`` appends in one atomic step where the repository has
-      ``append_to_window`` (every built-in adapter), else by reading the
-      conversation and writing it back. It goes through chatledger's window
-      with :data:`UNBOUNDED` messages, so nothing is evicted for room, but the
-      window's other rules hold: a system message that differs from the
-      stored one replaces it and an equal one is not stored twice, and a
-      conversation never opens on a tool response, so one with no call
-      before it is not kept.
+    - ``add_message`` appends in one atomic step. On a repository that keeps
+      each conversation as a log (every built-in adapter), the message is
+      added to the log and nothing is removed; a system message equal to the
+      current one is not stored twice. On one that stores only a window, it
+      goes through chatledger's window with :data:`UNBOUNDED` messages, so
+      nothing is evicted for room, but the window's other rules hold there:
+      a system message that differs from the stored one replaces it, and a
+      conversation never opens on a tool response.
     - ``set_messages`` replaces the conversation atomically (``[]`` deletes
-      it), exactly as given, window rules aside (the next ``add_message``
-      removes a tool response it left at the opening); a message equal to
-      the stored one at its place keeps that one's id and ``created_at``.
+      it), exactly as given; a message equal to the stored one at its place
+      keeps that one's id and ``created_at``.
     - ``delete_messages``, ``delete_message`` and ``delete_last_message`` read
       the conversation, then delete it or replace it in one atomic write, and
       return what they removed (``None`` when there was nothing). A message
@@ -252,7 +251,7 @@ class ChatLedgerChatStore(BaseChatStore):
         return to_llama_index(self._sync().find_by_conversation_id(key))
 
     def add_message(self, key: str, message: ChatMessage) -> None:
-        """Append ``message`` to ``key`` (see the class docs for the window rules)."""
+        """Append ``message`` to ``key`` (see the class docs for what is kept)."""
         validate_conversation_id(key)
         converted = read_chat_message(message, "message")
         self._sync()
@@ -306,7 +305,7 @@ class ChatLedgerChatStore(BaseChatStore):
         return to_llama_index(await self._async().find_by_conversation_id(key))
 
     async def async_add_message(self, key: str, message: ChatMessage) -> None:
-        """Append ``message`` to ``key`` (see the class docs for the window rules)."""
+        """Append ``message`` to ``key`` (see the class docs for what is kept)."""
         validate_conversation_id(key)
         converted = read_chat_message(message, "message")
         self._async()
