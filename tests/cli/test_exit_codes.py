@@ -64,6 +64,10 @@ CASES = {
     "ls: unknown option": Case(
         ("ls", STORE, "-o", "bogus=1"), 2, "takes no option 'bogus'"
     ),
+    "ls: unknown dialect": Case(("ls", STORE, "-o", "dialect=nosuch"), 2, "'nosuch'"),
+    "ls: engine options not a dict": Case(
+        ("ls", STORE, "-o", "engine_options=5"), 2, "engine_options must be a dict"
+    ),
     "ls: host for a file": Case(("ls", "sqlite://store.db"), 2, "names a host"),
     "ls: missing store": Case(("ls", "sqlite:///absent.db"), 1, "does not exist"),
     # show

@@ -408,6 +408,11 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         """
         _check_options(cls, options)
         to_ttl(options.get("ttl"))
+        if engine_options is not None and not isinstance(engine_options, Mapping):
+            raise InvalidOptionError(
+                "engine_options must be a dict of create_engine keyword "
+                f"arguments, not {type(engine_options).__name__}"
+            )
         # No pool_pre_ping: it costs a round trip per operation. A connection
         # the server dropped fails its first statement instead, and every
         # operation runs once more on a fresh one (see _write and _read).

@@ -26,7 +26,7 @@ from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any
 
 from chatledger.adapters import (
-    ChatLedgerError,
+    InvalidNameError,
 )
 from chatledger_sql.dialects.base import SqlDialect
 
@@ -92,8 +92,12 @@ class DialectMismatchWarning(UserWarning):
     """An explicit dialect was given for a different database product."""
 
 
-class UnknownDialectError(ChatLedgerError, LookupError):
-    """A dialect was asked for by a name no registry knows."""
+class UnknownDialectError(InvalidNameError, LookupError):
+    """A dialect was asked for by a name no registry knows.
+
+    An :class:`~chatledger.errors.InvalidNameError` (a ``ValueError``): the
+    ``dialect`` option names nothing usable, as a bad table name would.
+    """
 
 
 def register_dialect(product_name: str, dialect: DialectSpec) -> None:
