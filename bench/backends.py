@@ -236,7 +236,7 @@ BACKENDS: dict[str, Backend] = {
             "postgresql", "PostgreSQL", 1.5, _server_sql("postgresql", PostgresFloor)
         ),
         Backend("mariadb", "MariaDB", 1.5, _server_sql("mariadb", MariaDBFloor)),
-        Backend("redis", "Redis", 1.3, _redis),
+        Backend("redis", "Redis", 1.5, _redis),
         Backend("cassandra", "Cassandra", None, _cassandra),
         Backend("neo4j", "Neo4j", None, _neo4j),
     )

@@ -124,7 +124,8 @@ class TestConcurrentHistory:
         assert verdict.acknowledged == len(conversations) * 40
 
     def test_small_window_evicts_consistently(self, target: Target) -> None:
-        """With a 12-message window, 8 threads x 60 appends evict whole turns only.
+        """With a 12-message window, 8 threads x 60 window appends evict whole
+        turns only (a store that keeps the window alone).
 
         Every acknowledged turn is either in the final window or was reported
         evicted by exactly one append; evicted turns never reappear; every read
@@ -139,6 +140,7 @@ class TestConcurrentHistory:
                 appends_per_writer=60,
                 window=MessageWindow(12),
                 read_pause=0.002,
+                window_append=True,
             )
         finally:
             _close(repository)

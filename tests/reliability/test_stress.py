@@ -86,6 +86,7 @@ def test_stress_many_conversations_small_window(target: Target) -> None:
             window=MessageWindow(40),
             threads=24,
             read_pause=0.001,
+            window_append=True,  # evictions under load: a window store
         )
     finally:
         _close(repository)

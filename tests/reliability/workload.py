@@ -27,6 +27,7 @@ from chatledger import ChatLedgerError, Message, ToolCall, ToolResponse
 from chatledger.memory import WindowChatMemory
 from chatledger.window import MessageWindow, Window
 from tests.reliability.history import Append, Observation, Read
+from tests.window_append_memory import WindowAppendMemory
 
 __all__ = ["Run", "Target", "make_batch", "run_processes", "run_threads"]
 
@@ -102,7 +103,7 @@ def make_batch(tag: str, counter: int) -> list[Message]:
 
 
 def _append(
-    memory: WindowChatMemory, conversation: str, writer: str, counter: int, run: str
+    memory: Any, conversation: str, writer: str, counter: int, run: str
 ) -> tuple[Append, str | None]:
     batch = make_batch(f"{run}/{conversation}/{writer}/{counter}", counter)
     ids = tuple(m.id for m in batch)
@@ -215,15 +216,22 @@ def run_threads(
     threads: int | None = None,
     readers: int = 2,
     read_pause: float = 0.01,
+    window_append: bool = False,
 ) -> Run:
     """Append from threads (one per writer unless ``threads`` caps it) and read.
 
     With ``threads`` set, writer ``k`` runs on thread ``k % threads`` and each
     thread interleaves its writers, so the writers of one conversation still
-    race each other on different threads.
+    race each other on different threads. With ``window_append`` the writers
+    call ``append_to_window`` (the store keeps the window only) instead of
+    the memory's log append.
     """
     tag = uuid.uuid4().hex[:8]
-    memory = WindowChatMemory(repository, window)
+    memory: Any = (
+        WindowAppendMemory(repository, window)
+        if window_append
+        else WindowChatMemory(repository, window)
+    )
     writers = [
         (conversation, f"w{number}")
         for conversation in conversations

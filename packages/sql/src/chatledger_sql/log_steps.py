@@ -159,7 +159,9 @@ def log_append_parameters(
         for message in stamped
     ]
     weights = [row["weight"] for row in rows]
+    ids = {f"id_{index}": row["message_id"] for index, row in enumerate(rows)}
     return {
+        **ids,
         "cid": conversation_id,
         "n": len(rows),
         "counter": counter,

@@ -138,6 +138,8 @@ __all__ = ["SqlChatMemoryRepository"]
 _UNKNOWN: Any = object()
 #: The read options a read on the DBAPI cursor can honour (see ``fetch_all``).
 _RAW_READ_OPTIONS: tuple[dict[str, Any], ...] = ({}, {"isolation_level": "AUTOCOMMIT"})
+#: How many batch sizes of the one-statement log append stay compiled.
+_KEPT_RAW_LOG_APPENDS = 64
 #: The MySQL protocol's status bit for an open transaction.
 _SERVER_STATUS_IN_TRANS = 1
 
@@ -300,8 +302,9 @@ class SqlChatMemoryRepository(ClosingContext):
         self._raw_read: CompiledStatement | None = None
         #: The append routine's call, compiled likewise.
         self._raw_routine: CompiledStatement | None = None
-        #: The dialect's one-statement log append, compiled likewise.
-        self._raw_log_append: CompiledStatement | None = None
+        #: The dialect's one-statement log appends, compiled likewise, by
+        #: batch size.
+        self._raw_log_appends: dict[int, CompiledStatement] = {}
         #: How many rows a view reads, first and further (tests read fewer).
         self._view_reads: Callable[[Window], Iterator[int]] = view_reads
         self._owns_engine = False
@@ -796,7 +799,7 @@ class SqlChatMemoryRepository(ClosingContext):
             return AppendResult()
         self._prepared()
         self._check_sizes(batch)
-        statement = self._sql.append_log
+        statement = self._sql.log_append(len(batch))
         if (
             statement is not None
             and not self.fault_points.armed
@@ -840,13 +843,14 @@ class SqlChatMemoryRepository(ClosingContext):
                 return None
             # Never on an asyncio driver: runs_raw knows sync drivers only.
             if runs_raw(self.engine):
-                if self._raw_log_append is None:
-                    self._raw_log_append = CompiledStatement(
-                        connection.dialect, [statement]
-                    )
+                compiled = self._raw_log_appends.get(len(batch))
+                if compiled is None:
+                    compiled = CompiledStatement(connection.dialect, [statement])
+                    if len(self._raw_log_appends) < _KEPT_RAW_LOG_APPENDS:
+                        self._raw_log_appends[len(batch)] = compiled
                 return fetch_all(
                     _sync(connection),
-                    self._raw_log_append,
+                    compiled,
                     parameters,
                     autocommit=True,
                 )

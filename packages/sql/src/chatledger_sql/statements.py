@@ -362,8 +362,10 @@ class Statements:
         self.read_probing: Any = dialect.probing_read(self)
         #: The dialect's single-statement append, if it has one.
         self.append_all: Any = dialect.append_statement(self)
-        #: The dialect's one-statement log append, if it has one.
-        self.append_log: Any = dialect.log_append_statement(self)
+        #: The dialect's one-statement log append of one message, if it has
+        #: one (``log_append`` gives it for any batch size).
+        self.append_log: Any = dialect.log_append_statement(self, 1)
+        self._dialect = dialect
         #: The dialect's server-side append routine, if it has one.
         self.append_routine: AppendRoutine | None = dialect.append_routine(self)
         #: The dialect's single-statement delete of messages and evicted ids.
@@ -400,6 +402,15 @@ class Statements:
                 self.limits[key] = found
         return found
 
+    def log_append(self, ids: int) -> Any:
+        """The dialect's one-statement log append of ``ids`` messages, or ``None``."""
+        if self.append_log is None:
+            return None
+        return self.driver_statement(
+            ("log append", ids),
+            lambda: self._dialect.log_append_statement(self, ids),
+        )
+
     def view(self, rows: int) -> CompoundSelect[Any]:
         """A view's first read: the current system rows and ``rows`` newest others.
 
@@ -426,6 +437,7 @@ class Statements:
                 "driver_sql",
                 "limits",
                 "views",
+                "_dialect",
                 "append_routine",
             )
             and value is not None

@@ -383,10 +383,10 @@ class SqlDialect:
         """Build the statement :meth:`write_append` runs, or ``None``."""
         return None
 
-    def log_append_statement(self, statements: Statements) -> Any:
+    def log_append_statement(self, statements: Statements, ids: int) -> Any:
         """Build a log append in one statement that commits alone, or ``None``.
 
-        It takes a batch without a system message (see
+        It takes a batch of ``ids`` messages without a system message (see
         ``chatledger_sql.log_steps.log_append_parameters``) and answers one
         row per message stored: all of them, or none when it left the append
         to the transaction (an id the conversation holds, an expired

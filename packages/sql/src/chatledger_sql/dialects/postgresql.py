@@ -316,7 +316,7 @@ class PostgresDialect(RoutineDialect):
             bindparam("p_expires_at", type_=timestamp),
         )
 
-    def log_append_statement(self, statements: Statements) -> TextClause:
+    def log_append_statement(self, statements: Statements, ids: int) -> TextClause:
         """One statement: lock-or-create the row, then insert after its last message.
 
         The upsert locks the conversation's row and numbers the batch from its
@@ -326,7 +326,7 @@ class PostgresDialect(RoutineDialect):
         another writer committed after that snapshot makes the insert fail on
         the unique key, and the write runs again. Sizes are kept as
         ``log_writes`` keeps them; where the current system messages are
-        stays known if it was.
+        stays known if it was. ``ids``: how many messages the batch holds.
         """
         preparer = _PG.identifier_preparer
         m = preparer.format_table(statements.tables.messages)
@@ -341,10 +341,12 @@ class PostgresDialect(RoutineDialect):
         size = "CAST(:size AS BIGINT)"
         empty = "c.system_count + c.other_count = 0"
         sized = f"{counter} IS NOT NULL AND ({empty} OR c.weight_counter = {counter})"
-        held = (
-            f"conversation_id = {cid} AND "
-            "message_id = ANY(CAST(:message_ids AS TEXT[]))"
-        )
+        # One parameter per id, left untyped: an equality on the column's own
+        # type is always looked up in the unique index, where = ANY of a text
+        # array may be planned (before the table has statistics) as a scan of
+        # the whole conversation.
+        listed = ", ".join(f":id_{index}" for index in range(ids))
+        held = f"conversation_id = {cid} AND message_id IN ({listed})"
         return text(
             f"WITH c AS (INSERT INTO {c} AS c (conversation_id, next_seq, version, "
             "system_count, other_count, weight_counter, system_weight, "
