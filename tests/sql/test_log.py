@@ -228,9 +228,7 @@ def test_a_store_made_before_the_log_gains_its_columns(
         old.drop_schema()
 
 
-def test_openers_upgrading_at_once_all_open(
-    tmp_path: Path, any_engine: Engine
-) -> None:
+def test_openers_upgrading_at_once_all_open(tmp_path: Path, any_engine: Engine) -> None:
     """Openers racing to add the columns: each opens, the columns come once."""
     table = unique_table()
     SqlChatMemoryRepository(any_engine, table_name=table).save_all(
