@@ -28,6 +28,7 @@ from chatledger.async_repository import (
     AsyncSupportsCountMessages,
     AsyncSupportsLog,
     AsyncSupportsSaveMany,
+    AsyncSupportsSchemaUpgrade,
     AsyncSupportsWindowAppend,
     is_async_repository,
 )
@@ -66,6 +67,7 @@ from chatledger.repository import (
     SupportsCountMessages,
     SupportsLog,
     SupportsSaveMany,
+    SupportsSchemaUpgrade,
     SupportsWindowAppend,
 )
 from chatledger.turn import StaleToolCallError, Turn, TurnClosedError, TurnContext
@@ -85,6 +87,7 @@ __all__ = [
     "AsyncSupportsCountMessages",
     "AsyncSupportsLog",
     "AsyncSupportsSaveMany",
+    "AsyncSupportsSchemaUpgrade",
     "AsyncSupportsWindowAppend",
     "AsyncTokenWindowChatMemory",
     "AsyncTurnContext",
@@ -116,6 +119,7 @@ __all__ = [
     "SupportsCountMessages",
     "SupportsLog",
     "SupportsSaveMany",
+    "SupportsSchemaUpgrade",
     "SupportsWindowAppend",
     "TokenWindow",
     "TokenWindowChatMemory",

@@ -37,7 +37,9 @@ meaning within a minor version. It holds
   :func:`list_trim_count`, :func:`trim_due`, :func:`trim_below`; see
   :mod:`chatledger.evicted_ids`);
 - for async adapters: the protocols (:class:`AsyncChatMemoryRepository`
-  and the ``AsyncSupports...`` capabilities), :func:`plan_append_async`
+  and the ``AsyncSupports...`` capabilities, among them
+  :class:`AsyncSupportsSchemaUpgrade` for a backend whose schema grew since
+  an earlier release), :func:`plan_append_async`
   (the planner over awaited reads, with :class:`AsyncStoredWindow`),
   :class:`AsyncClosingContext` (``async with`` awaits ``aclose()``),
   :func:`settled` (a cancelled write waits for the answer to a request that
@@ -90,6 +92,7 @@ from chatledger.async_repository import (
     AsyncSupportsConversationPages,
     AsyncSupportsCountMessages,
     AsyncSupportsLog,
+    AsyncSupportsSchemaUpgrade,
     AsyncSupportsWindowAppend,
     is_async_repository,
 )
@@ -172,6 +175,7 @@ __all__ = [
     "AsyncSupportsConversationPages",
     "AsyncSupportsCountMessages",
     "AsyncSupportsLog",
+    "AsyncSupportsSchemaUpgrade",
     "AsyncSupportsWindowAppend",
     "BenchmarkFloor",
     "ChatLedgerError",

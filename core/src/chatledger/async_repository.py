@@ -39,6 +39,7 @@ __all__ = [
     "AsyncSupportsCountMessages",
     "AsyncSupportsLog",
     "AsyncSupportsSaveMany",
+    "AsyncSupportsSchemaUpgrade",
     "AsyncSupportsWindowAppend",
     "is_async_repository",
 ]
@@ -252,6 +253,45 @@ class AsyncSupportsSaveMany(Protocol):
 
     async def save_many(self, conversations: Mapping[str, Sequence[Message]]) -> None:
         """Replace each conversation in ``conversations``, all in one step."""
+        ...
+
+
+@runtime_checkable
+class AsyncSupportsSchemaUpgrade(Protocol):
+    """Optional capability: bring a store an earlier release made to this one's schema.
+
+    For a backend whose schema grew between releases (a column, a table, an
+    index, a server-side routine). Opening a repository with its creation
+    flag on (``create_schema=True``, the default) makes the same changes
+    without a word; this call makes them when asked and says what it
+    changed. ``chatledger migrate URL`` calls it. The contract:
+
+    1. It adds what the store lacks and changes nothing else: no message,
+       no conversation and nothing an earlier release still uses is
+       rewritten or removed, so processes of that release keep working.
+    2. It is idempotent: on a current store it changes nothing and returns
+       ``[]``. It is safe while other processes open, write to or upgrade the
+       same store: a change another one made first is not made again.
+    3. A store that does not exist (no table, no schema of this repository's
+       names) raises :class:`~chatledger.errors.StoreNotFoundError` and
+       nothing is created: there is nothing to upgrade, and a mistyped name
+       must not become a new empty store.
+
+    A backend whose stores every release reads as they are, with no schema
+    of its own (Redis, MongoDB, the in-memory repository), does not have it.
+    """
+
+    async def upgrade_schema(self) -> list[str]:
+        """Make the schema changes the store lacks; return what changed.
+
+        Returns:
+            One line per change this call made, in the order made (``added
+            column system_batch to table chat_memory_conversation``); ``[]``
+            when the store was already current.
+
+        Raises:
+            StoreNotFoundError: the store does not exist; nothing is created.
+        """
         ...
 
 
