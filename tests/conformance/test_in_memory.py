@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
 from chatledger import InMemoryChatMemoryRepository
+from chatledger.retention import Retention
 from chatledger.testing import ChatMemoryRepositoryTests
 
 
 class TestInMemoryRepository(ChatMemoryRepositoryTests):
     supports_atomic_append = True
+    supports_retention = True
 
     @pytest.fixture
     def repository(self) -> InMemoryChatMemoryRepository:
         return InMemoryChatMemoryRepository()
+
+    @pytest.fixture
+    def make_repository_with_retention(
+        self,
+    ) -> Callable[[Retention], InMemoryChatMemoryRepository]:
+        return lambda retention: InMemoryChatMemoryRepository(retention=retention)

@@ -54,7 +54,7 @@ def test_connect_async_opens_a_new_async_in_memory_repository() -> None:
     assert isinstance(first, AsyncInMemoryChatMemoryRepository)
     assert first is not second
     assert is_async_repository(first)
-    with pytest.raises(TypeError, match="no options"):
+    with pytest.raises(TypeError, match="only the retention option"):
         connect_async("memory://", table_name="x")
 
 

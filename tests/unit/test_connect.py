@@ -79,7 +79,7 @@ def test_memory_url_gives_a_new_empty_repository() -> None:
     assert first.find_conversation_ids() == []
     second = connect("MEMORY://")
     assert second is not first
-    with pytest.raises(TypeError, match="no options"):
+    with pytest.raises(TypeError, match="only the retention option"):
         connect("memory://", table_name="x")
     assert "memory" in installed_schemes()
 
@@ -232,7 +232,7 @@ def test_adapter_parameters_name_the_flag_that_creates_storage(
     assert flag in adapter_parameters(url)
 
 
-def test_adapter_parameters_of_an_adapter_without_options() -> None:
-    assert adapter_parameters("memory://") == frozenset()
+def test_adapter_parameters_of_the_in_memory_adapter() -> None:
+    assert adapter_parameters("memory://") == frozenset({"retention"})
     with pytest.raises(UnknownBackendError):
         adapter_parameters("nosuchdb://x")

@@ -49,5 +49,5 @@ def test_from_url_refuses_another_scheme_and_any_option_naming_the_class(
     )
     with pytest.raises(ValueError, match=f"^{repository_class.__name__} takes a"):
         repository_class.from_url("sqlite://")
-    with pytest.raises(TypeError, match="takes no options, got a, b"):
+    with pytest.raises(TypeError, match="takes only the retention option, got a, b"):
         repository_class.from_url("memory://", b=1, a=2)

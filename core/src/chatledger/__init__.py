@@ -42,6 +42,7 @@ from chatledger.errors import (
     InvalidNameError,
     InvalidOptionError,
     InvalidPageError,
+    InvalidRetentionError,
     InvalidTTLError,
     InvalidUrlError,
     MessageTooLargeError,
@@ -70,6 +71,7 @@ from chatledger.repository import (
     SupportsSchemaUpgrade,
     SupportsWindowAppend,
 )
+from chatledger.retention import Retention
 from chatledger.turn import StaleToolCallError, Turn, TurnClosedError, TurnContext
 from chatledger.validation import validate_conversation_id
 from chatledger.window import MessageWindow, TokenWindow, Window
@@ -103,6 +105,7 @@ __all__ = [
     "InvalidNameError",
     "InvalidOptionError",
     "InvalidPageError",
+    "InvalidRetentionError",
     "InvalidTTLError",
     "InvalidUrlError",
     "Media",
@@ -112,6 +115,7 @@ __all__ = [
     "MessageWindow",
     "MessageWindowChatMemory",
     "MissingDriverError",
+    "Retention",
     "Role",
     "StaleToolCallError",
     "StoreNotFoundError",

@@ -35,6 +35,7 @@ from chatledger.in_memory_conversation import InMemoryConversation
 from chatledger.message_pages import DEFAULT_MESSAGE_PAGE_SIZE, check_message_page
 from chatledger.messages import Message
 from chatledger.results import AppendResult, ConversationPage, MessagePage
+from chatledger.retention import Retention, to_retention
 from chatledger.validation import (
     stamp_messages,
     validate_conversation_id,
@@ -49,8 +50,19 @@ __all__ = ["AsyncInMemoryChatMemoryRepository"]
 class AsyncInMemoryChatMemoryRepository(AsyncClosingContext):
     """Conversations in a dict guarded by a lock; nothing survives the process."""
 
-    def __init__(self) -> None:
-        """Create an empty repository."""
+    def __init__(self, *, retention: Retention | int | None = None) -> None:
+        """Create an empty repository.
+
+        Args:
+            retention: What each conversation's log keeps:
+                ``Retention.everything()`` (the default) or
+                ``Retention.last(n)`` (``n`` for short); see
+                :mod:`chatledger.retention`.
+
+        Raises:
+            InvalidRetentionError: ``retention`` is neither.
+        """
+        self.retention = to_retention(retention)
         # A thread lock, never held across an await: one repository may serve
         # several threads, each with its own event loop.
         self._lock = threading.Lock()
@@ -60,7 +72,8 @@ class AsyncInMemoryChatMemoryRepository(AsyncClosingContext):
         self._evicted: dict[str, EvictedIds] = {}
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(conversations={len(self._conversations)})"
+        bound = "" if not self.retention.bounded else f", retention={self.retention!r}"
+        return f"{type(self).__name__}(conversations={len(self._conversations)}{bound})"
 
     @classmethod
     def from_url(cls, url: str = "memory://", **options: object) -> Self:
@@ -71,16 +84,18 @@ class AsyncInMemoryChatMemoryRepository(AsyncClosingContext):
 
         Raises:
             ValueError: if ``url`` is not a ``memory:`` URL.
-            TypeError: if any option is given (there is none).
+            TypeError: if an option other than ``retention`` is given.
         """
         scheme, _, _ = url.partition(":")
         if scheme.lower() != "memory":
             raise ValueError(f"{cls.__name__} takes a memory:// URL")
-        if options:
+        unknown = sorted(set(options) - {"retention"})
+        if unknown:
             raise TypeError(
-                f"{cls.__name__} takes no options, got " + ", ".join(sorted(options))
+                f"{cls.__name__} takes only the retention option, got "
+                + ", ".join(unknown)
             )
-        return cls()
+        return cls(retention=options.get("retention"))  # type: ignore[arg-type]
 
     async def create_schema(self) -> None:
         """Do nothing: there is no schema. Here so every repository has the call."""
@@ -200,6 +215,13 @@ class AsyncInMemoryChatMemoryRepository(AsyncClosingContext):
             appended = stored.append_to_log(fresh, window) if fresh else []
             if appended:
                 self._conversations[conversation_id] = stored
+                last = stored.last_sequence
+                if self.retention.trim_due(last - len(appended) + 1, last):
+                    trimmed = stored.trim(self.retention, window)
+                    if trimmed:
+                        self._evicted.setdefault(conversation_id, EvictedIds()).add(
+                            trimmed
+                        )
             return AppendResult(appended)
 
     async def find_window(self, conversation_id: str, window: Window) -> list[Message]:

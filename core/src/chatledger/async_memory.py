@@ -36,8 +36,10 @@ from chatledger.async_repository import (
     is_async_repository,
 )
 from chatledger.async_turn import AsyncTurnContext
+from chatledger.errors import InvalidRetentionError
 from chatledger.messages import Message
 from chatledger.results import AppendResult
+from chatledger.retention import Retention
 from chatledger.tokens import estimate_tokens
 from chatledger.turn_rules import OnError
 from chatledger.validation import validate_conversation_id, validate_messages
@@ -84,6 +86,8 @@ class AsyncWindowChatMemory:
         TypeError: ``repository`` is ``None`` or a repository of the other
             kind (sync memories take sync repositories, async memories async
             ones), or ``window`` is not a :class:`~chatledger.window.Window`.
+        InvalidRetentionError: a message window larger than what the
+            repository's :class:`~chatledger.retention.Retention` keeps.
     """
 
     def __init__(self, repository: AsyncChatMemoryRepository, window: Window) -> None:
@@ -103,6 +107,18 @@ class AsyncWindowChatMemory:
             )
         if not isinstance(window, Window):
             raise TypeError(f"window must be a Window, not {type(window).__name__}")
+        retention = getattr(repository, "retention", None)
+        if (
+            isinstance(retention, Retention)
+            and retention.keep is not None
+            and window.counter_id is None
+            and window.limit > retention.keep
+        ):
+            raise InvalidRetentionError(
+                f"a window of {window.limit} messages does not fit in a log that "
+                f"keeps {retention.keep} ({retention!r}): keep at least the "
+                "window's size, or make the window smaller"
+            )
         self.repository = repository
         self.window = window
         self._checked: object = None

@@ -25,6 +25,7 @@ __all__ = [
     "InvalidNameError",
     "InvalidOptionError",
     "InvalidPageError",
+    "InvalidRetentionError",
     "InvalidTTLError",
     "InvalidUrlError",
     "MessageTooLargeError",
@@ -88,6 +89,15 @@ class InvalidOptionError(ChatLedgerError, TypeError):
     """An adapter was given an option it does not take; the message lists those it does.
 
     It is a ``TypeError``, like any call with an unexpected keyword argument.
+    """
+
+
+class InvalidRetentionError(ChatLedgerError, ValueError, TypeError):
+    """A ``retention`` is neither everything nor a positive bound, or a window
+    does not fit in the bound.
+
+    Like :class:`InvalidTTLError`, it is both a ``ValueError`` and a
+    ``TypeError``.
     """
 
 

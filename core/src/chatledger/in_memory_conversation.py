@@ -31,6 +31,7 @@ from chatledger.append_plan import (
 from chatledger.message_pages import message_page
 from chatledger.messages import Message, Role
 from chatledger.results import MessagePage
+from chatledger.retention import Retention
 from chatledger.window import Window, merge_system
 from chatledger.window_view import LogRow, TailView, current_system
 
@@ -187,13 +188,56 @@ class InMemoryConversation:
 
     def view(self, window: Window) -> list[Message]:
         """The view of ``window`` on the log, read from the newest row back."""
+        return self._tail_view(window).messages()
+
+    def _tail_view(self, window: Window) -> TailView:
         size = self.measured(window)
         view = TailView(window, self._system_rows(size))
         view.feed(
             LogRow(self.sequences[i], self.messages[i], size(self.messages[i]))
             for i in range(len(self.messages) - 1, -1, -1)
         )
-        return view.messages()
+        return view
+
+    def trim(self, retention: Retention, window: Window | None) -> list[str]:
+        """Trim the log as ``retention`` keeps it; return the ids trimmed.
+
+        Call it after an append it made due (:meth:`Retention.trim_due`).
+        """
+        last = self.last_sequence
+        shown_from = None if window is None else self._tail_view(window).shown_from()
+        lowest = retention.first_kept(last)
+        user_from = next(
+            (
+                sequence
+                for sequence, message in zip(self.sequences, self.messages, strict=True)
+                if sequence >= lowest and message.role is Role.USER
+            ),
+            None,
+        )
+        cutoff = retention.cutoff(last, user_from=user_from, shown_from=shown_from)
+        system = {row.sequence for row in self._system_rows(_one)}
+        keep = [
+            i
+            for i, sequence in enumerate(self.sequences)
+            if sequence >= cutoff or sequence in system
+        ]
+        if len(keep) == len(self.messages):
+            return []
+        kept = set(keep)
+        trimmed = [m for i, m in enumerate(self.messages) if i not in kept]
+        self.messages = [self.messages[i] for i in keep]
+        self.sequences = [self.sequences[i] for i in keep]
+        self.batches = [self.batches[i] for i in keep]
+        for message in trimmed:
+            self.ids.discard(message.id)
+            size = self.sizes.pop(message.id, 0)
+            if message.role is Role.SYSTEM:
+                self.system -= 1
+                self.system_size -= size
+            else:
+                self.size_total -= size
+        return [m.id for m in trimmed]
 
     def page(self, after: int | None, limit: int, newest_first: bool) -> MessagePage:
         """One page of the log after the sequence ``after``, in either order."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol, cast, runtime_checkable
 
+from chatledger.errors import InvalidRetentionError
 from chatledger.in_memory import InMemoryChatMemoryRepository
 from chatledger.messages import Message
 from chatledger.repository import (
@@ -37,6 +38,7 @@ from chatledger.repository import (
     is_repository,
 )
 from chatledger.results import AppendResult
+from chatledger.retention import Retention
 from chatledger.tokens import estimate_tokens
 from chatledger.turn import TurnContext
 from chatledger.turn_rules import OnError
@@ -84,6 +86,8 @@ class WindowChatMemory:
         TypeError: ``repository`` is ``None`` or a repository of the other
             kind (sync memories take sync repositories, async memories async
             ones), or ``window`` is not a :class:`~chatledger.window.Window`.
+        InvalidRetentionError: a message window larger than what the
+            repository's :class:`~chatledger.retention.Retention` keeps.
     """
 
     def __init__(self, repository: ChatMemoryRepository, window: Window) -> None:
@@ -100,6 +104,18 @@ class WindowChatMemory:
             )
         if not isinstance(window, Window):
             raise TypeError(f"window must be a Window, not {type(window).__name__}")
+        retention = getattr(repository, "retention", None)
+        if (
+            isinstance(retention, Retention)
+            and retention.keep is not None
+            and window.counter_id is None
+            and window.limit > retention.keep
+        ):
+            raise InvalidRetentionError(
+                f"a window of {window.limit} messages does not fit in a log that "
+                f"keeps {retention.keep} ({retention!r}): keep at least the "
+                "window's size, or make the window smaller"
+            )
         self.repository = repository
         self.window = window
         self._checked: object = None

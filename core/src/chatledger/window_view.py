@@ -234,11 +234,24 @@ class TailView:
 
         Without :attr:`done`, the rows fed are taken as the whole log.
         """
+        rows = sorted([*self._system, *self._shown()], key=lambda row: row.sequence)
+        return [row.message for row in rows]
+
+    def shown_from(self) -> int | None:
+        """The number of the oldest non-system row the view shows, if any.
+
+        A bounded retention trims nothing from there on
+        (:meth:`chatledger.retention.Retention.cutoff`).
+        """
+        kept = self._shown()
+        return kept[-1].sequence if kept else None
+
+    def _shown(self) -> list[LogRow]:
+        """The non-system rows shown, newest first."""
         kept = self._kept
         if not self.done or self._turn_start is None:
             # Rule 4 where the view reaches the start of the log (a view cut
             # on a turn starts on a user message already).
             while kept and kept[-1].message.role is Role.TOOL:
                 kept = kept[:-1]
-        rows = sorted([*self._system, *kept], key=lambda row: row.sequence)
-        return [row.message for row in rows]
+        return kept

@@ -14,7 +14,8 @@ Example (a third-party adapter proves itself with one subclass and one fixture):
             yield repo          # must be EMPTY
             repo.drop_schema()
 
-Capabilities are class attributes (``supports_atomic_append``, ``supports_ttl``);
+Capabilities are class attributes (``supports_atomic_append``, ``supports_ttl``,
+``supports_retention``);
 the ``save_many``, ``count_messages``, ``find_conversation_ids_page`` and log
 (:class:`chatledger.SupportsLog`) tests run when the repository has them. A
 subclass may not override a suite test (nor set its name to ``None``) except
@@ -48,6 +49,8 @@ from typing import Any
 
 import pytest
 
+from chatledger.retention import Retention
+
 pytest.register_assert_rewrite(
     "chatledger.testing.repository_tests",
     "chatledger.testing.save_many_tests",
@@ -55,6 +58,7 @@ pytest.register_assert_rewrite(
     "chatledger.testing.ttl_tests",
     "chatledger.testing.capability_tests",
     "chatledger.testing.log_tests",
+    "chatledger.testing.retention_tests",
     "chatledger.testing.turn_tests",
 )
 
@@ -67,6 +71,7 @@ from chatledger.testing.capability_tests import CapabilityTests  # noqa: E402
 from chatledger.testing.guard import check_no_overrides  # noqa: E402
 from chatledger.testing.log_tests import LogTests  # noqa: E402
 from chatledger.testing.repository_tests import RepositoryContractTests  # noqa: E402
+from chatledger.testing.retention_tests import RetentionTests  # noqa: E402
 from chatledger.testing.samples import every_kind  # noqa: E402
 from chatledger.testing.save_many_tests import SaveManyTests  # noqa: E402
 from chatledger.testing.ttl_tests import TTLTests  # noqa: E402
@@ -80,6 +85,7 @@ __all__ = [
     "ChatMemoryRepositoryTests",
     "LogTests",
     "RepositoryContractTests",
+    "RetentionTests",
     "SaveManyTests",
     "TTLTests",
     "TurnTests",
@@ -97,6 +103,7 @@ _SUITE = (
     SaveManyTests,
     TurnTests,
     LogTests,
+    RetentionTests,
 )
 
 
@@ -108,6 +115,7 @@ class ChatMemoryRepositoryTests(
     SaveManyTests,
     TurnTests,
     LogTests,
+    RetentionTests,
 ):
     """The whole suite: subclass it and override the ``repository`` fixture."""
 
@@ -138,6 +146,7 @@ class ChatMemoryRepositoryTests(
 _ASYNC_FIXTURES = (
     ("repository", "async_repository"),
     ("make_repository_with_ttl", "make_async_repository_with_ttl"),
+    ("make_repository_with_retention", "make_async_repository_with_retention"),
 )
 
 
@@ -145,7 +154,8 @@ class AsyncChatMemoryRepositoryTests(ChatMemoryRepositoryTests):
     """The whole suite, the same cases, for an async repository.
 
     Override the ``async_repository`` fixture (and, with ``supports_ttl``,
-    ``make_async_repository_with_ttl``). Each case drives the repository
+    ``make_async_repository_with_ttl``; with ``supports_retention``,
+    ``make_async_repository_with_retention``). Each case drives the repository
     through a facade that awaits every call on the class's event loop
     (``async_runner``), and its memories are the async ones. The same
     override rule as :class:`ChatMemoryRepositoryTests` holds, and the
@@ -187,6 +197,13 @@ class AsyncChatMemoryRepositoryTests(ChatMemoryRepositoryTests):
         )
 
     @pytest.fixture
+    def make_async_repository_with_retention(self) -> Callable[[Retention], Any]:
+        """Return a factory of empty async repositories with a retention."""
+        raise NotImplementedError(
+            "Override `make_async_repository_with_retention` when supports_retention"
+        )
+
+    @pytest.fixture
     def repository(
         self, async_repository: Any, async_runner: EventLoopThread
     ) -> RepositoryFacade:
@@ -200,3 +217,11 @@ class AsyncChatMemoryRepositoryTests(ChatMemoryRepositoryTests):
         """Facades over the repositories ``make_async_repository_with_ttl`` makes."""
         make = request.getfixturevalue("make_async_repository_with_ttl")
         return lambda ttl: repository_facade(make(ttl), async_runner)
+
+    @pytest.fixture
+    def make_repository_with_retention(
+        self, request: pytest.FixtureRequest, async_runner: EventLoopThread
+    ) -> Callable[[Retention], RepositoryFacade]:
+        """Facades over what ``make_async_repository_with_retention`` makes."""
+        make = request.getfixturevalue("make_async_repository_with_retention")
+        return lambda retention: repository_facade(make(retention), async_runner)
