@@ -249,8 +249,9 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
     """A chat memory repository in one SQL table (plus one row per conversation).
 
     Implements :class:`chatledger.AsyncChatMemoryRepository`,
-    :class:`chatledger.AsyncSupportsWindowAppend` and
-    :class:`chatledger.AsyncSupportsSaveMany`.
+    :class:`chatledger.AsyncSupportsWindowAppend`,
+    :class:`chatledger.AsyncSupportsSaveMany` and
+    :class:`chatledger.AsyncSupportsSchemaUpgrade`.
 
     Args:
         engine: A SQLAlchemy 2 ``AsyncEngine``. The repository never disposes it.
@@ -559,7 +560,47 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         await self._detected()
         await self._create_tables()
 
+    async def upgrade_schema(self) -> list[str]:
+        """Bring tables an earlier release made to this release's schema.
+
+        The steps :meth:`create_schema` runs on every opening with
+        ``create_schema=True``, on a store that must exist: the record of
+        evicted ids (new since release 0.1) is created if missing, the
+        log's columns of the conversations table (new since release 0.2)
+        are added, and so is the server-side append routine of this
+        release, where the database runs one. Nothing stored is read or
+        rewritten, and the routine an earlier release made stays for its
+        processes still running (:meth:`drop_schema` drops it). Safe beside
+        other processes opening or upgrading the same tables: each column
+        and routine is added by one of them, the others find it there.
+
+        Returns:
+            One line per change, ``[]`` when the tables were current.
+
+        Raises:
+            StoreNotFoundError: the messages or conversations table does not
+                exist; nothing is created.
+        """
+        await self._detected()
+        async with self._connect() as connection:
+            missing = await _run(connection, _missing_tables, self.tables)
+        made = [self.tables.messages.name, self.tables.conversations.name]
+        absent = [name for name in made if name in missing]
+        if absent:
+            where = self.engine.url.render_as_string(hide_password=True)
+            raise StoreNotFoundError(
+                f"table {absent[0]!r} does not exist in {where}: there is no "
+                "store to upgrade (check table_name and schema; opening it "
+                "with create_schema=True creates a new one)"
+            )
+        changes = [f"created table {name}" for name in missing]
+        return changes + await self._make_current()
+
     async def _create_tables(self) -> None:
+        await self._make_current()
+
+    async def _make_current(self) -> list[str]:
+        """Create what is missing; return the columns and routines added."""
         dialect = self._dialect()
 
         async def prepare(connection: AsyncConnection) -> None:
@@ -574,25 +615,39 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
                 await connection.execute(ddl)
 
             await self._schema_step(create)
+        changes: list[str] = []
+        table = self.tables.conversations
+        added: list[str] = []
 
-        async def add_log_columns(connection: AsyncConnection) -> None:
+        # One column a step, reported once its step committed: where DDL
+        # commits by itself (MariaDB), a step that fails after one ALTER is
+        # run again and must not add, nor report, that column twice.
+        async def add_log_column(connection: AsyncConnection) -> None:
+            added.clear()
             await _run(connection, dialect.begin_write)
-            table = self.tables.conversations
-            for column in await _run(connection, missing_log_columns, self.tables):
+            columns = await _run(connection, missing_log_columns, self.tables)
+            if columns:
                 _log.info(
                     "adding column %s to table %s (the log's record of its system "
                     "messages, new since release 0.2)",
-                    column.name,
+                    columns[0].name,
                     table.name,
                 )
-                await _run(connection, dialect.add_column, table, column)
+                await _run(connection, dialect.add_column, table, columns[0])
+                added.append(columns[0].name)
 
-        await self._schema_step(add_log_columns)
+        while True:
+            await self._schema_step(add_log_column)
+            if not added:
+                break
+            changes.append(f"added column {added[0]} to table {table.name}")
+        created: list[str] = []
 
         async def create_routines(connection: AsyncConnection) -> None:
-            await _run(connection, dialect.create_routines, self._sql)
+            created[:] = await _run(connection, dialect.create_routines, self._sql)
 
         await self._schema_step(create_routines)
+        return changes + [f"created routine {name}" for name in created]
 
     async def _schema_step(self, step: Work[None]) -> None:
         """Run and commit one schema step, again while another creator races it.

@@ -361,8 +361,14 @@ class SqlDialect:
         """Whether the server behind ``connection`` can run the routines."""
         return False
 
-    def create_routines(self, connection: Connection, statements: Statements) -> None:
-        """Create the server-side routines if missing (default: there are none)."""
+    def create_routines(
+        self, connection: Connection, statements: Statements
+    ) -> list[str]:
+        """Create the server-side routines if missing; return the names created.
+
+        The default: there are none.
+        """
+        return []
 
     def drop_routines(self, connection: Connection, statements: Statements) -> None:
         """Drop the server-side routines if present (default: there are none)."""
@@ -670,13 +676,16 @@ class RoutineDialect(SqlDialect):
         to the portable path, with a warning)."""
         return False
 
-    def create_routines(self, connection: Connection, statements: Statements) -> None:
-        """Create the routine unless it exists (on the product itself)."""
+    def create_routines(
+        self, connection: Connection, statements: Statements
+    ) -> list[str]:
+        """Create the routine unless it exists (on the product itself); return
+        its name when this call created it."""
         routine = statements.append_routine
         if routine is None or not self.runs_routines(connection):
-            return
+            return []
         if connection.execute(text(routine.exists_sql())).scalar() is not None:
-            return
+            return []
         try:
             connection.execute(text(routine.create_sql()))
         except exc.DBAPIError as error:
@@ -688,6 +697,8 @@ class RoutineDialect(SqlDialect):
                 "window appends take the portable path instead of one round trip",
                 stacklevel=2,
             )
+            return []
+        return [routine.name]
 
     def drop_routines(self, connection: Connection, statements: Statements) -> None:
         """Drop the routine (on the product itself), even when this dialect
