@@ -149,6 +149,7 @@ from chatledger.adapters import (
     Message,
     MessagePage,
     Role,
+    StoreNotFoundError,
     TailView,
     Window,
     check_message_page,
@@ -251,8 +252,8 @@ _REMEMBERED_CONVERSATIONS = 64
 #: the log's static columns.
 _OLDER_TABLE = (
     "{} was made before the columns of the log (system_batch, indexed): "
-    "call create_schema() once, or open a repository with create_schema=True, "
-    "to add them"
+    "call create_schema() or upgrade_schema() once (chatledger migrate URL), "
+    "or open a repository with create_schema=True, to add them"
 )
 #: What a log append knows of a conversation not stored yet: its size check
 #: plans on it before any I/O.
@@ -269,8 +270,9 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
 
     Implements :class:`chatledger.AsyncChatMemoryRepository`, the atomic
     :class:`chatledger.AsyncSupportsWindowAppend`, the log
-    (:class:`chatledger.AsyncSupportsLog`), counting and paging. Each
-    statement is prepared once, on first use.
+    (:class:`chatledger.AsyncSupportsLog`), counting, paging and
+    :class:`chatledger.AsyncSupportsSchemaUpgrade`. Each statement is
+    prepared once, on first use.
 
     Args:
         session: A connected ``cassandra.cluster.Session``; the repository
@@ -468,11 +470,35 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
             await self._add_log_columns()
             self._create_schema = False
 
-    async def _add_log_columns(self) -> None:
-        """Add the static columns of the log to a table made before them.
+    async def upgrade_schema(self) -> list[str]:
+        """Add the log's static columns to a table release 0.2 made; say which.
 
-        Idempotent: a column another process added meanwhile is no error.
+        What :meth:`create_schema` does on a table that exists, reported:
+        nothing stored is read or rewritten (the id index of a conversation
+        written before is built by its first log append). Safe beside other
+        processes opening or upgrading the table: a column another one
+        added first is not reported here.
+
+        Returns:
+            One line per column added, ``[]`` when the table was current.
+
+        Raises:
+            StoreNotFoundError: the keyspace or the table does not exist;
+                nothing is created.
         """
+        await self._connected()  # async-only
+        if not await self._table_columns():
+            raise StoreNotFoundError(
+                f"the Cassandra table {self.keyspace}.{self.table} does not "
+                "exist: there is no store to upgrade (check the keyspace and "
+                "table; opening it with create_schema=True creates a new one)"
+            )
+        added = await self._add_log_columns()
+        table = f"{self.keyspace}.{self.table}"
+        return [f"added column {name} to table {table}" for name in added]
+
+    async def _table_columns(self) -> set[str]:
+        """The names of the table's columns (none: no table, or no keyspace)."""
         rows = await all_rows(
             self._session.execute_async(
                 "SELECT column_name FROM system_schema.columns "
@@ -480,13 +506,24 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
                 (self.keyspace, self.table),
             )
         )
-        present = {cells(row, ("column_name",))[0] for row in rows}
-        for name in ADDED_COLUMNS.keys() - present:
+        return {cells(row, ("column_name",))[0] for row in rows}
+
+    async def _add_log_columns(self) -> list[str]:
+        """Add the static columns of the log to a table made before them.
+
+        Idempotent: a column another process added meanwhile is no error,
+        and is not among the names returned, which this call added.
+        """
+        added = []
+        for name in sorted(ADDED_COLUMNS.keys() - await self._table_columns()):
             try:
                 await all_rows(self._session.execute_async(self._cql.add_column(name)))
             except InvalidRequest as error:
                 if "already exist" not in str(error):
                     raise
+            else:
+                added.append(name)
+        return added
 
     # -- reads ---------------------------------------------------------------
 
