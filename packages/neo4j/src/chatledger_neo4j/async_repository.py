@@ -71,6 +71,7 @@ from chatledger.adapters import (
     Message,
     MessagePage,
     StoredEntry,
+    StoreNotFoundError,
     TailView,
     Window,
     check_message_page,
@@ -83,7 +84,7 @@ from chatledger.adapters import (
     validate_page_request,
     view_reads,
 )
-from chatledger_neo4j.cypher import AWAIT_INDEX, Statements
+from chatledger_neo4j.cypher import AWAIT_INDEX, INDEXES_FOUND, LABEL_USED, Statements
 from chatledger_neo4j.log_steps import (
     KEY_ROUNDS,
     RETRY_TIME,
@@ -122,6 +123,7 @@ from chatledger_neo4j.steps import (
     probe_parameters,
     purge_done,
     replace_parameters,
+    schema_object,
     sizes_parameters,
     snapshot_payloads,
     stored_window,
@@ -156,7 +158,8 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
 
     Implements :class:`chatledger.AsyncChatMemoryRepository`,
     :class:`chatledger.AsyncSupportsWindowAppend`,
-    :class:`chatledger.AsyncSupportsLog`, and counting and paging.
+    :class:`chatledger.AsyncSupportsLog`,
+    :class:`chatledger.AsyncSupportsSchemaUpgrade`, and counting and paging.
 
     Args:
         driver: A ``neo4j.AsyncDriver`` (``AsyncGraphDatabase.driver``). The
@@ -356,13 +359,64 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
 
     async def create_schema(self) -> None:
         """Create the constraints and indexes if missing, and wait until online."""
+        await self._make_schema()
+
+    async def upgrade_schema(self) -> list[str]:
+        """Create the indexes a store of an earlier release lacks; say which.
+
+        Release 0.2 made no index on ``(conversation_id, role, seq)``, which
+        the log's reads of the current system messages seek: this creates
+        it, and any other constraint or index of this repository that is
+        missing, and waits until they are online. Nothing stored is read or
+        rewritten (a system message written before the log gets its
+        ``system_key`` from the first log append that compares it), and
+        the ``(conversation_id, role)`` index 0.2 made stays for its
+        processes still running (:meth:`drop_schema` drops it). Safe beside
+        other processes opening or upgrading the store: one of them creates
+        each index, the others find it there.
+
+        Returns:
+            One line per constraint or index created, ``[]`` when the store
+            was current.
+
+        Raises:
+            StoreNotFoundError: the database holds neither a constraint or
+                index of this repository's names nor a node of its
+                conversation label; nothing is created.
+        """
+        statements = self._statements
+        names = list(statements.index_names.values())
+        async with self._session(READ_ACCESS) as session:
+            exists = bool(
+                await (await session.run(INDEXES_FOUND, names=names)).values()
+            )
+            if not exists:
+                label = statements.conversation_label
+                exists = bool(
+                    await (await session.run(LABEL_USED, label=label)).values()
+                )
+        if not exists:
+            raise StoreNotFoundError(
+                "no constraint, index or conversation of the labels "
+                f"{statements.conversation_label!r} and {statements.message_label!r} "
+                f"in the database {self._database or '(the default)'}: there is no "
+                "store to upgrade (check the labels and the database; opening it "
+                "with create_schema=True creates a new one)"
+            )
+        return [f"created {created}" for created in await self._make_schema()]
+
+    async def _make_schema(self) -> list[str]:
+        """Create what is missing and wait until online; return what this call
+        created (``index <name>``, ``constraint <name>``)."""
+        made = []
         async with self._session() as session:
             for statement in self._statements.schema:
                 try:
                     # A managed transaction: the driver runs it again when
                     # creators in other processes or event loops deadlock on
                     # the label's schema lock (a transient error).
-                    await session.execute_write(_schema_step, statement)
+                    if await session.execute_write(_schema_step, statement):
+                        made.append(schema_object(statement))
                 except ClientError as exc:
                     if not is_schema_race(exc):
                         raise
@@ -370,6 +424,7 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
             # database: another one dropped meanwhile would never come online.
             for name in self._statements.index_names.values():
                 await (await session.run(AWAIT_INDEX, name=name)).consume()
+        return made
 
     async def drop_schema(self) -> None:
         """Delete every node with this repository's labels and drop its schema.
@@ -811,9 +866,15 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
             await asyncio.sleep(next(delays))
 
 
-async def _schema_step(tx: AsyncManagedTransaction, statement: LiteralString) -> None:
-    """Run one schema statement as the whole of a transaction."""
-    await (await tx.run(statement)).consume()
+async def _schema_step(tx: AsyncManagedTransaction, statement: LiteralString) -> bool:
+    """Run one schema statement as the whole of a transaction.
+
+    Returns whether it created its constraint or index (``IF NOT EXISTS``
+    found none there).
+    """
+    summary = await (await tx.run(statement)).consume()
+    counters = summary.counters
+    return counters.constraints_added + counters.indexes_added > 0
 
 
 async def _settled_write(  # async-only

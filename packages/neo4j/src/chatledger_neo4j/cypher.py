@@ -59,7 +59,8 @@ many nodes and relationships as it returns rows, the index seek stops at its
 window, at 100 or 2,000 stored messages alike), and a chain would make every
 append rewrite the pointer and lock the previous tail node too.
 
-Schema (created by :attr:`Statements.schema`, each ``IF NOT EXISTS``):
+Schema (created by :attr:`Statements.schema`, each ``IF NOT EXISTS``;
+``upgrade_schema`` creates those a store of an earlier release lacks):
 
 - a uniqueness constraint on ``Conversation.id``, which makes concurrent
   ``MERGE`` of one conversation create one node;
@@ -96,7 +97,9 @@ from chatledger.adapters import (
 
 __all__ = [
     "AWAIT_INDEX",
+    "INDEXES_FOUND",
     "LABEL_PATTERN",
+    "LABEL_USED",
     "Statements",
     "quote_label",
     "validate_label",
@@ -104,6 +107,16 @@ __all__ = [
 
 #: Waits (up to five minutes) until the index named ``$name`` is online.
 AWAIT_INDEX: LiteralString = "CALL db.awaitIndex($name, 300)"
+#: The names among ``$names`` of indexes in the database (a uniqueness
+#: constraint is backed by an index of its name).
+INDEXES_FOUND: LiteralString = (
+    "SHOW INDEXES YIELD name WHERE name IN $names RETURN name"
+)
+#: ``$label`` when a node has it: unlike a ``MATCH`` on a label no node has,
+#: this draws no warning from the server.
+LABEL_USED: LiteralString = (
+    "CALL db.labels() YIELD label WHERE label = $label RETURN label"
+)
 #: What a label may look like (full match); 64 characters at most.
 LABEL_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 

@@ -32,6 +32,7 @@ both call the same code and neither decides anything of its own.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, LiteralString, TypeVar
 
@@ -78,6 +79,7 @@ __all__ = [
     "probe_parameters",
     "purge_done",
     "replace_parameters",
+    "schema_object",
     "sizes_parameters",
     "snapshot_payloads",
     "stored_window",
@@ -104,6 +106,8 @@ _SCHEMA_RACES = frozenset(
         "Neo.ClientError.Schema.IndexAlreadyExists",
     }
 )
+#: The kind and the name a schema statement of ``Statements.schema`` creates.
+_CREATED = re.compile(r"CREATE (CONSTRAINT|INDEX) `([^`]+)`")
 
 
 # -- schema -------------------------------------------------------------------
@@ -112,6 +116,13 @@ _SCHEMA_RACES = frozenset(
 def is_schema_race(error: ClientError) -> bool:
     """Whether ``error`` is a concurrent creator's same schema rule, not a fault."""
     return error.code in _SCHEMA_RACES
+
+
+def schema_object(statement: str) -> str:
+    """What a schema statement creates: ``index <name>`` or ``constraint <name>``."""
+    created = _CREATED.match(statement)
+    assert created is not None, statement
+    return f"{created.group(1).lower()} {created.group(2)}"
 
 
 def purge_done(deleted: int) -> bool:
