@@ -6,6 +6,7 @@ Example (shell):
     chatledger show sqlite:///chat.db c1
     chatledger export sqlite:///chat.db --format openai > chats.jsonl
     chatledger copy sqlite:///chat.db postgresql+psycopg://app@db/chat
+    chatledger migrate postgresql+psycopg://app@db/chat   # after an upgrade
     chatledger conformance redis://127.0.0.1:6379/0 --namespace-option key_prefix
     chatledger conformance --async sqlite:///conformance.db
     chatledger bench postgresql+psycopg://app@db/chat --namespace-option table_name
@@ -20,7 +21,7 @@ progress on stderr, a bar on a terminal and a line every few seconds elsewhere.
 
 Layout: :mod:`~chatledger.cli.parser` builds the arguments, one module per
 command runs it (``demo``, ``conversations`` for ls, show and rm,
-``export_import``, ``copy``, ``conformance``, ``bench``), and
+``export_import``, ``copy``, ``migrate``, ``conformance``, ``bench``), and
 :mod:`~chatledger.cli.entry_point` runs a command and maps its errors to exit
 codes.
 """

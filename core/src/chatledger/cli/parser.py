@@ -14,6 +14,7 @@ from chatledger.cli.conversations import DEFAULT_SHOWN, ls, rm, show
 from chatledger.cli.copy import copy
 from chatledger.cli.demo import DEMO_URL, demo
 from chatledger.cli.export_import import export, import_
+from chatledger.cli.migrate import migrate
 from chatledger.cli.output import err, remember_url
 from chatledger.cli.plot import PLOT_HINT
 from chatledger.progress import DEFAULT_EVERY
@@ -114,7 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=PROG,
         description="Conversation memory for LLM applications: demo, inspect, "
-        "export, import and copy stored conversations, and measure a database.",
+        "export, import and copy stored conversations, upgrade a store, and "
+        "measure a database.",
         epilog="URLs: memory://, sqlite:///file.db, duckdb:///file.duckdb, "
         "postgresql+psycopg://user@host/db, mysql+pymysql://..., redis://host:6379/0, "
         "mongodb://..., cassandra://host/keyspace, neo4j://... "
@@ -243,6 +245,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_options(rm_parser)
     rm_parser.set_defaults(run=rm)
+
+    migrate_parser = commands.add_parser(
+        "migrate",
+        help="bring a store an earlier release wrote to this release's schema "
+        "and print each change (a re-run changes nothing)",
+    )
+    migrate_parser.add_argument("url", type=_url)
+    _add_options(migrate_parser)
+    migrate_parser.set_defaults(run=migrate)
 
     conformance_parser = commands.add_parser(
         "conformance",
