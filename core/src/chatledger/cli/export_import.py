@@ -1,4 +1,8 @@
-"""``chatledger export`` and ``import``: conversations as JSON lines, out and in."""
+"""``chatledger export`` and ``import``: conversations as JSON lines, out and in.
+
+``import --from FORMAT`` moves in from another library's store instead
+(:mod:`chatledger.cli.move_in`).
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ from typing import IO, Any
 
 from chatledger.bulk import BulkSaveError, save_conversations
 from chatledger.cli.errors import UsageError
+from chatledger.cli.move_in import move_in
 from chatledger.cli.output import counted, out, progress
 from chatledger.cli.stores import open_store, read_conversation
 from chatledger.cli.writing import not_written, refuse_in_process, written_before
@@ -107,8 +112,39 @@ def export(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sort_positionals(args: argparse.Namespace) -> bool:
+    """Name ``import``'s two arguments by ``--from``; whether it moves in."""
+    if args.source_format is None:
+        args.url, args.file = args.first, args.second
+    elif args.source_format == "jsonl":
+        args.file, args.url = args.first, args.second
+    else:
+        args.source, args.target = args.first, args.second
+        return True
+    given = [
+        name
+        for name, value in [
+            ("--table", args.table is not None),
+            ("--source-timezone", args.source_timezone != "UTC"),
+            ("--drop-uncarriable", args.drop_uncarriable),
+        ]
+        if value
+    ]
+    if given:
+        raise UsageError(
+            f"{', '.join(given)} go with --from FORMAT, a store other than a "
+            "jsonl export"
+        )
+    return False
+
+
 def import_(args: argparse.Namespace) -> int:
-    """Read a jsonl export; each conversation in it replaces the stored one."""
+    """Read a jsonl export, each conversation replacing the stored one; or move in.
+
+    With ``--from FORMAT`` (other than jsonl), :func:`chatledger.cli.move_in.move_in`.
+    """
+    if _sort_positionals(args):
+        return move_in(args)
     refuse_in_process(args.url, "import")
     if args.file == "-":
         conversations = read_export(sys.stdin.buffer, "<stdin>")

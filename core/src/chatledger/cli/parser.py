@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import textwrap
 from typing import Any, NoReturn
 
 from chatledger.benchmark import WINDOWS
@@ -17,6 +18,7 @@ from chatledger.cli.export_import import export, import_
 from chatledger.cli.migrate import migrate
 from chatledger.cli.output import err, remember_url
 from chatledger.cli.plot import PLOT_HINT
+from chatledger.move_in.formats import FORMATS
 from chatledger.progress import DEFAULT_EVERY
 
 __all__ = ["PROG", "build_parser"]
@@ -106,6 +108,43 @@ def _add_progress_options(parser: argparse.ArgumentParser) -> None:
         help="when stderr is not a terminal, one progress line (done/total, "
         f"rate) this often (default {DEFAULT_EVERY:g}; on a terminal a bar)",
     )
+
+
+_IMPORT_DESCRIPTION = f"""\
+{PROG} import URL FILE reads a file written by export --format jsonl (or -
+for stdin) into the store at URL; each conversation in it replaces the
+stored one.
+
+{PROG} import --from FORMAT SOURCE TARGET_URL reads the conversations of
+another library's store and appends each one whole to its log in TARGET_URL,
+in one atomic write, with message ids derived from the source's rows: a
+re-run adds only what is new. What cannot be carried is said on stderr, per
+conversation, and makes the exit code 1."""
+
+
+def _formats_epilog() -> str:
+    width = max(len(name) for name in FORMATS)
+    entries = [("jsonl", "chatledger's own export, a file (as without --from)")]
+    for name, source_format in FORMATS.items():
+        summary = source_format.summary
+        if source_format.source != "a SQLAlchemy URL":
+            summary += f"; SOURCE is {source_format.source}"
+        entries.append((name, summary))
+    lines = ["FORMAT (SOURCE is a SQLAlchemy URL unless said):"]
+    for name, summary in entries:
+        lines += textwrap.wrap(
+            summary,
+            width=79,
+            initial_indent=f"  {name:<{width}}  ",
+            subsequent_indent=" " * (width + 4),
+        )
+    lines += [
+        "",
+        "Example:",
+        f"  {PROG} import --from spring-ai-jdbc \\",
+        "      postgresql+psycopg://app@db/app sqlite:///chat.db",
+    ]
+    return "\n".join(lines)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -208,11 +247,51 @@ def build_parser() -> argparse.ArgumentParser:
 
     import_parser = commands.add_parser(
         "import",
-        help="read a jsonl export; each conversation in it replaces the stored one",
+        help="read a jsonl export (each conversation in it replaces the stored "
+        "one), or move in from another library's store (--from)",
+        usage=f"{PROG} import [options] URL FILE\n"
+        f"       {PROG} import [options] --from FORMAT SOURCE TARGET_URL",
+        description=_IMPORT_DESCRIPTION,
+        epilog=_formats_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    import_parser.add_argument("url", type=_url)
     import_parser.add_argument(
-        "file", help="a file written by export --format jsonl, or -"
+        "first",
+        type=_url,
+        metavar="URL|SOURCE",
+        help="the store to import into; with --from, the store to read",
+    )
+    import_parser.add_argument(
+        "second",
+        type=_url,
+        metavar="FILE|TARGET_URL",
+        help="the export to read; with --from, the store to import into",
+    )
+    import_parser.add_argument(
+        "--from",
+        dest="source_format",
+        choices=["jsonl", *FORMATS],
+        metavar="FORMAT",
+        help="the format of SOURCE (listed below); then SOURCE comes first",
+    )
+    import_parser.add_argument(
+        "--table",
+        metavar="NAME",
+        help="the source's table, NAME or SCHEMA.NAME (default: the format's own)",
+    )
+    import_parser.add_argument(
+        "--source-timezone",
+        default="UTC",
+        metavar="ZONE",
+        help="the zone of the source's times that carry none, such as a JVM's "
+        "for Spring AI's TIMESTAMP on PostgreSQL (default UTC)",
+    )
+    import_parser.add_argument(
+        "--drop-uncarriable",
+        action="store_true",
+        help="import a conversation without the rows that cannot be carried "
+        "(each still said, the exit code still 1); by default such a "
+        "conversation is not imported",
     )
     _add_progress_options(import_parser)
     _add_options(import_parser)
