@@ -12,6 +12,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
+from chatledger import Retention
 from chatledger.testing import AsyncChatMemoryRepositoryTests, LogTests
 from chatledger.testing.async_runner import (
     EventLoopThread,
@@ -38,6 +39,7 @@ class _AsyncSqlConformance(AsyncChatMemoryRepositoryTests):
 
     supports_atomic_append = True
     supports_ttl = True
+    supports_retention = True
 
     @pytest.fixture(scope="class")
     @classmethod
@@ -66,14 +68,15 @@ class _AsyncSqlConformance(AsyncChatMemoryRepositoryTests):
         async_runner.run(repository.drop_schema())
 
     @pytest.fixture
-    def make_async_repository_with_ttl(
+    def make_async_repository(
         self, async_engine: AsyncEngine, async_runner: EventLoopThread
-    ) -> Iterator[Callable[[timedelta], AsyncSqlChatMemoryRepository]]:
+    ) -> Iterator[Callable[..., AsyncSqlChatMemoryRepository]]:
+        """Empty repositories with options, each on its own tables."""
         made: list[AsyncSqlChatMemoryRepository] = []
 
-        def make(ttl: timedelta) -> AsyncSqlChatMemoryRepository:
+        def make(**options: Any) -> AsyncSqlChatMemoryRepository:
             repository = AsyncSqlChatMemoryRepository(
-                async_engine, table_name=unique_table(), ttl=ttl
+                async_engine, table_name=unique_table(), **options
             )
             made.append(repository)
             return repository
@@ -81,6 +84,18 @@ class _AsyncSqlConformance(AsyncChatMemoryRepositoryTests):
         yield make
         for repository in made:
             async_runner.run(repository.drop_schema())
+
+    @pytest.fixture
+    def make_async_repository_with_ttl(
+        self, make_async_repository: Callable[..., AsyncSqlChatMemoryRepository]
+    ) -> Callable[[timedelta], AsyncSqlChatMemoryRepository]:
+        return lambda ttl: make_async_repository(ttl=ttl)
+
+    @pytest.fixture
+    def make_async_repository_with_retention(
+        self, make_async_repository: Callable[..., AsyncSqlChatMemoryRepository]
+    ) -> Callable[[Retention], AsyncSqlChatMemoryRepository]:
+        return lambda retention: make_async_repository(retention=retention)
 
 
 class TestAsyncSqliteConformance(_AsyncSqlConformance):

@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 import pytest
 from sqlalchemy import Engine, create_engine
 
+from chatledger import Retention
 from chatledger.testing import ChatMemoryRepositoryTests, LogTests
 from chatledger_sql import MySQLDialect, SqlChatMemoryRepository
 from tests.backends import backend_url
@@ -27,6 +28,7 @@ class _SqlConformance(ChatMemoryRepositoryTests):
 
     supports_atomic_append = True
     supports_ttl = True
+    supports_retention = True
     dialect: ClassVar[Any] = None
 
     @pytest.fixture(scope="class")
@@ -47,19 +49,32 @@ class _SqlConformance(ChatMemoryRepositoryTests):
         repository.drop_schema()
 
     @pytest.fixture
-    def make_repository_with_ttl(
+    def make_repository(
         self, engine: Engine
-    ) -> Iterator[Callable[[timedelta], SqlChatMemoryRepository]]:
+    ) -> Iterator[Callable[..., SqlChatMemoryRepository]]:
+        """Empty repositories with options, each on its own tables."""
         made: list[SqlChatMemoryRepository] = []
 
-        def make(ttl: timedelta) -> SqlChatMemoryRepository:
-            repository = self.new_repository(engine, ttl=ttl)
+        def make(**options: Any) -> SqlChatMemoryRepository:
+            repository = self.new_repository(engine, **options)
             made.append(repository)
             return repository
 
         yield make
         for repository in made:
             repository.drop_schema()
+
+    @pytest.fixture
+    def make_repository_with_ttl(
+        self, make_repository: Callable[..., SqlChatMemoryRepository]
+    ) -> Callable[[timedelta], SqlChatMemoryRepository]:
+        return lambda ttl: make_repository(ttl=ttl)
+
+    @pytest.fixture
+    def make_repository_with_retention(
+        self, make_repository: Callable[..., SqlChatMemoryRepository]
+    ) -> Callable[[Retention], SqlChatMemoryRepository]:
+        return lambda retention: make_repository(retention=retention)
 
     def new_repository(self, engine: Engine, **options: Any) -> SqlChatMemoryRepository:
         return SqlChatMemoryRepository(

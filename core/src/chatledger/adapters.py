@@ -132,6 +132,7 @@ from chatledger.message_pages import (
 from chatledger.messages import Message, Role
 from chatledger.repository import AppendResult, ConversationPage, MessagePage
 from chatledger.request_size import RequestLimit, encoded_size
+from chatledger.retention import Retention, to_retention
 from chatledger.settling import settled
 from chatledger.ttl import to_ttl
 from chatledger.validation import (
@@ -198,6 +199,7 @@ __all__ = [
     "MessageTooLargeError",
     "MissingDriverError",
     "RequestLimit",
+    "Retention",
     "Role",
     "StoreNotFoundError",
     "StoredEntry",
@@ -227,6 +229,7 @@ __all__ = [
     "settled",
     "stamp_messages",
     "system_key",
+    "to_retention",
     "to_ttl",
     "trim_below",
     "trim_due",

@@ -69,6 +69,7 @@ from chatledger.adapters import (
     InvalidOptionError,
     Message,
     MessagePage,
+    Retention,
     Role,
     StoredEntry,
     StoreNotFoundError,
@@ -82,6 +83,7 @@ from chatledger.adapters import (
     plan_append_async,
     rows_to_peek,
     stamp_messages,
+    to_retention,
     to_ttl,
     utc_now,
     validate_conversation_id,
@@ -101,6 +103,7 @@ from chatledger_sql.floor import AsyncSqlBenchmarkFloor, open_floor_async
 from chatledger_sql.log_steps import (
     log_append_parameters,
     log_row,
+    log_trim,
     log_writes,
     system_range,
 )
@@ -270,6 +273,12 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         ttl: Time to live of a conversation after its last write, as a
             ``datetime.timedelta`` or seconds (``int`` or ``float``); ``None``
             (the default) keeps conversations until they are deleted.
+        retention: What each conversation's log keeps:
+            ``Retention.everything()`` (the default) or ``Retention.last(n)``
+            (``n`` for short): see :mod:`chatledger.retention`. A bounded log
+            is trimmed in its own transaction after one append in about
+            ``slack``, which removes the rows below the cutoff and records
+            their ids as evicted.
 
     Time to live is sliding and whole-conversation: every write (``save_all``,
     ``append_to_window``) sets the conversation's ``expires_at`` to now plus
@@ -302,9 +311,11 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         tables: The SQLAlchemy ``Table`` objects (once ``dialect`` is known).
         fault_points: Test-only hooks called at the named steps of a write.
         ttl: The time to live as a ``timedelta``, or ``None``.
+        retention: What each conversation's log keeps.
 
     Raises:
         InvalidNameError: ``table_name`` or ``schema`` is not an allowed name.
+        InvalidRetentionError: ``retention`` is neither everything nor a bound.
         InvalidTTLError: ``ttl`` is not a positive duration
             (:class:`chatledger_sql.InvalidTTLError`, a ``ValueError``).
         TypeError: ``engine`` is not an ``AsyncEngine``.
@@ -319,10 +330,12 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         schema: str | None = None,
         create_schema: bool = True,
         ttl: timedelta | float | None = None,
+        retention: Retention | int | None = None,
     ) -> None:
         """Check the options and detect the dialect (on an async driver, when
         that needs no connection); create the tables unless told not to."""
         self.ttl: timedelta | None = to_ttl(ttl)
+        self.retention = to_retention(retention)
         self._table_name = check_table_name(table_name)
         self._schema = None if schema is None else check_name(schema, "schema name")
         if not isinstance(engine, AsyncEngine):
@@ -965,6 +978,7 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         await self._prepared()
         await self._check_sizes(batch)
         statement = self._sql.log_append(len(batch))
+        done: tuple[AppendResult, int] | None = None
         if (
             statement is not None
             and not self.fault_points.armed
@@ -973,17 +987,31 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
             done = await self._append_log_at_once(
                 statement, conversation_id, batch, window
             )
-            if done is not None:
-                return done
-        return await self._write(
-            conversation_id,
-            functools.partial(
-                self._append_log,
-                conversation_id=conversation_id,
-                batch=batch,
-                window=window,
-            ),
-        )
+        if done is None:
+            done = await self._write(
+                conversation_id,
+                functools.partial(
+                    self._append_log,
+                    conversation_id=conversation_id,
+                    batch=batch,
+                    window=window,
+                ),
+            )
+        result, last = done
+        appended = len(result.appended)
+        if appended and self.retention.trim_due(last - appended + 1, last):
+            # Stored and committed already: a failing trim raises, and the
+            # next due trim removes what this one did not.
+            await self._write(
+                conversation_id,
+                functools.partial(
+                    self._trim_log,
+                    conversation_id=conversation_id,
+                    window=window,
+                    last=last,
+                ),
+            )
+        return result
 
     async def _append_log_at_once(
         self,
@@ -991,10 +1019,11 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         conversation_id: str,
         batch: list[Message],
         window: Window | None,
-    ) -> AppendResult | None:
+    ) -> tuple[AppendResult, int] | None:
         """A log append in the dialect's one statement, committed alone.
 
-        ``None`` when the statement left it to the transaction: an id the
+        Returns the result and the last sequence number stored, or ``None``
+        when the statement left it to the transaction: an id the
         conversation holds or held, an expired conversation, or a server
         that is not the dialect's own product.
         """
@@ -1032,7 +1061,7 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
             rows = self._write(conversation_id, call, commits_itself=True)
         if not rows:
             return None
-        return AppendResult(stamped)
+        return AppendResult(stamped), max(int(row[0]) for row in rows)
 
     async def _append_log(
         self,
@@ -1040,7 +1069,8 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         conversation_id: str,
         batch: list[Message],
         window: Window | None,
-    ) -> AppendResult:
+    ) -> tuple[AppendResult, int]:
+        """A log append in a transaction; the result and the last number stored."""
         dialect = self._dialect()
         now = utc_now()
         ids = [m.id for m in batch]
@@ -1080,7 +1110,7 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
             current = [(row.sequence, row.message) for row in map(log_row, found)]
         appended = merge_system([m for _, m in current], fresh).new
         if not appended:
-            return AppendResult()
+            return AppendResult(), -1
         stamped = stamp_messages(appended, now)
         writes = log_writes(
             conversation_id,
@@ -1099,7 +1129,80 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
             await connection.execute(self._sql.insert_messages, writes.rows)
             self.fault_points.reach("after_insert")
             await connection.execute(self._sql.update_log, writes.update)
-        return AppendResult(stamped)
+        return AppendResult(stamped), writes.rows[-1]["seq"]
+
+    async def _trim_log(
+        self,
+        connection: AsyncConnection,
+        conversation_id: str,
+        window: Window | None,
+        last: int,
+    ) -> None:
+        """Trim a bounded log after the append that ended at ``last``.
+
+        Under the conversation row's lock, as :mod:`chatledger.retention`
+        says: the cut falls at the first user message among the newest
+        ``keep``, never past the oldest message the view of ``window``
+        shows; the system messages a view shows stay; the ids removed join
+        the record of evicted ids and the row's tallies lose them.
+        """
+        now = utc_now()
+        state = await _run(
+            connection,
+            self._dialect().lock_conversation,
+            self._sql,
+            conversation_id,
+            now,
+            create=False,
+        )
+        if state is None or (state.expires_at is not None and state.expires_at <= now):
+            return
+        parameters = {"cid": conversation_id, "now": now, "counter": None}
+        shown_from = None
+        if window is not None:
+            view = await self._tail_view(
+                connection, window, {**parameters, "counter": window.counter_id}
+            )
+            shown_from = None if view is None else view.shown_from()
+        user_from = (
+            await connection.execute(
+                self._sql.first_user_from,
+                {"cid": conversation_id, "after": self.retention.first_kept(last)},
+            )
+        ).scalar()
+        cutoff = self.retention.cutoff(
+            last,
+            user_from=None if user_from is None else int(user_from),
+            shown_from=shown_from,
+        )
+        shown_system = {
+            int(row[0])
+            for row in await connection.execute(self._sql.current_system, parameters)
+        }
+        candidates = (
+            await connection.execute(
+                self._sql.trim_candidates, {"cid": conversation_id, "below": cutoff}
+            )
+        ).all()
+        trim = log_trim(conversation_id, candidates, shown_system)
+        if not trim.seqs:
+            return
+        for start in range(0, len(trim.seqs), MAX_IDS_PER_STATEMENT):
+            await connection.execute(
+                self._sql.delete_seqs,
+                {
+                    "cid": conversation_id,
+                    "seqs": trim.seqs[start : start + MAX_IDS_PER_STATEMENT],
+                },
+            )
+        if trim.evicted:
+            await connection.execute(self._sql.insert_evicted, trim.evicted)
+        if trim.trim_below is not None:
+            await connection.execute(
+                self._sql.trim_evicted,
+                {"cid": conversation_id, "below": trim.trim_below},
+            )
+        await connection.execute(self._sql.untally, trim.untally)
 
     async def find_window(self, conversation_id: str, window: Window) -> list[Message]:
         """Return the view of ``window`` on the log, oldest first.
@@ -1132,36 +1235,43 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
             options = dialect.read_options(_sync(connection))
             if options:
                 await connection.execution_options(**options)
-            reads = self._view_reads(window)
-            rows = next(reads)
-            found = (await connection.execute(self._sql.view(rows), parameters)).all()
-            logged = [log_row(row) for row in found]
-            system = sorted(
-                (row for row in logged if row.message.role is Role.SYSTEM),
-                key=lambda row: row.sequence,
-            )
-            tail = sorted(
-                (row for row in logged if row.message.role is not Role.SYSTEM),
-                key=lambda row: row.sequence,
-                reverse=True,
-            )
-            view = TailView(window, system)
-            while not view.feed(tail) and len(tail) == rows:
-                rows = next(reads)
-                older = self._sql.limited(self._sql.log_older, rows + 1)
-                further = await connection.execute(
-                    older, {**parameters, "before": tail[-1].sequence}
-                )
-                read = [log_row(row) for row in further]
-                if not read or read[0].sequence != tail[-1].sequence:
-                    return None  # replaced meanwhile: read the view again
-                tail = read[1:]
-            return view.messages()
+            view = await self._tail_view(connection, window, parameters)
+            return None if view is None else view.messages()
 
         while True:
             shown = await self._read(work)
             if shown is not None:
                 return shown
+
+    async def _tail_view(
+        self, connection: AsyncConnection, window: Window, parameters: dict[str, Any]
+    ) -> TailView | None:
+        """The view of ``window``, read newest first; ``None`` if replaced meanwhile."""
+        reads = self._view_reads(window)
+        rows = next(reads)
+        found = (await connection.execute(self._sql.view(rows), parameters)).all()
+        logged = [log_row(row) for row in found]
+        system = sorted(
+            (row for row in logged if row.message.role is Role.SYSTEM),
+            key=lambda row: row.sequence,
+        )
+        tail = sorted(
+            (row for row in logged if row.message.role is not Role.SYSTEM),
+            key=lambda row: row.sequence,
+            reverse=True,
+        )
+        view = TailView(window, system)
+        while not view.feed(tail) and len(tail) == rows:
+            rows = next(reads)
+            older = self._sql.limited(self._sql.log_older, rows + 1)
+            further = await connection.execute(
+                older, {**parameters, "before": tail[-1].sequence}
+            )
+            read = [log_row(row) for row in further]
+            if not read or read[0].sequence != tail[-1].sequence:
+                return None  # replaced meanwhile: read the view again
+            tail = read[1:]
+        return view
 
     async def find_messages_page(
         self,

@@ -24,15 +24,17 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from chatledger.adapters import LogRow, Message, Role, Window
+from chatledger.adapters import LogRow, Message, Role, Window, trim_below, trim_due
 from chatledger_sql.dialects.base import ConversationState
 from chatledger_sql.rows import decode_raw, encode
 from chatledger_sql.steps import update_parameters
 
 __all__ = [
+    "LogTrim",
     "LogWrites",
     "log_append_parameters",
     "log_row",
+    "log_trim",
     "log_writes",
     "system_range",
 ]
@@ -182,3 +184,61 @@ def log_row(row: Any) -> LogRow:
     seq, message_id, role, content, payload, created_at, size = row
     message = decode_raw(message_id, role, content, payload, created_at)
     return LogRow(int(seq), message, None if size is None else int(size))
+
+
+@dataclass(frozen=True, slots=True)
+class LogTrim:
+    """What one trim of a bounded log removes (see :mod:`chatledger.retention`).
+
+    Attributes:
+        seqs: The sequence numbers of the rows removed.
+        evicted: ``Statements.insert_evicted`` rows: each removed id, so a
+            late retry of its append stays a no-op.
+        trim_below: ``below`` of ``Statements.trim_evicted`` when the record
+            of evicted ids is due its own trim (``None``: no trim).
+        untally: ``Statements.untally`` parameters: what the removed rows
+            took of the conversation row's counts and sizes.
+    """
+
+    seqs: list[int]
+    evicted: list[dict[str, Any]]
+    trim_below: int | None
+    untally: dict[str, Any]
+
+
+def log_trim(
+    conversation_id: str, candidates: Sequence[Any], shown_system: set[int]
+) -> LogTrim:
+    """The trim of the rows ``candidates`` (seq, message_id, role, weight).
+
+    ``candidates`` are the rows numbered below the trim's cutoff, oldest
+    first; those numbered in ``shown_system`` (the system messages a view
+    shows) stay.
+    """
+    removed = [row for row in candidates if int(row[0]) not in shown_system]
+    seqs = [int(row[0]) for row in removed]
+    below = None
+    if seqs and trim_due(seqs[0], seqs[-1]) and trim_below(seqs[-1]) >= 0:
+        below = trim_below(seqs[-1])
+    system = [row for row in removed if row[2] == Role.SYSTEM.value]
+    others = [row for row in removed if row[2] != Role.SYSTEM.value]
+    return LogTrim(
+        seqs=seqs,
+        evicted=[
+            {
+                "conversation_id": conversation_id,
+                "message_id": row[1],
+                "seq": int(row[0]),
+            }
+            for row in removed
+            if below is None or int(row[0]) > below
+        ],
+        trim_below=below,
+        untally={
+            "cid": conversation_id,
+            "p_systems": len(system),
+            "p_others": len(others),
+            "p_system_weight": sum(int(row[3] or 0) for row in system),
+            "p_other_weight": sum(int(row[3] or 0) for row in others),
+        },
+    )

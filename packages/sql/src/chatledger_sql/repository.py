@@ -62,6 +62,7 @@ from chatledger.adapters import (
     InvalidOptionError,
     Message,
     MessagePage,
+    Retention,
     Role,
     StoredEntry,
     StoredWindow,
@@ -76,6 +77,7 @@ from chatledger.adapters import (
     plan_append,
     rows_to_peek,
     stamp_messages,
+    to_retention,
     to_ttl,
     utc_now,
     validate_conversation_id,
@@ -95,6 +97,7 @@ from chatledger_sql.floor import SqlBenchmarkFloor, open_floor
 from chatledger_sql.log_steps import (
     log_append_parameters,
     log_row,
+    log_trim,
     log_writes,
     system_range,
 )
@@ -234,6 +237,12 @@ class SqlChatMemoryRepository(ClosingContext):
         ttl: Time to live of a conversation after its last write, as a
             ``datetime.timedelta`` or seconds (``int`` or ``float``); ``None``
             (the default) keeps conversations until they are deleted.
+        retention: What each conversation's log keeps:
+            ``Retention.everything()`` (the default) or ``Retention.last(n)``
+            (``n`` for short): see :mod:`chatledger.retention`. A bounded log
+            is trimmed in its own transaction after one append in about
+            ``slack``, which removes the rows below the cutoff and records
+            their ids as evicted.
 
     Time to live is sliding and whole-conversation: every write (``save_all``,
     ``append_to_window``) sets the conversation's ``expires_at`` to now plus
@@ -266,9 +275,11 @@ class SqlChatMemoryRepository(ClosingContext):
         tables: The SQLAlchemy ``Table`` objects (once ``dialect`` is known).
         fault_points: Test-only hooks called at the named steps of a write.
         ttl: The time to live as a ``timedelta``, or ``None``.
+        retention: What each conversation's log keeps.
 
     Raises:
         InvalidNameError: ``table_name`` or ``schema`` is not an allowed name.
+        InvalidRetentionError: ``retention`` is neither everything nor a bound.
         InvalidTTLError: ``ttl`` is not a positive duration
             (:class:`chatledger_sql.InvalidTTLError`, a ``ValueError``).
         TypeError: ``engine`` is not an ``Engine``.
@@ -283,10 +294,12 @@ class SqlChatMemoryRepository(ClosingContext):
         schema: str | None = None,
         create_schema: bool = True,
         ttl: timedelta | float | None = None,
+        retention: Retention | int | None = None,
     ) -> None:
         """Check the options and detect the dialect (on an async driver, when
         that needs no connection); create the tables unless told not to."""
         self.ttl: timedelta | None = to_ttl(ttl)
+        self.retention = to_retention(retention)
         self._table_name = check_table_name(table_name)
         self._schema = None if schema is None else check_name(schema, "schema name")
         if not isinstance(engine, Engine):
@@ -855,23 +868,38 @@ class SqlChatMemoryRepository(ClosingContext):
         self._prepared()
         self._check_sizes(batch)
         statement = self._sql.log_append(len(batch))
+        done: tuple[AppendResult, int] | None = None
         if (
             statement is not None
             and not self.fault_points.armed
             and all(m.role is not Role.SYSTEM for m in batch)
         ):
             done = self._append_log_at_once(statement, conversation_id, batch, window)
-            if done is not None:
-                return done
-        return self._write(
-            conversation_id,
-            functools.partial(
-                self._append_log,
-                conversation_id=conversation_id,
-                batch=batch,
-                window=window,
-            ),
-        )
+        if done is None:
+            done = self._write(
+                conversation_id,
+                functools.partial(
+                    self._append_log,
+                    conversation_id=conversation_id,
+                    batch=batch,
+                    window=window,
+                ),
+            )
+        result, last = done
+        appended = len(result.appended)
+        if appended and self.retention.trim_due(last - appended + 1, last):
+            # Stored and committed already: a failing trim raises, and the
+            # next due trim removes what this one did not.
+            self._write(
+                conversation_id,
+                functools.partial(
+                    self._trim_log,
+                    conversation_id=conversation_id,
+                    window=window,
+                    last=last,
+                ),
+            )
+        return result
 
     def _append_log_at_once(
         self,
@@ -879,10 +907,11 @@ class SqlChatMemoryRepository(ClosingContext):
         conversation_id: str,
         batch: list[Message],
         window: Window | None,
-    ) -> AppendResult | None:
+    ) -> tuple[AppendResult, int] | None:
         """A log append in the dialect's one statement, committed alone.
 
-        ``None`` when the statement left it to the transaction: an id the
+        Returns the result and the last sequence number stored, or ``None``
+        when the statement left it to the transaction: an id the
         conversation holds or held, an expired conversation, or a server
         that is not the dialect's own product.
         """
@@ -915,7 +944,7 @@ class SqlChatMemoryRepository(ClosingContext):
         rows = self._write(conversation_id, call, commits_itself=True)
         if not rows:
             return None
-        return AppendResult(stamped)
+        return AppendResult(stamped), max(int(row[0]) for row in rows)
 
     def _append_log(
         self,
@@ -923,7 +952,8 @@ class SqlChatMemoryRepository(ClosingContext):
         conversation_id: str,
         batch: list[Message],
         window: Window | None,
-    ) -> AppendResult:
+    ) -> tuple[AppendResult, int]:
+        """A log append in a transaction; the result and the last number stored."""
         dialect = self._dialect()
         now = utc_now()
         ids = [m.id for m in batch]
@@ -963,7 +993,7 @@ class SqlChatMemoryRepository(ClosingContext):
             current = [(row.sequence, row.message) for row in map(log_row, found)]
         appended = merge_system([m for _, m in current], fresh).new
         if not appended:
-            return AppendResult()
+            return AppendResult(), -1
         stamped = stamp_messages(appended, now)
         writes = log_writes(
             conversation_id,
@@ -980,7 +1010,80 @@ class SqlChatMemoryRepository(ClosingContext):
             connection.execute(self._sql.insert_messages, writes.rows)
             self.fault_points.reach("after_insert")
             connection.execute(self._sql.update_log, writes.update)
-        return AppendResult(stamped)
+        return AppendResult(stamped), writes.rows[-1]["seq"]
+
+    def _trim_log(
+        self,
+        connection: Connection,
+        conversation_id: str,
+        window: Window | None,
+        last: int,
+    ) -> None:
+        """Trim a bounded log after the append that ended at ``last``.
+
+        Under the conversation row's lock, as :mod:`chatledger.retention`
+        says: the cut falls at the first user message among the newest
+        ``keep``, never past the oldest message the view of ``window``
+        shows; the system messages a view shows stay; the ids removed join
+        the record of evicted ids and the row's tallies lose them.
+        """
+        now = utc_now()
+        state = _run(
+            connection,
+            self._dialect().lock_conversation,
+            self._sql,
+            conversation_id,
+            now,
+            create=False,
+        )
+        if state is None or (state.expires_at is not None and state.expires_at <= now):
+            return
+        parameters = {"cid": conversation_id, "now": now, "counter": None}
+        shown_from = None
+        if window is not None:
+            view = self._tail_view(
+                connection, window, {**parameters, "counter": window.counter_id}
+            )
+            shown_from = None if view is None else view.shown_from()
+        user_from = (
+            connection.execute(
+                self._sql.first_user_from,
+                {"cid": conversation_id, "after": self.retention.first_kept(last)},
+            )
+        ).scalar()
+        cutoff = self.retention.cutoff(
+            last,
+            user_from=None if user_from is None else int(user_from),
+            shown_from=shown_from,
+        )
+        shown_system = {
+            int(row[0])
+            for row in connection.execute(self._sql.current_system, parameters)
+        }
+        candidates = (
+            connection.execute(
+                self._sql.trim_candidates, {"cid": conversation_id, "below": cutoff}
+            )
+        ).all()
+        trim = log_trim(conversation_id, candidates, shown_system)
+        if not trim.seqs:
+            return
+        for start in range(0, len(trim.seqs), MAX_IDS_PER_STATEMENT):
+            connection.execute(
+                self._sql.delete_seqs,
+                {
+                    "cid": conversation_id,
+                    "seqs": trim.seqs[start : start + MAX_IDS_PER_STATEMENT],
+                },
+            )
+        if trim.evicted:
+            connection.execute(self._sql.insert_evicted, trim.evicted)
+        if trim.trim_below is not None:
+            connection.execute(
+                self._sql.trim_evicted,
+                {"cid": conversation_id, "below": trim.trim_below},
+            )
+        connection.execute(self._sql.untally, trim.untally)
 
     def find_window(self, conversation_id: str, window: Window) -> list[Message]:
         """Return the view of ``window`` on the log, oldest first.
@@ -1013,36 +1116,43 @@ class SqlChatMemoryRepository(ClosingContext):
             options = dialect.read_options(_sync(connection))
             if options:
                 connection.execution_options(**options)
-            reads = self._view_reads(window)
-            rows = next(reads)
-            found = (connection.execute(self._sql.view(rows), parameters)).all()
-            logged = [log_row(row) for row in found]
-            system = sorted(
-                (row for row in logged if row.message.role is Role.SYSTEM),
-                key=lambda row: row.sequence,
-            )
-            tail = sorted(
-                (row for row in logged if row.message.role is not Role.SYSTEM),
-                key=lambda row: row.sequence,
-                reverse=True,
-            )
-            view = TailView(window, system)
-            while not view.feed(tail) and len(tail) == rows:
-                rows = next(reads)
-                older = self._sql.limited(self._sql.log_older, rows + 1)
-                further = connection.execute(
-                    older, {**parameters, "before": tail[-1].sequence}
-                )
-                read = [log_row(row) for row in further]
-                if not read or read[0].sequence != tail[-1].sequence:
-                    return None  # replaced meanwhile: read the view again
-                tail = read[1:]
-            return view.messages()
+            view = self._tail_view(connection, window, parameters)
+            return None if view is None else view.messages()
 
         while True:
             shown = self._read(work)
             if shown is not None:
                 return shown
+
+    def _tail_view(
+        self, connection: Connection, window: Window, parameters: dict[str, Any]
+    ) -> TailView | None:
+        """The view of ``window``, read newest first; ``None`` if replaced meanwhile."""
+        reads = self._view_reads(window)
+        rows = next(reads)
+        found = (connection.execute(self._sql.view(rows), parameters)).all()
+        logged = [log_row(row) for row in found]
+        system = sorted(
+            (row for row in logged if row.message.role is Role.SYSTEM),
+            key=lambda row: row.sequence,
+        )
+        tail = sorted(
+            (row for row in logged if row.message.role is not Role.SYSTEM),
+            key=lambda row: row.sequence,
+            reverse=True,
+        )
+        view = TailView(window, system)
+        while not view.feed(tail) and len(tail) == rows:
+            rows = next(reads)
+            older = self._sql.limited(self._sql.log_older, rows + 1)
+            further = connection.execute(
+                older, {**parameters, "before": tail[-1].sequence}
+            )
+            read = [log_row(row) for row in further]
+            if not read or read[0].sequence != tail[-1].sequence:
+                return None  # replaced meanwhile: read the view again
+            tail = read[1:]
+        return view
 
     def find_messages_page(
         self,

@@ -53,6 +53,7 @@ if TYPE_CHECKING:
 __all__ = ["Statements"]
 
 SYSTEM = Role.SYSTEM.value
+USER = Role.USER.value
 #: How many driver-compiled statements one repository keeps built.
 _KEPT_DRIVER_STATEMENTS = 256
 #: How many statements with a LIMIT one repository keeps built.
@@ -209,6 +210,32 @@ class Statements:
         )
         self.delete_conversation: Delete = delete(tables.conversations).where(
             c.conversation_id == cid
+        )
+        #: A bounded log's trim (:mod:`chatledger.retention`): the first user
+        #: message numbered ``after`` or later, where the log is cut; the rows
+        #: numbered below ``below``, which it may remove; their removal by
+        #: ``seqs``; and what they took of the conversation row's tallies.
+        self.first_user_from: Select[Any] = select(func.min(m.seq)).where(
+            m.conversation_id == cid, m.role == USER, m.seq >= bindparam("after")
+        )
+        self.trim_candidates: Select[Any] = (
+            select(m.seq, m.message_id, m.role, m.weight)
+            .where(m.conversation_id == cid, m.seq < bindparam("below"))
+            .order_by(m.seq)
+        )
+        self.delete_seqs: Delete = delete(tables.messages).where(
+            m.conversation_id == cid, m.seq.in_(bindparam("seqs", expanding=True))
+        )
+        self.untally: Update = (
+            update(tables.conversations)
+            .where(c.conversation_id == cid)
+            .values(
+                system_count=c.system_count - bindparam("p_systems"),
+                other_count=c.other_count - bindparam("p_others"),
+                system_weight=c.system_weight - bindparam("p_system_weight"),
+                other_weight=c.other_weight - bindparam("p_other_weight"),
+                version=c.version + 1,
+            )
         )
         #: Rows ``conversation_id``, ``message_id``, ``seq`` (executemany).
         self.insert_evicted: Insert = insert(tables.evicted)
