@@ -27,7 +27,11 @@ The checker then proves, per conversation:
   acknowledged before it began, and never sees a half batch; later reads never
   move the window start back or lose the end;
 - with a window: the window (after its system messages) starts on a user
-  message and holds at most ``window_limit`` messages.
+  message and holds at most ``window_limit`` messages;
+- with a bounded retention (``retained``): a message may also be missing
+  because a trim removed it, but only if no append still stored was
+  acknowledged before its own began (a trim removes the oldest numbers only),
+  and no observation holds more than ``retained`` messages.
 """
 
 from __future__ import annotations
@@ -138,6 +142,7 @@ def check(
     reads: Iterable[Read],
     final: Mapping[str, Observation],
     window_limit: int | None = None,
+    retained: int | None = None,
 ) -> Verdict:
     """Check a history; see the module docstring for what is proved.
 
@@ -147,6 +152,8 @@ def check(
         final: The state of each conversation after every writer stopped.
         window_limit: The message window, or ``None`` when it was large enough
             that nothing may be evicted.
+        retained: The most messages a bounded log holds (its bound, slack and
+            a batch), or ``None`` when the log keeps everything.
     """
     verdict = Verdict()
     by_conversation: dict[str, list[Append]] = defaultdict(list)
@@ -163,6 +170,7 @@ def check(
             reads_by_conversation.get(conversation, []),
             final.get(conversation, Observation((), ())),
             window_limit,
+            retained,
         )
     return verdict
 
@@ -174,6 +182,7 @@ def _check_conversation(
     reads: list[Read],
     final: Observation,
     window_limit: int | None,
+    retained: int | None = None,
 ) -> None:
     anomalies = verdict.anomalies
     where = f"[{conversation}]"
@@ -212,6 +221,24 @@ def _check_conversation(
             "large enough to hold everything"
         )
 
+    # Trimmed: gone from a bounded log, which only removes its oldest numbers,
+    # so never an append that began after one still stored was acknowledged.
+    trimmable: set[int] = set()
+    if retained is not None:
+        stored_done = sorted(
+            a.complete
+            for a in acknowledged
+            if "system" not in a.roles and any(i in present for i in a.ids)
+        )
+        trimmable = {
+            id(a) for a in acknowledged if not stored_done or a.invoke < stored_done[0]
+        }
+        if len(final.ids) > retained:
+            anomalies.append(
+                f"{where} the bounded log holds {len(final.ids)} messages, more "
+                f"than {retained}"
+            )
+
     # Lost, failed and half-applied appends.
     for append in appends:
         kept = [i for i in append.ids if i in present]
@@ -221,7 +248,9 @@ def _check_conversation(
             continue
         gone = [i for i in append.ids if i not in present]
         if append.outcome == "ok":
-            missing = [i for i in gone if i not in evicted_by]
+            missing = [
+                i for i in gone if i not in evicted_by and id(append) not in trimmable
+            ]
             if missing and not uncertain:
                 verdict.lost += [f"{where} {i}" for i in missing]
             verdict.evicted += len(gone) - len(missing)
@@ -239,7 +268,9 @@ def _check_conversation(
         _check_window_shape(
             where, "final state", final.ids, final.roles, window_limit, anomalies
         )
-    _check_reads(where, reads, owner, final, evicted_by, window_limit, verdict)
+    _check_reads(
+        where, reads, owner, final, evicted_by, window_limit, retained, verdict
+    )
 
 
 def _check_batches_contiguous(
@@ -347,6 +378,7 @@ def _check_reads(
     final: Observation,
     evicted_by: Mapping[str, Append],
     window_limit: int | None,
+    retained: int | None,
     verdict: Verdict,
 ) -> None:
     anomalies = verdict.anomalies
@@ -396,7 +428,7 @@ def _check_reads(
                 )
             elif not all(flags):
                 head = flags.index(True)
-                if not all(flags[head:]) or window_limit is None:
+                if not all(flags[head:]) or (window_limit is None and retained is None):
                     anomalies.append(
                         f"{where} {label} saw the batch {append.ids[0]} in part"
                     )
@@ -418,7 +450,13 @@ def _check_reads(
                 f"{where} {label} starts at {read.ids[0]}, after messages the final "
                 "state still holds"
             )
-        if window_limit is None:
+        if retained is not None:
+            if len(read.ids) > retained:
+                anomalies.append(
+                    f"{where} {label} holds {len(read.ids)} messages of a log "
+                    f"bounded at {retained}"
+                )
+        elif window_limit is None:
             if read.ids != final.ids[: len(read.ids)]:
                 anomalies.append(f"{where} {label} is not a prefix of the final state")
         else:

@@ -2,7 +2,9 @@
 
 Sizes (every backend, every CI run): 16 threads x 200 appends on one
 conversation; 4 processes x 100 appends on one conversation; 100 conversations
-x 4 writers x 10 appends; and a small-window run that checks eviction.
+x 4 writers x 10 appends; a small-window run that checks eviction; and 8
+threads x 60 appends on a log bounded by ``Retention.last(20)``, whose trims
+race the appends.
 
 DuckDB and Cassandra run one fifth of the appends (16 x 40, 20 conversations)
 unless ``--run-slow`` is given (``nox -s stress`` gives it): DuckDB serialises
@@ -15,10 +17,12 @@ threads still race.
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
+from chatledger import InvalidOptionError, Retention
 from chatledger.window import MessageWindow
 from tests.reliability.conftest import record_summary
 from tests.reliability.history import Verdict, check
@@ -31,9 +35,15 @@ def _close(repository: Any) -> None:
         close()
 
 
-def _verify(target: Target, what: str, run: Run, window_limit: int | None) -> Verdict:
+def _verify(
+    target: Target,
+    what: str,
+    run: Run,
+    window_limit: int | None,
+    retained: int | None = None,
+) -> Verdict:
     started = time.perf_counter()
-    verdict = check(run.appends, run.reads, run.final, window_limit)
+    verdict = check(run.appends, run.reads, run.final, window_limit, retained)
     checked = time.perf_counter() - started
     record_summary(
         f"{target.name:<10} {what:<28} {verdict.acknowledged:>5} appends ok "
@@ -147,3 +157,44 @@ class TestConcurrentHistory:
         verdict = _verify(target, "small window 8 x 60", run, 12)
         assert verdict.evicted > 0
         assert len(run.final["small"].ids) <= 12
+
+    def test_trimming_races_appends(self, target: Target, share: int) -> None:
+        """8 threads x 60 appends on a log bounded at 20: trims race appends.
+
+        Every acknowledged turn is in the final log unless a trim removed it,
+        which it may only do to turns older than every one still stored;
+        nothing is stored twice, and no read or final state holds more than
+        the bound, its slack and the turns of appends still in flight.
+        """
+        keep, slack, writers, turn = 20, 5, 8, 3
+        bounded = replace(
+            target,
+            kwargs={**target.kwargs, "retention": Retention.last(keep, slack=slack)},
+        )
+        try:
+            repository = bounded.build()
+        except InvalidOptionError as exc:
+            pytest.skip(f"{target.name} takes no retention: {exc}")
+        appends = 60 // share
+        try:
+            run = run_threads(
+                repository,
+                ["trimmed"],
+                writers_per_conversation=writers,
+                appends_per_writer=appends,
+                window=MessageWindow(keep),
+                read_pause=0.002,
+            )
+        finally:
+            _close(repository)
+        verdict = _verify(
+            target,
+            f"bounded log {writers} x {appends}",
+            run,
+            None,
+            retained=keep + slack + writers * turn,
+        )
+        assert verdict.evicted > 0, "nothing was trimmed"
+        assert verdict.acknowledged == writers * appends
+        # The newest `keep` stay, less the head of a turn the cut fell inside.
+        assert len(run.final["trimmed"].ids) > keep - turn

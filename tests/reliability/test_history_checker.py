@@ -254,3 +254,35 @@ def test_a_read_hiding_a_message_the_final_state_holds_is_caught() -> None:
     hiding = _read(30, 31, ("a/1/0", "a/1/1"))
     verdict = check(appends, [hiding], final, window_limit=3)
     assert "after messages the final state still holds" in _anomalies(verdict)
+
+
+def test_a_trimmed_head_passes_on_a_bounded_log() -> None:
+    appends, _, final = _history()
+    ids = final["c"].ids
+    reads = [_read(6, 8, ids[:2]), _read(40, 41, ids[3:])]
+    verdict = check(appends, reads, _final(ids[3:]), retained=4)
+    assert verdict.valid, verdict.explain()
+    assert verdict.evicted == 3
+
+
+def test_a_trim_is_a_loss_without_a_bound() -> None:
+    appends, _, final = _history()
+    verdict = check(appends, [], _final(final["c"].ids[3:]))
+    assert verdict.lost == ["[c] a/0/0", "[c] a/0/1", "[c] b/0/0"]
+
+
+def test_a_hole_after_a_stored_append_is_a_loss_on_a_bounded_log() -> None:
+    appends, _, final = _history()
+    ids = final["c"].ids
+    # b/0 began after a/0 was acknowledged, and a/0 is still stored.
+    verdict = check(appends, [], _final(ids[:2] + ids[3:]), retained=4)
+    assert verdict.lost == ["[c] b/0/0"]
+
+
+def test_a_bounded_log_holding_too_much_is_caught() -> None:
+    appends, _, final = _history()
+    verdict = check(appends, [], final, retained=5)
+    assert "holds 6 messages, more than 5" in _anomalies(verdict)
+    reads = [_read(40, 41, final["c"].ids)]
+    verdict = check(appends, reads, _final(final["c"].ids[3:]), retained=5)
+    assert "read 0 holds 6 messages of a log bounded at 5" in _anomalies(verdict)
