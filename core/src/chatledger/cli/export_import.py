@@ -132,7 +132,7 @@ def _sort_positionals(args: argparse.Namespace) -> bool:
     ]
     if given:
         raise UsageError(
-            f"{', '.join(given)} go with --from FORMAT, a store other than a "
+            f"{', '.join(given)}: only with --from FORMAT, a store other than a "
             "jsonl export"
         )
     return False
