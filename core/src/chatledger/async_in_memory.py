@@ -39,8 +39,10 @@ from chatledger.retention import Retention, to_retention
 from chatledger.validation import (
     stamp_messages,
     validate_conversation_id,
+    validate_message_ids,
     validate_messages,
     validate_page_request,
+    validate_removal_count,
 )
 from chatledger.window import Window
 
@@ -223,6 +225,46 @@ class AsyncInMemoryChatMemoryRepository(AsyncClosingContext):
                             trimmed
                         )
             return AppendResult(appended)
+
+    async def remove_newest(
+        self, conversation_id: str, count: int = 1
+    ) -> list[Message]:
+        """Remove the newest ``count`` messages under the lock; return them."""
+        validate_conversation_id(conversation_id)
+        validate_removal_count(count)
+        with self._lock:
+            stored = self._conversations.get(conversation_id)
+            if stored is None:
+                return []
+            first = len(stored.messages) - count
+            return self._removed(
+                conversation_id, stored, stored.remove(lambda i, _: i >= first)
+            )
+
+    async def remove_messages(
+        self, conversation_id: str, message_ids: Sequence[str]
+    ) -> list[Message]:
+        """Remove the messages of ``message_ids`` under the lock; return them."""
+        validate_conversation_id(conversation_id)
+        doomed = set(validate_message_ids(message_ids))
+        with self._lock:
+            stored = self._conversations.get(conversation_id)
+            if stored is None or not doomed:
+                return []
+            return self._removed(
+                conversation_id, stored, stored.remove(lambda _, m: m.id in doomed)
+            )
+
+    def _removed(
+        self,
+        conversation_id: str,
+        stored: InMemoryConversation,
+        removed: list[Message],
+    ) -> list[Message]:
+        """What a removal returns; a conversation left empty is deleted."""
+        if not stored.messages:
+            self._conversations.pop(conversation_id, None)
+        return removed
 
     async def find_window(self, conversation_id: str, window: Window) -> list[Message]:
         """Return the view of ``window`` on the conversation's log."""

@@ -38,6 +38,7 @@ __all__ = [
     "AsyncSupportsConversationPages",
     "AsyncSupportsCountMessages",
     "AsyncSupportsLog",
+    "AsyncSupportsLogRemoval",
     "AsyncSupportsSaveMany",
     "AsyncSupportsSchemaUpgrade",
     "AsyncSupportsWindowAppend",
@@ -200,6 +201,43 @@ class AsyncSupportsLog(Protocol):
                 not one a page of this conversation, read in the same
                 direction, gave; before any I/O.
         """
+        ...
+
+
+@runtime_checkable
+class AsyncSupportsLogRemoval(Protocol):
+    """Optional capability: remove messages from a log on request, atomically.
+
+    For a caller that takes back what it stored: the OpenAI Agents SDK's
+    ``pop_item``, LlamaIndex's ``delete_message``. The contract:
+
+    1. Before any I/O, the id, ``count`` (an int from 1 to
+       :data:`chatledger.validation.MAX_PAGE_SIZE`) and ``message_ids`` (a
+       list of str) are checked; bad input raises and changes nothing.
+    2. Each call is one atomic unit, concurrent with appends and with other
+       removals: two calls never remove (nor return) the same message, and a
+       message appended meanwhile is either removed whole or kept.
+    3. What is removed is gone from the log, its pages and every view; the
+       view's system messages are then those rule 1 finds in what is left
+       (:func:`chatledger.window_view.current_system`). Removed ids are
+       forgotten, not recorded as evicted: appending one again stores it
+       again. Sequence numbers are not reused. A removal refreshes the
+       conversation's TTL, like any write; a conversation left empty leaves
+       ``find_conversation_ids``.
+    """
+
+    async def remove_newest(
+        self, conversation_id: str, count: int = 1
+    ) -> list[Message]:
+        """Remove the newest ``count`` messages (fewer if the log holds
+        fewer) and return them, oldest first."""
+        ...
+
+    async def remove_messages(
+        self, conversation_id: str, message_ids: Sequence[str]
+    ) -> list[Message]:
+        """Remove the messages of ``message_ids`` the log holds and return
+        them, oldest first; ids it does not hold are ignored."""
         ...
 
 

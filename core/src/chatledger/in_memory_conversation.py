@@ -217,19 +217,26 @@ class InMemoryConversation:
         )
         cutoff = retention.cutoff(last, user_from=user_from, shown_from=shown_from)
         system = {row.sequence for row in self._system_rows(_one)}
-        keep = [
-            i
-            for i, sequence in enumerate(self.sequences)
-            if sequence >= cutoff or sequence in system
-        ]
-        if len(keep) == len(self.messages):
+        numbers = self.sequences
+        trimmed = self.remove(
+            lambda index, _: numbers[index] < cutoff and numbers[index] not in system
+        )
+        return [m.id for m in trimmed]
+
+    def remove(self, doomed: Callable[[int, Message], bool]) -> list[Message]:
+        """Remove the messages ``doomed(index, message)`` picks; return them.
+
+        Their ids are forgotten and their numbers not reused.
+        """
+        kept = [i for i, message in enumerate(self.messages) if not doomed(i, message)]
+        if len(kept) == len(self.messages):
             return []
-        kept = set(keep)
-        trimmed = [m for i, m in enumerate(self.messages) if i not in kept]
-        self.messages = [self.messages[i] for i in keep]
-        self.sequences = [self.sequences[i] for i in keep]
-        self.batches = [self.batches[i] for i in keep]
-        for message in trimmed:
+        chosen = set(kept)
+        removed = [m for i, m in enumerate(self.messages) if i not in chosen]
+        self.messages = [self.messages[i] for i in kept]
+        self.sequences = [self.sequences[i] for i in kept]
+        self.batches = [self.batches[i] for i in kept]
+        for message in removed:
             self.ids.discard(message.id)
             size = self.sizes.pop(message.id, 0)
             if message.role is Role.SYSTEM:
@@ -237,7 +244,7 @@ class InMemoryConversation:
                 self.system_size -= size
             else:
                 self.size_total -= size
-        return [m.id for m in trimmed]
+        return removed
 
     def page(self, after: int | None, limit: int, newest_first: bool) -> MessagePage:
         """One page of the log after the sequence ``after``, in either order."""

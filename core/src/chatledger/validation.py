@@ -14,7 +14,7 @@ clear error on every backend and nothing is written.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 
 from chatledger.errors import (
@@ -30,8 +30,10 @@ __all__ = [
     "stamp_messages",
     "utc_now",
     "validate_conversation_id",
+    "validate_message_ids",
     "validate_messages",
     "validate_page_request",
+    "validate_removal_count",
 ]
 
 #: The most ids one page of conversation ids holds.
@@ -133,6 +135,46 @@ def stamp_messages(
     """
     moment = utc_now() if now is None else now
     return [message.stamped(moment) for message in messages]
+
+
+def validate_removal_count(count: object) -> int:
+    """Check how many messages a removal takes, before any I/O.
+
+    Raises:
+        InvalidPageError: ``count`` is not an int from 1 to :data:`MAX_PAGE_SIZE`.
+    """
+    if isinstance(count, bool) or not isinstance(count, int):
+        raise InvalidPageError(f"count must be an int, not {type(count).__name__}")
+    if not 1 <= count <= MAX_PAGE_SIZE:
+        raise InvalidPageError(f"count must be from 1 to {MAX_PAGE_SIZE}, not {count}")
+    return count
+
+
+def validate_message_ids(message_ids: object) -> list[str]:
+    """Check the ids a removal names, before any I/O.
+
+    Raises:
+        InvalidMessageError: ``message_ids`` is a str, not a sequence, or
+            holds something other than a non-empty str, or more than
+            :data:`MAX_PAGE_SIZE` ids.
+    """
+    if isinstance(message_ids, str | bytes) or not isinstance(
+        message_ids, Sequence | set | frozenset
+    ):
+        raise InvalidMessageError(
+            "message_ids must be a list of str, not " + type(message_ids).__name__
+        )
+    ids = list(message_ids)
+    if len(ids) > MAX_PAGE_SIZE:
+        raise InvalidMessageError(
+            f"at most {MAX_PAGE_SIZE} message ids at once, not {len(ids)}"
+        )
+    for message_id in ids:
+        if not isinstance(message_id, str) or not message_id:
+            raise InvalidMessageError(
+                f"a message id must be a non-empty str, not {message_id!r}"
+            )
+    return ids
 
 
 def validate_page_request(cursor: object, limit: object) -> tuple[str | None, int]:

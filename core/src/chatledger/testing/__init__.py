@@ -16,8 +16,9 @@ Example (a third-party adapter proves itself with one subclass and one fixture):
 
 Capabilities are class attributes (``supports_atomic_append``, ``supports_ttl``,
 ``supports_retention``);
-the ``save_many``, ``count_messages``, ``find_conversation_ids_page`` and log
-(:class:`chatledger.SupportsLog`) tests run when the repository has them. A
+the ``save_many``, ``count_messages``, ``find_conversation_ids_page``, log
+(:class:`chatledger.SupportsLog`) and removal
+(:class:`chatledger.SupportsLogRemoval`) tests run when the repository has them. A
 subclass may not override a suite test (nor set its name to ``None``) except
 to mark it ``pytest.mark.xfail(reason=...)``: defining such a subclass raises
 ``TypeError``. Install with
@@ -58,6 +59,7 @@ pytest.register_assert_rewrite(
     "chatledger.testing.ttl_tests",
     "chatledger.testing.capability_tests",
     "chatledger.testing.log_tests",
+    "chatledger.testing.log_removal_tests",
     "chatledger.testing.retention_tests",
     "chatledger.testing.turn_tests",
 )
@@ -69,6 +71,7 @@ from chatledger.testing.async_runner import (  # noqa: E402
 )
 from chatledger.testing.capability_tests import CapabilityTests  # noqa: E402
 from chatledger.testing.guard import check_no_overrides  # noqa: E402
+from chatledger.testing.log_removal_tests import LogRemovalTests  # noqa: E402
 from chatledger.testing.log_tests import LogTests  # noqa: E402
 from chatledger.testing.repository_tests import RepositoryContractTests  # noqa: E402
 from chatledger.testing.retention_tests import RetentionTests  # noqa: E402
@@ -83,6 +86,7 @@ __all__ = [
     "AsyncChatMemoryRepositoryTests",
     "CapabilityTests",
     "ChatMemoryRepositoryTests",
+    "LogRemovalTests",
     "LogTests",
     "RepositoryContractTests",
     "RetentionTests",
@@ -103,6 +107,7 @@ _SUITE = (
     SaveManyTests,
     TurnTests,
     LogTests,
+    LogRemovalTests,
     RetentionTests,
 )
 
@@ -115,6 +120,7 @@ class ChatMemoryRepositoryTests(
     SaveManyTests,
     TurnTests,
     LogTests,
+    LogRemovalTests,
     RetentionTests,
 ):
     """The whole suite: subclass it and override the ``repository`` fixture."""

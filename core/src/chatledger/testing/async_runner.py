@@ -47,6 +47,7 @@ from chatledger.async_repository import (
     AsyncSupportsConversationPages,
     AsyncSupportsCountMessages,
     AsyncSupportsLog,
+    AsyncSupportsLogRemoval,
     AsyncSupportsSaveMany,
     AsyncSupportsWindowAppend,
 )
@@ -206,6 +207,24 @@ class _Log(RepositoryFacade):
         return page
 
 
+class _LogRemoval(RepositoryFacade):
+    def remove_newest(self, conversation_id: str, count: int = 1) -> list[Message]:
+        """Await ``remove_newest``."""
+        removed: list[Message] = self.runner.run(
+            self.repository.remove_newest(conversation_id, count)
+        )
+        return removed
+
+    def remove_messages(
+        self, conversation_id: str, message_ids: Sequence[str]
+    ) -> list[Message]:
+        """Await ``remove_messages``."""
+        removed: list[Message] = self.runner.run(
+            self.repository.remove_messages(conversation_id, message_ids)
+        )
+        return removed
+
+
 class _SaveMany(RepositoryFacade):
     def save_many(self, conversations: Mapping[str, Sequence[Message]]) -> None:
         """Await ``save_many``."""
@@ -215,6 +234,7 @@ class _SaveMany(RepositoryFacade):
 _CAPABILITIES: list[tuple[type, type[RepositoryFacade]]] = [
     (AsyncSupportsSaveMany, _SaveMany),
     (AsyncSupportsLog, _Log),
+    (AsyncSupportsLogRemoval, _LogRemoval),
     (AsyncSupportsWindowAppend, _WindowAppend),
     (AsyncSupportsCountMessages, _CountMessages),
     (AsyncSupportsConversationPages, _ConversationPages),
