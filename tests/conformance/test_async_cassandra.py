@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from chatledger.retention import Retention
 from chatledger.testing import AsyncChatMemoryRepositoryTests
 from chatledger.testing.async_runner import EventLoopThread
 from chatledger_cassandra import (
@@ -52,6 +53,7 @@ def _fresh(root: CassandraChatMemoryRepository, **options: Any) -> Any:
 class TestAsyncCassandraConformance(AsyncChatMemoryRepositoryTests):
     supports_atomic_append = True
     supports_ttl = True
+    supports_retention = True
 
     @pytest.fixture
     def async_repository(
@@ -73,6 +75,22 @@ class TestAsyncCassandraConformance(AsyncChatMemoryRepositoryTests):
 
         def make(ttl: timedelta) -> AsyncCassandraChatMemoryRepository:
             made.append(_fresh(cassandra_root, ttl=ttl))
+            return made[-1]
+
+        yield make
+        for repository in made:
+            async_runner.run(repository.drop_schema())
+
+    @pytest.fixture
+    def make_async_repository_with_retention(
+        self,
+        cassandra_root: CassandraChatMemoryRepository,
+        async_runner: EventLoopThread,
+    ) -> Iterator[Callable[[Retention], AsyncCassandraChatMemoryRepository]]:
+        made: list[AsyncCassandraChatMemoryRepository] = []
+
+        def make(retention: Retention) -> AsyncCassandraChatMemoryRepository:
+            made.append(_fresh(cassandra_root, retention=retention))
             return made[-1]
 
         yield make

@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from chatledger.retention import Retention
 from chatledger.testing import ChatMemoryRepositoryTests
 from chatledger_cassandra import CassandraChatMemoryRepository, parse_url
 from tests.backends import backend_url
@@ -44,6 +45,7 @@ def _fresh(root: CassandraChatMemoryRepository, **options: Any) -> Any:
 class TestCassandraConformance(ChatMemoryRepositoryTests):
     supports_atomic_append = True
     supports_ttl = True
+    supports_retention = True
 
     @pytest.fixture
     def repository(
@@ -61,6 +63,20 @@ class TestCassandraConformance(ChatMemoryRepositoryTests):
 
         def make(ttl: timedelta) -> CassandraChatMemoryRepository:
             made.append(_fresh(cassandra_root, ttl=ttl))
+            return made[-1]
+
+        yield make
+        for repository in made:
+            repository.drop_schema()
+
+    @pytest.fixture
+    def make_repository_with_retention(
+        self, cassandra_root: CassandraChatMemoryRepository
+    ) -> Iterator[Callable[[Retention], CassandraChatMemoryRepository]]:
+        made: list[CassandraChatMemoryRepository] = []
+
+        def make(retention: Retention) -> CassandraChatMemoryRepository:
+            made.append(_fresh(cassandra_root, retention=retention))
             return made[-1]
 
         yield make

@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
+from chatledger.adapters import to_retention
 from chatledger_cassandra.errors import InvalidURLError
 from chatledger_cassandra.names import render_replication
 from chatledger_cassandra.statements import Statements
@@ -57,7 +58,7 @@ def url_settings(
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Return the keyword arguments of ``Cluster`` and of the repository.
 
-    The URL's query options (``table``, ``ttl``, ``create_schema``,
+    The URL's query options (``table``, ``ttl``, ``retention``, ``create_schema``,
     ``create_keyspace``, ``replication_factor``, ``local_dc``,
     ``protocol_version``, ``connect_timeout``) are applied first, then
     ``options`` override them.
@@ -66,6 +67,7 @@ def url_settings(
         InvalidURLError: for a URL that cannot be parsed.
         InvalidNameError: for a bad keyspace, table or replication option.
         InvalidTTLError: for a bad ``ttl``.
+        InvalidRetentionError: for a bad ``retention``.
     """
     from cassandra.auth import PlainTextAuthProvider
     from cassandra.cluster import EXEC_PROFILE_DEFAULT, ExecutionProfile
@@ -106,6 +108,7 @@ def url_settings(
         settings.get("keyspace", "chatledger"), settings.get("table", "chat_memory")
     )
     ttl_seconds(settings.get("ttl"))
+    to_retention(settings.get("retention"))
     if settings.get("replication") is not None:
         render_replication(settings["replication"])
     return cluster_args, settings

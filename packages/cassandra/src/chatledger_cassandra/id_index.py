@@ -16,9 +16,15 @@ id, clustered by a 64-bit slot, holding the id. An id's home slot is the first
 eight bytes of its BLAKE2b digest (a signed big-endian ``bigint``); two ids of
 one conversation sharing it are told apart by the id the row holds, and the
 later one takes the next free slot (linear probing, wrapping at the end of the
-``bigint`` range). Rows of the index are only ever added, until a window
+``bigint`` range). Rows of the index are added, never moved, until a window
 append or ``save_all`` drops the whole lane, so an id's slots stay where they
-were found.
+were found. A trim of a bounded log (:mod:`chatledger_cassandra.log_trims`)
+removes the rows of ids that left the conversation's record of evicted ids,
+but only a row whose next slot is free (or goes too): every id stored
+further along a probe path then still finds an unbroken path to its row.
+A row left for that reason keeps its id "held", so a retry of it stays a
+no-op; it takes two ids of one conversation whose 64-bit home slots are
+neighbours.
 
 A read of some slots tells, for each id, whether it is held (a slot on its
 probe path holds it), where it would go (the first free slot on its path), or
@@ -105,6 +111,37 @@ class SlotMap:
     def held(self, message_ids: Iterable[str]) -> set[str]:
         """The ids the reads found in the index."""
         return {i for i in message_ids if self._walk(i, set())[0] == "held"}
+
+    def freed(self, message_ids: Iterable[str]) -> tuple[list[int], list[int]]:
+        """The rows of ``message_ids`` that may leave the index, once known.
+
+        Returns ``(slots to read first, slots whose rows go)``; the second
+        is empty while the first is not. An id's row goes when the slot
+        after it is free or goes too, so no probe path breaks; an id not in
+        the index has no row to remove. The first read of an id asks for
+        its home slot and the next together: one read settles it, unless
+        another id took its home slot.
+        """
+        unread: set[int] = set()
+        going: set[int] = set()
+        for message_id in message_ids:
+            state, slot = self._walk(message_id, set())
+            if state == "unread":
+                unread.update((slot, next_slot(slot)))
+            elif state == "held":
+                going.add(slot)
+        freed: list[int] = []
+        for slot in going:
+            after = next_slot(slot)
+            while after in going:
+                after = next_slot(after)
+            if after not in self._known and not self._whole:
+                unread.add(after)
+            elif self._known.get(after) is None:
+                freed.append(slot)
+        if unread:
+            return sorted(unread - self._known.keys()), []
+        return [], sorted(freed)
 
     def place(self, message_ids: Sequence[str]) -> dict[str, int]:
         """Give each id not found in the index a slot, in order.

@@ -93,6 +93,17 @@ version it saw, and reads that disagree are sent again. With a TTL a log
 append rewrites every cell of the conversation under it, as the window
 append rewrites its window, so its cost grows with the log.
 
+Retention. Under ``retention=Retention.last(n)`` (:mod:`chatledger.retention`)
+a log append whose numbers make a trim due trims the conversation in one more
+conditional batch once its own has committed
+(:mod:`chatledger_cassandra.log_trims`): a range delete of lane 1 below the
+cutoff core computes, another of the superseded system messages below it,
+the ids removed added to the record of evicted ids, and, when that record
+trims, the index rows of the ids it drops. Its reads go in one round trip
+(the view of the append's window among them), then the batch: about one
+append in ``slack`` pays for them, and the others cost what they cost
+unbounded.
+
 Listing pages through the whole token ring with ``SELECT DISTINCT`` and driver
 paging. Deleting a conversation (or ``save_all(id, [])``) deletes its whole
 partition, so it is never listed again.
@@ -143,12 +154,15 @@ from cassandra import ConsistencyLevel, InvalidRequest, ReadTimeout, WriteTimeou
 
 from chatledger.adapters import (
     DEFAULT_MESSAGE_PAGE_SIZE,
+    EVICTED_IDS_TRIM_STEP,
+    TURN_SLACK,
     AppendResult,
     ClosingContext,
     ConversationPage,
     FaultPoints,
     Message,
     MessagePage,
+    Retention,
     Role,
     StoreNotFoundError,
     TailView,
@@ -158,6 +172,7 @@ from chatledger.adapters import (
     codec,
     message_page,
     stamp_messages,
+    to_retention,
     validate_conversation_id,
     validate_messages,
     view_reads,
@@ -182,6 +197,14 @@ from chatledger_cassandra.log_rows import (
     read_of,
 )
 from chatledger_cassandra.log_states import LogState, LogStates
+from chatledger_cassandra.log_trims import (
+    LaneScan,
+    anchor_of,
+    first_user,
+    ids_read,
+    plan_log_trim,
+    trimmed,
+)
 from chatledger_cassandra.log_views import (
     NEWEST_SYSTEM_ROWS,
     disagrees,
@@ -222,6 +245,7 @@ from chatledger_cassandra.steps import (
     plan_append_batch,
     plan_delete,
     plan_replace,
+    record_floor,
     to_snapshot,
     ttl_seconds,
 )
@@ -248,6 +272,8 @@ _OLDER_TABLE = (
 #: What a log append knows of a conversation not stored yet: its size check
 #: plans on it before any I/O.
 _NEW_LOG = LogKnowledge(None, None, False, (), SlotMap(whole=True))
+#: How many slots of the id index one read of a trim asks for.
+_SLOTS_PER_READ = 100
 _PHASE_POINT = {
     "delete": "after_delete",
     "insert": "after_insert",
@@ -290,15 +316,20 @@ class CassandraChatMemoryRepository(ClosingContext):
             default is the server's default limit of a request and of a
             mutation (16 MiB); raise it only with the server's
             ``native_transport_max_message_size`` and ``max_mutation_size``.
+        retention: What each conversation's log keeps:
+            ``Retention.everything()`` (the default) or ``Retention.last(n)``
+            (``n`` for short); see :mod:`chatledger.retention`.
 
     Attributes:
         keyspace: The keyspace of the table.
         table: The table name.
         ttl: The TTL in seconds, ``0`` when conversations do not expire.
+        retention: The :class:`~chatledger.retention.Retention` of the logs.
 
     Raises:
         InvalidNameError: for a bad keyspace, table or replication option.
         InvalidTTLError: for a bad ``ttl``.
+        InvalidRetentionError: for a bad ``retention``.
         TypeError, ValueError: for a missing session or a bad number.
     """
 
@@ -317,6 +348,7 @@ class CassandraChatMemoryRepository(ClosingContext):
         max_attempts: int = 100,
         page_size: int = 5000,
         max_write_bytes: int = DEFAULT_MAX_WRITE_BYTES,
+        retention: Retention | int | None = None,
     ) -> None:
         """Check the options; the sync repository then makes the schema."""
         if session is None:
@@ -333,6 +365,7 @@ class CassandraChatMemoryRepository(ClosingContext):
         self.keyspace = keyspace
         self.table = table
         self.ttl = ttl_seconds(ttl)
+        self.retention = to_retention(retention)
         self._keyspace_ddl = keyspace_statement(
             keyspace, dict(_DEFAULT_REPLICATION if replication is None else replication)
         )
@@ -364,7 +397,7 @@ class CassandraChatMemoryRepository(ClosingContext):
         The repository owns the cluster it opens: :meth:`close` (or leaving
         its ``with`` block) shuts it down. The sync repository connects
         now; the asyncio one checks the URL and the options now and connects
-        on its first call. Query options (``table``, ``ttl``,
+        on its first call. Query options (``table``, ``ttl``, ``retention``,
         ``create_schema``, ``create_keyspace``, ``replication_factor``,
         ``local_dc``, ``protocol_version``, ``connect_timeout``) are applied
         first, then ``options`` override them.
@@ -373,6 +406,7 @@ class CassandraChatMemoryRepository(ClosingContext):
             InvalidURLError: for a URL that cannot be parsed.
             InvalidNameError: for a bad keyspace, table or replication option.
             InvalidTTLError: for a bad ``ttl``.
+            InvalidRetentionError: for a bad ``retention``.
         """
         cluster_args, settings = url_settings(url, options)
         from cassandra.cluster import Cluster
@@ -387,9 +421,10 @@ class CassandraChatMemoryRepository(ClosingContext):
         return repository
 
     def __repr__(self) -> str:
+        bound = f", retention={self.retention!r}" if self.retention.bounded else ""
         return (
             f"CassandraChatMemoryRepository(keyspace={self.keyspace!r}, "
-            f"table={self.table!r}, ttl={self.ttl or None!r})"
+            f"table={self.table!r}, ttl={self.ttl or None!r}{bound})"
         )
 
     @property
@@ -621,11 +656,21 @@ class CassandraChatMemoryRepository(ClosingContext):
         is sent: two. With a TTL, every cell of the conversation is rewritten
         under it, so such an append reads and writes the whole log.
 
+        Under ``Retention.last(n)``, an append whose numbers make a trim due
+        (:meth:`~chatledger.retention.Retention.trim_due`, about one in
+        ``slack`` messages) then trims the log in a second conditional batch
+        (:mod:`chatledger_cassandra.log_trims`), given ``window`` to keep
+        what its view shows: one round trip of reads sent together, then the
+        batch. Any other append costs what it costs unbounded. A trim that
+        fails raises its error, but the append was committed before it and
+        stays stored; the next trim removes what this one left.
+
         Raises:
             TypeError: ``window`` is neither ``None`` nor a ``Window``.
             MessageTooLargeError: before any I/O, if the new messages cannot
                 fit in one write (``max_write_bytes``); before writing, if the
                 whole batch cannot (with a TTL it rewrites the log).
+            ContentionError: other writers kept changing the conversation.
         """
         validate_conversation_id(conversation_id)
         batch = validate_messages(messages)
@@ -642,11 +687,16 @@ class CassandraChatMemoryRepository(ClosingContext):
         self._made_ready()
         with self._writers.hold(conversation_id):
             self._snapshots.forget(conversation_id)
-            result: AppendResult = self._retrying(
+            planned: LogPlan = self._retrying(
                 conversation_id,
                 lambda: self._log_append_once(conversation_id, stamped, window),
             )
-        return result
+            appended = planned.plan.result.appended
+            if appended and planned.state.version is not None:
+                last = planned.state.version - 1
+                if self.retention.trim_due(last - len(appended) + 1, last):
+                    self._trim(conversation_id, appended[-1], last, window)
+        return planned.plan.result
 
     def find_window(self, conversation_id: str, window: Window) -> list[Message]:
         """Return the view of ``window`` on the log, oldest first.
@@ -709,8 +759,9 @@ class CassandraChatMemoryRepository(ClosingContext):
 
     def _log_append_once(
         self, conversation_id: str, stamped: list[Message], window: Window | None
-    ) -> AppendResult | None:
-        """One attempt of a log append; ``None`` to read again and retry."""
+    ) -> LogPlan | None:
+        """One attempt of a log append, what it wrote (or found written);
+        ``None`` to read again and retry."""
         remembered = None if self.ttl else self._log_states.recall(conversation_id)
         if remembered is not None and remembered.suffices(stamped):
             planned = plan_log_append(
@@ -739,12 +790,10 @@ class CassandraChatMemoryRepository(ClosingContext):
         )
         if planned.plan.condition is None:
             self._log_states.remember(conversation_id, planned.state)
-            return planned.plan.result
+            return planned
         return self._commit_log(conversation_id, planned)
 
-    def _commit_log(
-        self, conversation_id: str, planned: LogPlan
-    ) -> AppendResult | None:
+    def _commit_log(self, conversation_id: str, planned: LogPlan) -> LogPlan | None:
         try:
             applied = self._commit(conversation_id, planned.plan)
         except BaseException:
@@ -754,7 +803,7 @@ class CassandraChatMemoryRepository(ClosingContext):
             self._log_states.forget(conversation_id)
             return None
         self._log_states.remember(conversation_id, planned.state)
-        return planned.plan.result
+        return planned
 
     def _log_knowledge(
         self, conversation_id: str, stamped: list[Message]
@@ -846,6 +895,14 @@ class CassandraChatMemoryRepository(ClosingContext):
 
     def _view_once(self, conversation_id: str, window: Window) -> list[Message] | None:
         """One attempt of a view; ``None`` when its reads saw different states."""
+        viewed = self._tail_view_once(conversation_id, window)
+        return None if viewed is None else viewed[0].messages()
+
+    def _tail_view_once(
+        self, conversation_id: str, window: Window
+    ) -> tuple[TailView, int | None] | None:
+        """One attempt of a view and the version it shows (``None``: no
+        conversation); ``None`` when its reads saw different states."""
         sizes = view_reads(window)
         first = next(sizes)
         remembered = self._log_states.recall(conversation_id)
@@ -873,7 +930,7 @@ class CassandraChatMemoryRepository(ClosingContext):
             return None
         statics = start.statics
         if statics is None:
-            return []
+            return TailView(window, []), None
         system = start.system
         if system is None:
             name, params = _system_set_read(conversation_id, statics)
@@ -897,7 +954,160 @@ class CassandraChatMemoryRepository(ClosingContext):
                 statics.version, statics.system_batch, statics.indexed, tuple(system)
             ),
         )
-        return view.messages()
+        return view, statics.version
+
+    # -- the trim of a bounded log -------------------------------------------
+
+    def _trim(
+        self, conversation_id: str, anchor: Message, last: int, window: Window | None
+    ) -> None:
+        """Trim the log after the append whose last message, ``anchor``, is
+        numbered ``last`` made a trim due; tried again, as every write, when
+        another writer got there first."""
+        self._retrying(
+            conversation_id,
+            lambda: self._trim_once(conversation_id, anchor, last, window),
+        )
+
+    def _trim_once(
+        self, conversation_id: str, anchor: Message, last: int, window: Window | None
+    ) -> list[str] | None:
+        """One attempt of a trim: the ids it removed; ``None`` to read again.
+
+        The first reads go together, with the view of ``window`` when there
+        is one: the append's last row (the version, ``system_batch``, the
+        time left to live, and that the conversation still holds the row, so
+        a trim never reaches a conversation replaced since), the record's
+        newest row, and lanes 1 and 0 from their start: about ``slack``
+        rows below ``first_kept`` and a turn's slack past it, where the
+        first user message from ``first_kept`` on usually is. Further pages
+        are read only while what they decide on lies further on (lane 1 then
+        from ``first_kept``); the record's oldest rows and the id index only
+        when the record trims.
+        """
+        cid = conversation_id
+        retention = self.retention
+        first_kept = retention.first_kept(last)
+        below = LaneScan(LANE_OTHER, first=retention.slack + TURN_SLACK)
+        superseded = LaneScan(LANE_SYSTEM)
+        scans = (below, superseded)
+        lane = LANE_SYSTEM if anchor.role is Role.SYSTEM else LANE_OTHER
+        newest = page_bound(None, newest_first=True)
+        answers = [
+            self._send("select_anchor", (cid, lane, last)),
+            self._send("select_before", (cid, LANE_EVICTED, newest, 1)),
+        ]
+        for scan in scans:
+            answers.append(self._send("select_ids_after", scan.params(cid)))
+        viewed = None if window is None else self._tail_view_once(cid, window)
+        found = anchor_of(self._rows(answers[0]))
+        record_read = read_of(self._rows(answers[1]), LOG_COLUMNS)
+        reads = [record_read]
+        for scan, answer in zip(scans, answers[2:], strict=True):
+            reads.append(ids_read(self._rows(answer), scan.lane))
+            scan.add(reads[-1])
+        if found is None or found.msg_id != anchor.id:
+            return []  # replaced or deleted since, or a later trim went past it
+        statics, version = found.statics, found.version
+        if any(r.statics is not None and r.version != version for r in reads) or (
+            window is not None and (viewed is None or viewed[1] != version)
+        ):
+            return None
+        if found.ttl is not None and found.ttl < 1:
+            return []  # the whole conversation expires within the second
+        self._fault_points.reach("after_lock")
+        user_from = first_user(below.rows, first_kept)
+        if user_from is None and not below.exhausted:
+            after = max(first_kept - 1, below.rows[-1].seq)
+            users = LaneScan(LANE_OTHER, after=after)
+            if not self._scan(
+                cid, users, version, lambda: first_user(users.rows, first_kept) is None
+            ):
+                return None
+            user_from = first_user(users.rows, first_kept)
+        shown_from = None if viewed is None else viewed[0].shown_from()
+        cutoff = retention.cutoff(last, user_from=user_from, shown_from=shown_from)
+        batch = statics.system_batch
+        if not self._scan(
+            cid, below, version, lambda: not below.reaches(cutoff)
+        ) or not self._scan(
+            cid,
+            superseded,
+            version,
+            lambda: batch is not None and not superseded.reaches(min(cutoff, batch)),
+        ):
+            return None
+        rows = [*below.rows, *superseded.rows]
+        gone = trimmed(rows, cutoff, batch)
+        record = {row.msg_id: row.seq for row in record_read.rows}
+        floor = record_floor(
+            max(record.values(), default=None), [(r.seq, r.msg_id) for r in gone]
+        )
+        leaving = [r.msg_id for r in gone if floor is not None and r.seq <= floor]
+        if floor is not None:
+            oldest = LaneScan(LANE_EVICTED, first=EVICTED_IDS_TRIM_STEP)
+            if not self._scan(
+                cid, oldest, version, lambda: not oldest.reaches(floor + 1)
+            ):
+                return None
+            dropped = [row for row in oldest.rows if row.seq <= floor]
+            record.update((row.msg_id, row.seq) for row in dropped)
+            leaving += [row.msg_id for row in dropped]
+        freed: list[int] = []
+        if statics.indexed and leaving:
+            slots = self._freed_slots(cid, leaving, version)
+            if slots is None:
+                return None
+            freed = slots
+        ttl = found.ttl or 0
+        plan = plan_log_trim(cid, version, ttl, cutoff, batch, rows, record, freed)
+        if plan.condition is None:
+            return []
+        if not self._commit(cid, plan):
+            return None
+        return plan.result.evicted_ids
+
+    def _scan(
+        self,
+        conversation_id: str,
+        scan: LaneScan,
+        version: int | None,
+        more: Callable[[], bool],
+    ) -> bool:
+        """Read further pages of ``scan`` while ``more()`` and the lane goes
+        on; False when one saw another version than ``version``."""
+        while not scan.exhausted and more():
+            params = scan.params(conversation_id)
+            read = ids_read(self._read("select_ids_after", params), scan.lane)
+            if read.statics is not None and read.version != version:
+                return False
+            scan.add(read)
+        return True
+
+    def _freed_slots(
+        self, conversation_id: str, leaving: Sequence[str], version: int | None
+    ) -> list[int] | None:
+        """The slots of the id index whose rows go with the ids ``leaving``
+        (:meth:`~chatledger_cassandra.id_index.SlotMap.freed`); ``None`` when
+        a read saw another version than ``version``."""
+        slots = SlotMap()
+        while True:
+            wanted, freed = slots.freed(leaving)
+            if not wanted:
+                return freed
+            chunks = [
+                wanted[i : i + _SLOTS_PER_READ]
+                for i in range(0, len(wanted), _SLOTS_PER_READ)
+            ]
+            answers = [
+                self._send("select_slots", (conversation_id, LANE_IDS, chunk))
+                for chunk in chunks
+            ]
+            for chunk, answer in zip(chunks, answers, strict=True):
+                read = read_of(self._rows(answer), SLOT_COLUMNS)
+                if read.statics is not None and read.version != version:
+                    return None
+                slots.learn(chunk, {row.seq: row.msg_id for row in read.rows})
 
     # -- one attempt of a write ----------------------------------------------
 

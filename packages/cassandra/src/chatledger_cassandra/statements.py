@@ -251,6 +251,26 @@ class Statements:
         )
 
     @property
+    def select_ids_after(self) -> str:
+        """Read the numbers, ids and roles of one lane above a sequence number,
+        oldest first: what a trim of the log decides on, without payloads."""
+        return (
+            f"SELECT {_STATICS}, seq, msg_id, role FROM {self.qualified} "
+            "WHERE conversation_id = ? AND lane = ? AND seq > ? "
+            "ORDER BY lane ASC, seq ASC LIMIT ?"
+        )
+
+    @property
+    def select_anchor(self) -> str:
+        """Read one row's id with the static columns and the time left to live
+        of ``next_seq`` (``null`` when it does not expire): where a trim of
+        the log starts, the last row its append stored."""
+        return (
+            f'SELECT {_STATICS}, TTL(next_seq) AS "ttl", msg_id '
+            f"FROM {self.qualified} WHERE conversation_id = ? AND lane = ? AND seq = ?"
+        )
+
+    @property
     def select_from(self) -> str:
         """Read every row of one lane from a sequence number on (the current
         system messages, from ``system_batch``)."""
@@ -341,6 +361,27 @@ class Statements:
         )
 
     @property
+    def confirm(self) -> str:
+        """The condition of a trim of the log: the version it read is current.
+
+        It changes nothing a reader sees (``emptied`` stays false), under the
+        time the conversation has left to live, so a trim neither moves the
+        version nor makes the partition outlive its rows.
+        """
+        return (
+            f"UPDATE {self.qualified} USING TTL ? SET emptied = ? "
+            "WHERE conversation_id = ? IF next_seq = ?"
+        )
+
+    @property
+    def delete_row(self) -> str:
+        """Delete one row (a slot of the id index)."""
+        return (
+            f"DELETE FROM {self.qualified} "
+            "WHERE conversation_id = ? AND lane = ? AND seq = ?"
+        )
+
+    @property
     def delete_lane(self) -> str:
         """Range-delete one whole lane (the id index)."""
         return f"DELETE FROM {self.qualified} WHERE conversation_id = ? AND lane = ?"
@@ -398,6 +439,8 @@ class Statements:
             "select_before": self.select_before,
             "select_after": self.select_after,
             "select_from": self.select_from,
+            "select_ids_after": self.select_ids_after,
+            "select_anchor": self.select_anchor,
             "list_ids": self.list_ids,
             "first_ids_page": self.first_ids_page,
             "ids_page_after": self.ids_page_after,
@@ -408,6 +451,8 @@ class Statements:
             "insert_evicted": self.insert_evicted,
             "mark": self.mark,
             "insert_id": self.insert_id,
+            "confirm": self.confirm,
+            "delete_row": self.delete_row,
             "delete_lane": self.delete_lane,
             "delete_before": self.delete_before,
             "delete_version": self.delete_version,

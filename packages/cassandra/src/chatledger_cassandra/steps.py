@@ -96,6 +96,8 @@ __all__ = [
     "plan_append_batch",
     "plan_delete",
     "plan_replace",
+    "record_floor",
+    "record_writes",
     "rewrite_write",
     "to_snapshot",
     "ttl_seconds",
@@ -327,13 +329,32 @@ def condition_write(
     return Write("advance", (ttl, new, emptied, conversation_id, version), "condition")
 
 
-def _record(
+def record_floor(
+    newest: int | None, taken_out: Sequence[tuple[int, str]]
+) -> int | None:
+    """The number at or below which the record's rows go as ``taken_out`` joins it.
+
+    ``None`` when adding them does not trim the record: only when their
+    numbers, counted on from the record's ``newest`` row, cross a multiple of
+    :data:`chatledger.adapters.EVICTED_IDS_TRIM_STEP`.
+    """
+    if not taken_out:
+        return None
+    last = max(seq for seq, _ in taken_out)
+    first = newest + 1 if newest is not None else min(s for s, _ in taken_out)
+    return trim_below(last) if trim_due(first, last) else None
+
+
+def record_writes(
     conversation_id: str,
     evicted: dict[str, int],
     taken_out: list[tuple[int, str]],
     ttl: int,
 ) -> list[Write]:
     """The writes that add ``taken_out`` (numbers and ids) to the record.
+
+    ``evicted`` is the record as read (each id with its number): its newest
+    row, and every row at or below the trim bound should this add trim it.
 
     The record is trimmed when the numbers written since its newest row cross
     a multiple of the trim step; ids numbered at or below the trim bound are
@@ -343,20 +364,12 @@ def _record(
     """
     if not taken_out:
         return []
-    last = max(seq for seq, _ in taken_out)
-    first = max(evicted.values()) + 1 if evicted else min(s for s, _ in taken_out)
     writes: list[Write] = []
-    floor: int | None = None
-    if trim_due(first, last):
-        floor = trim_below(last)
-        if any(seq <= floor for seq in evicted.values()):
-            writes.append(
-                Write(
-                    "delete_before",
-                    (conversation_id, LANE_EVICTED, floor + 1),
-                    "evict",
-                )
-            )
+    floor = record_floor(max(evicted.values(), default=None), taken_out)
+    if floor is not None and any(seq <= floor for seq in evicted.values()):
+        writes.append(
+            Write("delete_before", (conversation_id, LANE_EVICTED, floor + 1), "evict")
+        )
     writes.extend(
         Write(
             "insert_evicted", (conversation_id, LANE_EVICTED, seq, msg_id, ttl), "evict"
@@ -514,7 +527,7 @@ def plan_append_batch(
     numbers.update((entry.id, entry.position) for entry in plan.evicted)
     numbers.update(new_seq)
     taken_out = [(numbers[msg_id], msg_id) for msg_id in plan.evicted_ids]
-    writes += _record(conversation_id, snapshot.evicted, taken_out, ttl)
+    writes += record_writes(conversation_id, snapshot.evicted, taken_out, ttl)
     if ttl:
         kept_system = [] if plan.replace_system else superseded + system_rows
         kept_rows = kept_system + surviving_rows

@@ -29,7 +29,8 @@ DEFAULT_PORT = 9042
 #: Query options a URL may carry, and what each one sets:
 #: ``local_dc`` (the driver's local data centre), ``protocol_version`` (int),
 #: ``connect_timeout`` (seconds) configure the driver; ``table``, ``ttl``
-#: (seconds), ``create_schema``, ``create_keyspace`` (booleans) and
+#: (seconds), ``retention`` (``all`` or a number of messages),
+#: ``create_schema``, ``create_keyspace`` (booleans) and
 #: ``replication_factor`` (SimpleStrategy) configure the repository.
 URL_OPTIONS = frozenset(
     {
@@ -38,6 +39,7 @@ URL_OPTIONS = frozenset(
         "connect_timeout",
         "table",
         "ttl",
+        "retention",
         "create_schema",
         "create_keyspace",
         "replication_factor",
