@@ -141,8 +141,10 @@ from chatledger.validation import (
     stamp_messages,
     utc_now,
     validate_conversation_id,
+    validate_message_ids,
     validate_messages,
     validate_page_request,
+    validate_removal_count,
 )
 from chatledger.window import (
     Window,
@@ -235,7 +237,9 @@ __all__ = [
     "trim_due",
     "utc_now",
     "validate_conversation_id",
+    "validate_message_ids",
     "validate_messages",
     "validate_page_request",
+    "validate_removal_count",
     "view_reads",
 ]

@@ -98,18 +98,17 @@ class LogRemovalTests:
     ) -> None:
         """Rule 1 over what is left: the superseded system message is current again."""
         log = _removal(repository)
-        old, new = Message.system("be brief"), Message.system("be kind")
-        question = Message.user("hi")
-        log.append_to_log("system", [old, question])
+        old, also = Message.system("be brief"), Message.system("use French")
+        new, question = Message.system("be kind"), Message.user("hi")
+        log.append_to_log("system", [Message.system("first")])
+        log.append_to_log("system", [old, question, also])
         log.append_to_log("system", [new])
         window = TokenWindow(1000, estimate_tokens)
         assert _ids(log.find_window("system", window)) == [question.id, new.id]
         assert _ids(log.remove_newest("system")) == [new.id]
-        assert _ids(log.find_window("system", window)) == [old.id, question.id]
-        assert _ids(log.find_window("system", MessageWindow(5))) == [
-            old.id,
-            question.id,
-        ]
+        shown = [old.id, question.id, also.id]
+        assert _ids(log.find_window("system", window)) == shown
+        assert _ids(log.find_window("system", MessageWindow(5))) == shown
         # An equal system message is stored again: the removed one is gone.
         assert _ids(log.append_to_log("system", [new]).appended) == [new.id]
 

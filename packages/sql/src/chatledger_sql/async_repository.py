@@ -87,8 +87,10 @@ from chatledger.adapters import (
     to_ttl,
     utc_now,
     validate_conversation_id,
+    validate_message_ids,
     validate_messages,
     validate_page_request,
+    validate_removal_count,
     view_reads,
 )
 from chatledger_sql.compiled import CompiledStatement, fetch_all, runs_raw
@@ -106,6 +108,7 @@ from chatledger_sql.log_steps import (
     log_trim,
     log_writes,
     system_range,
+    untally,
 )
 from chatledger_sql.once import Once  # async-only
 from chatledger_sql.rows import check_ids, check_sizes, decode_raw
@@ -1202,7 +1205,121 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
                 self._sql.trim_evicted,
                 {"cid": conversation_id, "below": trim.trim_below},
             )
-        await connection.execute(self._sql.untally, trim.untally)
+        await connection.execute(
+            self._sql.untally,
+            {**trim.untally, "now": now, "p_expires_at": state.expires_at},
+        )
+
+    # -- removals ----------------------------------------------------------------
+
+    async def remove_newest(
+        self, conversation_id: str, count: int = 1
+    ) -> list[Message]:
+        """Remove the newest ``count`` messages in one transaction; return them.
+
+        See ``AsyncSupportsLogRemoval``: under the conversation row's lock,
+        the rows are read and deleted, the row's tallies lose them, and when
+        a current system message goes, the system rows of the newest append
+        that stored any left become current (rule 1).
+        """
+        validate_conversation_id(conversation_id)
+        validate_removal_count(count)
+        await self._prepared()
+        newest = self._sql.limited(self._sql.removal_newest, count)
+        return await self._write(
+            conversation_id,
+            functools.partial(
+                self._remove,
+                conversation_id=conversation_id,
+                reads=[(newest, {"cid": conversation_id})],
+            ),
+        )
+
+    async def remove_messages(
+        self, conversation_id: str, message_ids: Sequence[str]
+    ) -> list[Message]:
+        """Remove the messages of ``message_ids`` in one transaction; return them.
+
+        As :meth:`remove_newest` does, for the ids the log holds.
+        """
+        validate_conversation_id(conversation_id)
+        ids = list(dict.fromkeys(validate_message_ids(message_ids)))
+        if not ids:
+            return []
+        await self._prepared()
+        reads = [
+            (self._sql.removal_named, {"cid": conversation_id, "ids": chunk})
+            for chunk in id_chunks(ids)
+        ]
+        return await self._write(
+            conversation_id,
+            functools.partial(
+                self._remove, conversation_id=conversation_id, reads=reads
+            ),
+        )
+
+    async def _remove(
+        self,
+        connection: AsyncConnection,
+        conversation_id: str,
+        reads: list[tuple[Any, dict[str, Any]]],
+    ) -> list[Message]:
+        now = utc_now()
+        state = await _run(
+            connection,
+            self._dialect().lock_conversation,
+            self._sql,
+            conversation_id,
+            now,
+            create=False,
+        )
+        if state is None or (state.expires_at is not None and state.expires_at <= now):
+            return []
+        rows: list[Any] = []
+        for statement, parameters in reads:
+            rows += (await connection.execute(statement, parameters)).all()
+        if not rows:
+            return []
+        rows.sort(key=lambda row: int(row[0]))
+        seqs = [int(row[0]) for row in rows]
+        for start in range(0, len(seqs), MAX_IDS_PER_STATEMENT):
+            await connection.execute(
+                self._sql.delete_seqs,
+                {
+                    "cid": conversation_id,
+                    "seqs": seqs[start : start + MAX_IDS_PER_STATEMENT],
+                },
+            )
+        await connection.execute(
+            self._sql.untally,
+            {
+                **untally(conversation_id, [(row[2], row[6]) for row in rows]),
+                "now": now,
+                "p_expires_at": None if self.ttl is None else now + self.ttl,
+            },
+        )
+        if any(row[2] == Role.SYSTEM.value for row in rows):
+            shown = (
+                await connection.execute(
+                    self._sql.current_system,
+                    {"cid": conversation_id, "now": now, "counter": None},
+                )
+            ).first()
+            if state.system_known or shown is None:
+                first, last = (
+                    await connection.execute(
+                        self._sql.newest_system_batch, {"cid": conversation_id}
+                    )
+                ).one()
+                await connection.execute(
+                    self._sql.set_system_range,
+                    {
+                        "cid": conversation_id,
+                        "p_system_batch": first,
+                        "p_system_last": last,
+                    },
+                )
+        return [log_row(row).message for row in rows]
 
     async def find_window(self, conversation_id: str, window: Window) -> list[Message]:
         """Return the view of ``window`` on the log, oldest first.

@@ -37,6 +37,7 @@ __all__ = [
     "log_trim",
     "log_writes",
     "system_range",
+    "untally",
 ]
 
 
@@ -220,8 +221,6 @@ def log_trim(
     below = None
     if seqs and trim_due(seqs[0], seqs[-1]) and trim_below(seqs[-1]) >= 0:
         below = trim_below(seqs[-1])
-    system = [row for row in removed if row[2] == Role.SYSTEM.value]
-    others = [row for row in removed if row[2] != Role.SYSTEM.value]
     return LogTrim(
         seqs=seqs,
         evicted=[
@@ -234,11 +233,21 @@ def log_trim(
             if below is None or int(row[0]) > below
         ],
         trim_below=below,
-        untally={
-            "cid": conversation_id,
-            "p_systems": len(system),
-            "p_others": len(others),
-            "p_system_weight": sum(int(row[3] or 0) for row in system),
-            "p_other_weight": sum(int(row[3] or 0) for row in others),
-        },
+        untally=untally(conversation_id, [(row[2], row[3]) for row in removed]),
     )
+
+
+def untally(
+    conversation_id: str, removed: Sequence[tuple[str, int | None]]
+) -> dict[str, Any]:
+    """``Statements.untally`` parameters (but ``now`` and ``p_expires_at``)
+    for the removed rows' ``(role, weight)``."""
+    system = [weight for role, weight in removed if role == Role.SYSTEM.value]
+    others = [weight for role, weight in removed if role != Role.SYSTEM.value]
+    return {
+        "cid": conversation_id,
+        "p_systems": len(system),
+        "p_others": len(others),
+        "p_system_weight": sum(int(weight or 0) for weight in system),
+        "p_other_weight": sum(int(weight or 0) for weight in others),
+    }

@@ -81,8 +81,10 @@ from chatledger.adapters import (
     to_ttl,
     utc_now,
     validate_conversation_id,
+    validate_message_ids,
     validate_messages,
     validate_page_request,
+    validate_removal_count,
     view_reads,
 )
 from chatledger_sql.compiled import CompiledStatement, fetch_all, runs_raw
@@ -100,6 +102,7 @@ from chatledger_sql.log_steps import (
     log_trim,
     log_writes,
     system_range,
+    untally,
 )
 from chatledger_sql.rows import check_ids, check_sizes, decode_raw
 from chatledger_sql.schema import (
@@ -1083,7 +1086,119 @@ class SqlChatMemoryRepository(ClosingContext):
                 self._sql.trim_evicted,
                 {"cid": conversation_id, "below": trim.trim_below},
             )
-        connection.execute(self._sql.untally, trim.untally)
+        connection.execute(
+            self._sql.untally,
+            {**trim.untally, "now": now, "p_expires_at": state.expires_at},
+        )
+
+    # -- removals ----------------------------------------------------------------
+
+    def remove_newest(self, conversation_id: str, count: int = 1) -> list[Message]:
+        """Remove the newest ``count`` messages in one transaction; return them.
+
+        See ``SupportsLogRemoval``: under the conversation row's lock,
+        the rows are read and deleted, the row's tallies lose them, and when
+        a current system message goes, the system rows of the newest append
+        that stored any left become current (rule 1).
+        """
+        validate_conversation_id(conversation_id)
+        validate_removal_count(count)
+        self._prepared()
+        newest = self._sql.limited(self._sql.removal_newest, count)
+        return self._write(
+            conversation_id,
+            functools.partial(
+                self._remove,
+                conversation_id=conversation_id,
+                reads=[(newest, {"cid": conversation_id})],
+            ),
+        )
+
+    def remove_messages(
+        self, conversation_id: str, message_ids: Sequence[str]
+    ) -> list[Message]:
+        """Remove the messages of ``message_ids`` in one transaction; return them.
+
+        As :meth:`remove_newest` does, for the ids the log holds.
+        """
+        validate_conversation_id(conversation_id)
+        ids = list(dict.fromkeys(validate_message_ids(message_ids)))
+        if not ids:
+            return []
+        self._prepared()
+        reads = [
+            (self._sql.removal_named, {"cid": conversation_id, "ids": chunk})
+            for chunk in id_chunks(ids)
+        ]
+        return self._write(
+            conversation_id,
+            functools.partial(
+                self._remove, conversation_id=conversation_id, reads=reads
+            ),
+        )
+
+    def _remove(
+        self,
+        connection: Connection,
+        conversation_id: str,
+        reads: list[tuple[Any, dict[str, Any]]],
+    ) -> list[Message]:
+        now = utc_now()
+        state = _run(
+            connection,
+            self._dialect().lock_conversation,
+            self._sql,
+            conversation_id,
+            now,
+            create=False,
+        )
+        if state is None or (state.expires_at is not None and state.expires_at <= now):
+            return []
+        rows: list[Any] = []
+        for statement, parameters in reads:
+            rows += (connection.execute(statement, parameters)).all()
+        if not rows:
+            return []
+        rows.sort(key=lambda row: int(row[0]))
+        seqs = [int(row[0]) for row in rows]
+        for start in range(0, len(seqs), MAX_IDS_PER_STATEMENT):
+            connection.execute(
+                self._sql.delete_seqs,
+                {
+                    "cid": conversation_id,
+                    "seqs": seqs[start : start + MAX_IDS_PER_STATEMENT],
+                },
+            )
+        connection.execute(
+            self._sql.untally,
+            {
+                **untally(conversation_id, [(row[2], row[6]) for row in rows]),
+                "now": now,
+                "p_expires_at": None if self.ttl is None else now + self.ttl,
+            },
+        )
+        if any(row[2] == Role.SYSTEM.value for row in rows):
+            shown = (
+                connection.execute(
+                    self._sql.current_system,
+                    {"cid": conversation_id, "now": now, "counter": None},
+                )
+            ).first()
+            if state.system_known or shown is None:
+                first, last = (
+                    connection.execute(
+                        self._sql.newest_system_batch, {"cid": conversation_id}
+                    )
+                ).one()
+                connection.execute(
+                    self._sql.set_system_range,
+                    {
+                        "cid": conversation_id,
+                        "p_system_batch": first,
+                        "p_system_last": last,
+                    },
+                )
+        return [log_row(row).message for row in rows]
 
     def find_window(self, conversation_id: str, window: Window) -> list[Message]:
         """Return the view of ``window`` on the log, oldest first.

@@ -235,6 +235,55 @@ class Statements:
                 system_weight=c.system_weight - bindparam("p_system_weight"),
                 other_weight=c.other_weight - bindparam("p_other_weight"),
                 version=c.version + 1,
+                updated_at=bindparam("now"),
+                expires_at=bindparam("p_expires_at"),
+            )
+        )
+        #: A removal's rows (as the log reads them, the stored weight as
+        #: size): the newest first (the caller adds a limit), or those of
+        #: ``ids``.
+        removal_columns = (
+            m.seq,
+            m.message_id,
+            m.role,
+            m.content,
+            m.payload,
+            dialect.raw_timestamp(m.created_at).label("created_at"),
+            m.weight,
+        )
+        self.removal_newest: Select[Any] = (
+            select(*removal_columns)
+            .where(m.conversation_id == cid)
+            .order_by(m.seq.desc())
+        )
+        self.removal_named: Select[Any] = select(*removal_columns).where(
+            m.conversation_id == cid, m.message_id.in_(ids)
+        )
+        #: After a removal took a current system message: the first and last
+        #: number of the system rows of the newest append that stored any
+        #: left (one append stamps its messages with one ``created_at``).
+        newest_system = (
+            select(func.max(m.seq))
+            .where(m.conversation_id == cid, m.role == SYSTEM)
+            .scalar_subquery()
+        )
+        newest_stamp = (
+            select(m.created_at)
+            .where(m.conversation_id == cid, m.seq == newest_system)
+            .scalar_subquery()
+        )
+        self.newest_system_batch: Select[Any] = select(
+            func.min(m.seq), func.max(m.seq)
+        ).where(
+            m.conversation_id == cid, m.role == SYSTEM, m.created_at == newest_stamp
+        )
+        self.set_system_range: Update = (
+            update(tables.conversations)
+            .where(c.conversation_id == cid)
+            .values(
+                system_batch=bindparam("p_system_batch"),
+                system_last=bindparam("p_system_last"),
+                system_as_of=c.next_seq,
             )
         )
         #: Rows ``conversation_id``, ``message_id``, ``seq`` (executemany).
