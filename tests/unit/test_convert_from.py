@@ -66,19 +66,76 @@ def _openai_media() -> st.SearchStrategy[Media]:
     )
 
 
+def _metadata(key: str, fields: dict[str, Any]) -> dict[str, Any]:
+    """``{key: fields}`` without the fields that hold nothing, as converters keep it."""
+    kept = {name: value for name, value in fields.items() if value is not None}
+    return {key: kept} if kept else {}
+
+
+@st.composite
+def text_and_parts(draw: st.DrawFn) -> tuple[str, list[int] | None]:
+    """A text, and the lengths of the parts it came as (``None``: a str)."""
+    if not draw(st.booleans()):
+        return draw(text), None
+    parts = draw(st.lists(text, min_size=1, max_size=3))
+    return "\n\n".join(parts), [len(part) for part in parts]
+
+
+@st.composite
+def _openai_media_kept(draw: st.DrawFn) -> tuple[Media, dict[str, Any]]:
+    media = draw(_openai_media())
+    if not media.mime_type.startswith("image/") or draw(st.booleans()):
+        return media, {}
+    return media, {"detail": draw(st.sampled_from(["auto", "low", "high"]))}
+
+
 @st.composite
 def openai_histories(draw: st.DrawFn) -> list[Message]:
-    """Histories the Chat Completions shape carries exactly."""
+    """Histories the Chat Completions shape carries exactly, with what it keeps."""
     history: list[Message] = []
+    fields: dict[str, Any]
+    maybe_name = st.none() | names
     for turn in range(draw(st.integers(0, 4))):
         kind = draw(st.sampled_from(["system", "user", "answer", "tools"]))
         if kind == "system":
-            history.append(Message.system(draw(text)))
+            content, parts = draw(text_and_parts())
+            role = draw(st.sampled_from([None, "developer"]))
+            fields = {"role": role, "name": draw(maybe_name), "text_parts": parts}
+            history.append(
+                Message.system(content, metadata=_metadata("openai", fields))
+            )
         elif kind == "user":
-            media = draw(st.lists(_openai_media(), max_size=3))
-            history.append(Message.user(draw(text), media=media))
+            kept_media = draw(st.lists(_openai_media_kept(), max_size=3))
+            content, parts = draw(text_and_parts())
+            entries = [entry for _, entry in kept_media]
+            fields = {
+                "name": draw(maybe_name),
+                # With media the text is one part, which to_openai writes anyway.
+                "text_parts": None if kept_media else parts,
+                "media": entries if any(entries) else None,
+            }
+            history.append(
+                Message.user(
+                    content,
+                    media=[media for media, _ in kept_media],
+                    metadata=_metadata("openai", fields),
+                )
+            )
         elif kind == "answer":
-            history.append(Message.assistant(draw(st.none() | text)))
+            content, parts = draw(text_and_parts())
+            fields = {
+                "name": draw(maybe_name),
+                "refusal": draw(st.none() | some_text),
+                "text_parts": parts,
+            }
+            history.append(
+                Message.assistant(
+                    draw(st.none() | st.just(content)),
+                    metadata=_metadata("openai", fields),
+                )
+                if parts is None
+                else Message.assistant(content, metadata=_metadata("openai", fields))
+            )
         else:
             calls = [
                 ToolCall(
@@ -91,8 +148,18 @@ def openai_histories(draw: st.DrawFn) -> list[Message]:
             ]
             history.append(Message.assistant(draw(st.none() | text), tool_calls=calls))
             answered = draw(st.permutations(calls))
+            outputs = [draw(text_and_parts()) for _ in answered]
+            entries = [{} if p is None else {"text_parts": p} for _, p in outputs]
             history.append(
-                Message.tool([ToolResponse(c.id, c.name, draw(text)) for c in answered])
+                Message.tool(
+                    [
+                        ToolResponse(c.id, c.name, data)
+                        for c, (data, _) in zip(answered, outputs, strict=True)
+                    ],
+                    metadata=_metadata(
+                        "openai", {"outputs": entries if any(entries) else None}
+                    ),
+                )
             )
     return history
 
@@ -107,19 +174,52 @@ def _anthropic_media() -> st.SearchStrategy[Media]:
     )
 
 
+_CACHE = st.none() | st.sampled_from(
+    [{"type": "ephemeral"}, {"type": "ephemeral", "ttl": "1h"}]
+)
+
+
+def _entries(entries: list[dict[str, Any]]) -> list[dict[str, Any]] | None:
+    """Per-item entries without the empty fields; ``None`` when none holds any."""
+    cleaned = [{k: v for k, v in e.items() if v is not None} for e in entries]
+    return cleaned if any(cleaned) else None
+
+
 @st.composite
 def anthropic_histories(draw: st.DrawFn) -> list[Message]:
-    """Histories the Anthropic Messages shape carries exactly."""
+    """Histories the Anthropic Messages shape carries exactly, with what it keeps."""
     history: list[Message] = []
+    fields: dict[str, Any]
     if draw(st.booleans()):
-        history.append(Message.system(draw(text)))
+        fields = {"cache_control": draw(_CACHE)}
+        history.append(
+            Message.system(draw(text), metadata=_metadata("anthropic", fields))
+        )
     for turn in range(draw(st.integers(0, 4))):
         kind = draw(st.sampled_from(["user", "answer", "tools"]))
         if kind == "user":
             media = draw(st.lists(_anthropic_media(), max_size=3))
-            history.append(Message.user(draw(some_text), media=media))
+            fields = {
+                "cache_control": draw(_CACHE),
+                "media": _entries([{"cache_control": draw(_CACHE)} for _ in media]),
+            }
+            history.append(
+                Message.user(
+                    draw(some_text),
+                    media=media,
+                    metadata=_metadata("anthropic", fields),
+                )
+            )
         elif kind == "answer":
-            history.append(Message.assistant(draw(some_text)))
+            citations = st.none() | st.just(
+                [{"type": "char_location", "cited_text": "x", "document_index": 0}]
+            )
+            fields = {"cache_control": draw(_CACHE), "citations": draw(citations)}
+            history.append(
+                Message.assistant(
+                    draw(some_text), metadata=_metadata("anthropic", fields)
+                )
+            )
         else:
             calls = [
                 ToolCall(
@@ -136,10 +236,34 @@ def anthropic_histories(draw: st.DrawFn) -> list[Message]:
             content = draw(st.none() | some_text)
             if content is None and previous is Role.ASSISTANT:
                 content = draw(some_text)
-            history.append(Message.assistant(content, tool_calls=calls))
-            answered = draw(st.permutations(calls))
+            call_entries = _entries([{"cache_control": draw(_CACHE)} for _ in calls])
             history.append(
-                Message.tool([ToolResponse(c.id, c.name, draw(text)) for c in answered])
+                Message.assistant(
+                    content,
+                    tool_calls=calls,
+                    metadata=_metadata("anthropic", {"calls": call_entries}),
+                )
+            )
+            answered = draw(st.permutations(calls))
+            outputs = [draw(text_and_parts()) for _ in answered]
+            output_entries = _entries(
+                [
+                    {
+                        "cache_control": draw(_CACHE),
+                        "is_error": draw(st.sampled_from([None, True])),
+                        "text_parts": parts,
+                    }
+                    for _, parts in outputs
+                ]
+            )
+            history.append(
+                Message.tool(
+                    [
+                        ToolResponse(c.id, c.name, data)
+                        for c, (data, _) in zip(answered, outputs, strict=True)
+                    ],
+                    metadata=_metadata("anthropic", {"outputs": output_entries}),
+                )
             )
     return history
 
@@ -200,8 +324,12 @@ def test_openai_chat_completions_messages() -> None:
         ]
     )
     assert messages == [
-        Message.system("Be brief."),
-        Message.user("What is this?", media=[Media("image/png", PNG)]),
+        Message.system("Be brief.", metadata={"openai": {"role": "developer"}}),
+        Message.user(
+            "What is this?",
+            media=[Media("image/png", PNG)],
+            metadata={"openai": {"media": [{"detail": "auto"}]}},
+        ),
         Message.assistant(
             None,
             tool_calls=[
@@ -210,7 +338,8 @@ def test_openai_chat_completions_messages() -> None:
             ],
         ),
         Message.tool(
-            [ToolResponse("c2", "zoom", "zoomed"), ToolResponse("c1", "look", "a cat")]
+            [ToolResponse("c2", "zoom", "zoomed"), ToolResponse("c1", "look", "a cat")],
+            metadata={"openai": {"outputs": [{}, {"text_parts": [5]}]}},
         ),
         Message.assistant("A cat."),
     ]
@@ -256,9 +385,18 @@ def test_openai_responses_items() -> None:
         ]
     )
     assert messages == [
-        Message.user("Weather?"),
+        # Without a type, a message is read as Chat Completions writes it.
+        Message.user("Weather?", metadata={"openai": {"text_parts": [8]}}),
         Message.assistant(
-            "Checking.", tool_calls=[ToolCall("call_1", "weather", '{"city":"Rome"}')]
+            "Checking.",
+            tool_calls=[ToolCall("call_1", "weather", '{"city":"Rome"}')],
+            metadata={
+                "openai": {
+                    "id": "msg_1",
+                    "status": "completed",
+                    "calls": [{"id": "fc_1"}],
+                }
+            },
         ),
         Message.tool(ToolResponse("call_1", "weather", "24 C")),
         Message.user(
@@ -275,15 +413,8 @@ def test_openai_responses_items() -> None:
 @pytest.mark.parametrize(
     ("items", "where"),
     [
-        ([{"role": "user", "content": "hi", "name": "bob"}], r"messages\[0\]\.name"),
         (
-            [
-                {"role": "user", "content": "hi"},
-                {
-                    "type": "reasoning",
-                    "summary": [{"type": "summary_text", "text": "."}],
-                },
-            ],
+            [{"role": "user", "content": "hi"}, {"type": "web_search_call", "id": "w"}],
             r"messages\[1\]\.type",
         ),
         (
@@ -292,18 +423,19 @@ def test_openai_responses_items() -> None:
                     "role": "user",
                     "content": [
                         {"type": "text", "text": "x"},
-                        {
-                            "type": "image_url",
-                            "image_url": {"url": "u", "detail": "high"},
-                        },
+                        {"type": "image_url", "image_url": {"url": "u", "x": "y"}},
                     ],
                 }
             ],
-            r"messages\[0\]\.content\[1\]\.image_url\.detail",
+            r"messages\[0\]\.content\[1\]\.image_url\.x",
         ),
         (
-            [{"role": "assistant", "content": "no", "refusal": "I can't"}],
-            r"messages\[0\]\.refusal",
+            [{"role": "assistant", "content": None, "audio": {"id": "a1"}}],
+            r"messages\[0\]\.audio",
+        ),
+        (
+            [{"role": "tool", "tool_call_id": "c", "content": "x", "name": "f"}],
+            r"messages\[0\]\.name",
         ),
         (
             [{"role": "user", "content": [{"type": "file", "file": {"file_id": "f"}}]}],
@@ -390,13 +522,19 @@ def test_anthropic_request() -> None:
         }
     )
     assert messages == [
-        Message.system("Be brief."),
+        Message.system(
+            "Be brief.",
+            metadata={"anthropic": {"cache_control": {"type": "ephemeral"}}},
+        ),
         Message.user("", media=[Media("image/png", PNG)]),
         Message.user("What is this?"),
         Message.assistant(
             "Let me look.", tool_calls=[ToolCall("t1", "look", '{"x":1}')]
         ),
-        Message.tool(ToolResponse("t1", "look", "a cat")),
+        Message.tool(
+            ToolResponse("t1", "look", "a cat"),
+            metadata={"anthropic": {"outputs": [{"text_parts": [5]}]}},
+        ),
         Message.user("Thanks"),
         Message.assistant("A cat."),
     ]
@@ -425,11 +563,21 @@ def test_anthropic_takes_a_bare_message_list() -> None:
                 {
                     "role": "user",
                     "content": [
-                        {"type": "tool_result", "tool_use_id": "t", "is_error": True}
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": "t",
+                            "content": [
+                                {
+                                    "type": "text",
+                                    "text": "x",
+                                    "cache_control": {"type": "ephemeral"},
+                                }
+                            ],
+                        }
                     ],
                 }
             ],
-            r"messages\[0\]\.content\[0\]\.is_error",
+            r"messages\[0\]\.content\[0\]\.content\[0\]\.cache_control",
         ),
         (
             [
