@@ -63,8 +63,22 @@ SERVER_WORKERS = ["-n", "3", "--dist", "loadgroup"]
 
 PYPROJECT = nox.project.load_toml(ROOT / "pyproject.toml")
 
+#: The libraries whose stores tests/move_in writes, each through its own API,
+#: for ``chatledger import --from`` to read (within the bridges' pins). pydantic
+#: before 2.14: llama-index-core's SimpleChatStore cannot persist on 2.14,
+#: which refuses the ``info`` its wrap serializer passes as ``index_key``.
+MOVE_IN_SOURCES = (
+    "langchain-community>=0.4",
+    "langchain-postgres>=0.0.15",
+    "openai-agents[sqlalchemy]>=0.24,<1",
+    "llama-index-storage-chat-store-postgres>=0.5",
+    "pydantic<2.14",
+)
 
-def _install_everything(session: nox.Session, *groups: str) -> None:
+
+def _install_everything(
+    session: nox.Session, *groups: str, also: tuple[str, ...] = ()
+) -> None:
     """Install core and every adapter in editable mode, with their test extras."""
     editable = [f"{ROOT / 'core'}[testing,tiktoken]"]
     editable += [f"{package}[test]" for package in PACKAGES]
@@ -73,7 +87,7 @@ def _install_everything(session: nox.Session, *groups: str) -> None:
         for g in ("test", *groups)
         for r in nox.project.dependency_groups(PYPROJECT, g)
     ]
-    session.install(*[a for e in editable for a in ("-e", e)], *requirements)
+    session.install(*[a for e in editable for a in ("-e", e)], *requirements, *also)
 
 
 def _servers_given() -> list[str]:
@@ -88,7 +102,7 @@ def _servers_given() -> list[str]:
 @nox.session
 def tests(session: nox.Session) -> None:
     """Run the suite but its long tests; embedded backends get one worker per core."""
-    _install_everything(session, "containers")
+    _install_everything(session, "containers", also=MOVE_IN_SOURCES)
     quick = [] if "-m" in session.posargs else ["-m", "not long"]
     parallel = []
     if not _servers_given() and "-n" not in session.posargs:
@@ -111,7 +125,7 @@ def servers(session: nox.Session) -> None:
             "no CHATLEDGER_TEST_<BACKEND>_URL is set: bash .ci/services up starts "
             "the local servers, and bash .ci/run sets the URLs"
         )
-    _install_everything(session, "containers")
+    _install_everything(session, "containers", also=MOVE_IN_SOURCES)
     parallel = [] if "-n" in session.posargs else SERVER_WORKERS
     session.run(
         "pytest",

@@ -234,8 +234,14 @@ class TableReader:
                 + (f" (schema {self.schema!r})" if self.schema else "")
                 + ": give the table's name with --table"
             )
+        # The columns alone: reflecting the whole table (keys, indexes,
+        # constraints) costs PostgreSQL a dozen catalog queries more.
+        columns = [
+            self.sql.Column(c["name"], c["type"])
+            for c in inspector.get_columns(found[0], schema=self.schema)
+        ]
         table = self.sql.Table(
-            found[0], self.sql.MetaData(), schema=self.schema, autoload_with=inspector
+            found[0], self.sql.MetaData(), *columns, schema=self.schema
         )
         by_lower = {c.name.lower(): c for c in table.columns}
         missing = [c for c in self.columns if c.lower() not in by_lower]
