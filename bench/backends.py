@@ -32,7 +32,7 @@ from bench.floors import (
     unique_name,
 )
 from bench.neo4j import Neo4jFloor
-from chatledger import ChatMemoryRepository, InMemoryChatMemoryRepository
+from chatledger import ChatMemoryRepository, InMemoryChatMemoryRepository, Retention
 
 __all__ = ["BACKENDS", "Backend", "Setup"]
 
@@ -66,12 +66,16 @@ class Setup:
             when its adapter is not installed (``missing`` says why).
         floor: The raw-driver floor on the same server or engine.
         notes: Settings worth printing beside the figures.
+        bounded: Makes our repository on the same store with
+            ``retention=Retention.last(n)``, or ``None`` where the bench
+            does not measure a bounded log.
     """
 
     repository: ChatMemoryRepository | None
     floor: Floor
     missing: str | None = None
     notes: list[str] = field(default_factory=list)
+    bounded: Callable[[int], ChatMemoryRepository] | None = None
 
 
 @dataclass(frozen=True)
@@ -112,6 +116,20 @@ def _sql_repository(stack: ExitStack, url: str) -> tuple[Any, str | None, str]:
     return repository, None, table
 
 
+def _sql_bounded(repository: Any, table: str) -> Callable[[int], Any] | None:
+    """Our SQL repository on the same engine and tables, with a bound."""
+    if repository is None:
+        return None
+    from chatledger_sql import SqlChatMemoryRepository
+
+    return lambda n: SqlChatMemoryRepository(
+        repository.engine,
+        table_name=table,
+        create_schema=False,
+        retention=Retention.last(n),
+    )
+
+
 def _memory(stack: ExitStack, workdir: Path) -> Setup:
     floor = MemoryFloor()
     stack.callback(floor.close)
@@ -119,7 +137,9 @@ def _memory(stack: ExitStack, workdir: Path) -> Setup:
 
 
 def _sqlite(stack: ExitStack, workdir: Path) -> Setup:
-    repository, missing, _ = _sql_repository(stack, f"sqlite:///{workdir / 'ours.db'}")
+    repository, missing, table = _sql_repository(
+        stack, f"sqlite:///{workdir / 'ours.db'}"
+    )
     pragmas: list[str] = []
     if repository is not None:
         # The floor gets the journal settings our adapter runs with, so the
@@ -130,7 +150,13 @@ def _sqlite(stack: ExitStack, workdir: Path) -> Setup:
                 pragmas.append(f"{pragma}={value}")
     floor = SQLiteFloor(str(workdir / "floor.db"), pragmas)
     stack.callback(floor.close)
-    return Setup(repository, floor, missing, [f"PRAGMA {p}" for p in pragmas])
+    return Setup(
+        repository,
+        floor,
+        missing,
+        [f"PRAGMA {p}" for p in pragmas],
+        _sql_bounded(repository, table),
+    )
 
 
 def _duckdb(stack: ExitStack, workdir: Path) -> Setup:
@@ -149,8 +175,10 @@ def _server_sql(
         url = server_url(name)
         floor = floor_class(url)
         stack.callback(floor.close)
-        repository, missing, _ = _sql_repository(stack, url)
-        return Setup(repository, floor, missing)
+        repository, missing, table = _sql_repository(stack, url)
+        return Setup(
+            repository, floor, missing, bounded=_sql_bounded(repository, table)
+        )
 
     return opener
 
@@ -180,7 +208,17 @@ def _redis(stack: ExitStack, workdir: Path) -> Setup:
     protocol = connection.protocol
     floor.client.connection_pool.release(connection)
     parser = "hiredis" if HIREDIS_AVAILABLE else "pure-Python parser"
-    return Setup(repository, floor, notes=[f"RESP{protocol}, {parser}"])
+
+    def bounded(n: int) -> Any:
+        made = RedisChatMemoryRepository.from_url(
+            url, key_prefix=prefix, retention=Retention.last(n)
+        )
+        stack.callback(made.close)
+        return made
+
+    return Setup(
+        repository, floor, notes=[f"RESP{protocol}, {parser}"], bounded=bounded
+    )
 
 
 def _cassandra(stack: ExitStack, workdir: Path) -> Setup:

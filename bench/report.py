@@ -99,6 +99,9 @@ def ratios(results: Results) -> dict[str, float | None]:
         out[f"append/floor W={w}"] = ratio(
             lat(("ours_append", w)), lat(("floor_append", w))
         )
+        out[f"bounded append/floor W={w}"] = ratio(
+            lat(("ours_append_bounded", w)), lat(("floor_append", w))
+        )
         out[f"read/floor W={w}"] = ratio(lat(("ours_read", w)), lat(("floor_read", w)))
         out[f"read/(floor+json) W={w}"] = ratio(
             lat(("ours_read", w)), lat(("floor_read_json", w))
@@ -138,6 +141,16 @@ def targets(reports: list[BackendReport]) -> list[Target]:
                     report.backend.append_target,
                 )
                 for w in WINDOWS
+            )
+            found.extend(
+                Target(
+                    label,
+                    f"append/floor at W={w}, Retention.last({w})",
+                    r[f"bounded append/floor W={w}"],
+                    report.backend.append_target,
+                )
+                for w in WINDOWS
+                if r[f"bounded append/floor W={w}"] is not None
             )
         found.append(
             Target(

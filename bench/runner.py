@@ -79,6 +79,7 @@ class Results:
 
     Attributes:
         latency: ``(variant, window) -> Stats``; variants are ``ours_append``,
+            ``ours_append_bounded`` (a log with ``Retention.last(window)``),
             ``floor_append``, ``rewrite_append``, ``ours_read``, ``floor_read``
             and ``floor_read_json`` (the floor's read plus ``json.loads`` of
             every row: the read target's reference).
@@ -120,6 +121,13 @@ def _read_json(floor: Floor, conversation: str) -> list[Any]:
     return [loads(payload(row)) for row in floor.select(conversation)]
 
 
+def _bounded_memory(setup: Setup, window: int) -> MessageWindowChatMemory | None:
+    """A memory of ``window`` over our repository bounded at ``window`` messages."""
+    if setup.bounded is None:
+        return None
+    return MessageWindowChatMemory(setup.bounded(window), max_messages=window)
+
+
 def _variants(setup: Setup, plan: Plan) -> Iterator[Variant]:
     """Prefill every conversation and yield one variant per measured operation."""
     floor = setup.floor
@@ -135,6 +143,14 @@ def _variants(setup: Setup, plan: Plan) -> Iterator[Variant]:
                 _ours_append(memory, f"ours-append-{window}", total_append),
                 plan.append,
             )
+            bounded = _bounded_memory(setup, window)
+            if bounded is not None:
+                bounded.repository.save_all(f"ours-bounded-{window}", history(window))
+                yield Variant(
+                    ("ours_append_bounded", window),
+                    _ours_append(bounded, f"ours-bounded-{window}", total_append),
+                    plan.append,
+                )
             setup.repository.save_all(f"ours-read-{window}", prefill)
             yield Variant(
                 ("ours_read", window),
