@@ -1,13 +1,12 @@
 """The stores a conversation can move in from, by the name ``import --from`` takes.
 
 Example:
-    from datetime import UTC
-
     from chatledger.move_in.formats import FORMATS
 
     spring = FORMATS["spring-ai-jdbc"]
-    spring.summary                       # one line for --help
-    reader = spring.reader("sqlite:///spring.db", None, UTC)   # no I/O yet
+    spring.summary    # one line for --help
+    spring.source     # what SOURCE is: 'a SQLAlchemy URL'
+    # spring.reader("postgresql+psycopg://app@db/app", None, UTC), no I/O yet
 
 Each format's reader lives in a module of its own family, imported only when
 the format is asked for: what it needs (SQLAlchemy, a framework bridge) is

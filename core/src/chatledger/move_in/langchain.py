@@ -1,6 +1,6 @@
 """LangChain's SQL chat histories: langchain-community's and langchain-postgres'.
 
-Example:
+Example (needs a LangChain history of your own):
     from datetime import UTC
 
     from chatledger.move_in.langchain import LangChainSqlReader

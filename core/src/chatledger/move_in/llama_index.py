@@ -1,6 +1,6 @@
 """LlamaIndex's chat stores: ``SimpleChatStore``'s file, ``PostgresChatStore``'s table.
 
-Example:
+Example (needs a file SimpleChatStore.persist wrote):
     from chatledger.move_in.llama_index import SimpleChatStoreReader
 
     reader = SimpleChatStoreReader("chat_store.json")   # what persist() wrote

@@ -1,6 +1,6 @@
 """The OpenAI Agents SDK's SQL sessions: ``SQLiteSession`` and ``SQLAlchemySession``.
 
-Example:
+Example (needs an Agents SDK session of your own):
     from datetime import UTC
 
     from chatledger.move_in.openai_agents import AgentsSqliteReader

@@ -1,6 +1,6 @@
 """Spring AI's JDBC chat memory: the table ``SPRING_AI_CHAT_MEMORY``.
 
-Example:
+Example (needs a Spring AI database):
     from datetime import UTC
 
     from chatledger.move_in.spring_ai import SpringAiJdbcReader

@@ -1,6 +1,6 @@
 """Reading a source table through SQLAlchemy: its engine, its columns, its times.
 
-Example:
+Example (needs a notes.db of your own):
     from datetime import UTC
 
     from chatledger.move_in.tables import TableReader
