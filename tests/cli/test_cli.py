@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from chatledger import Message, ToolCall, ToolResponse, codec
-from chatledger.convert import to_openai
+from chatledger.convert import to_openai, to_openai_responses
 from chatledger.testing import every_kind
 from tests.cli.conftest import HAVE_SQL, NO_SQL, Cli, file_url
 
@@ -286,6 +286,38 @@ class TestDataCommands:
             "user",
             "assistant",
         ]
+
+    def test_export_openai_responses(
+        self, cli: Cli, store_kind: str, tmp_path: Path
+    ) -> None:
+        url = file_url(store_kind, tmp_path / "store")
+        conversations = _sample()
+        conversations["named"] = [
+            Message.user("hi", metadata={"openai": {"name": "bob"}})
+        ]
+        assert cli("import", url, "-", stdin=_jsonl(conversations)).code == 0
+        done = cli("export", url, "beta", "--format", "openai-responses")
+        assert done.code == 0, done.err
+        [line] = done.out.splitlines()
+        assert json.loads(line) == {
+            "conversation_id": "beta",
+            "input": to_openai_responses(conversations["beta"]),
+        }
+        kinds = [i.get("type", i.get("role")) for i in json.loads(line)["input"]]
+        assert kinds == [
+            "user",
+            "function_call",
+            "function_call_output",
+            "function_call_output",
+            "assistant",
+        ]
+        # The Responses shape has no participant name: refused, not dropped.
+        refused = cli("export", url, "named", "--format", "openai-responses")
+        assert refused.code == 1
+        assert (
+            "conversation 'named': messages[0].metadata['openai']['name']: the "
+            "Responses API has no participant name" in _one_line_error(refused.err)
+        )
 
     def test_show_ls_long_and_rm(
         self, cli: Cli, store_kind: str, tmp_path: Path

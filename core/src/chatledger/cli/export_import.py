@@ -21,7 +21,12 @@ from chatledger.cli.output import counted, out, progress
 from chatledger.cli.stores import open_store, read_conversation
 from chatledger.cli.writing import not_written, refuse_in_process, written_before
 from chatledger.connect import redact_url
-from chatledger.convert import UnsupportedContentError, to_anthropic, to_openai
+from chatledger.convert import (
+    UnsupportedContentError,
+    to_anthropic,
+    to_openai,
+    to_openai_responses,
+)
 from chatledger.errors import ChatLedgerError
 from chatledger.jsonl import export_line, read_export
 from chatledger.messages import Message
@@ -40,6 +45,9 @@ def _export_lines(
                     yield export_line(cid, message)
             elif fmt == "openai":
                 yield _json({"conversation_id": cid, "messages": to_openai(messages)})
+            elif fmt == "openai-responses":
+                items = to_openai_responses(messages)
+                yield _json({"conversation_id": cid, "input": items})
             else:
                 yield _json({"conversation_id": cid, **to_anthropic(messages)})
         except UnsupportedContentError as exc:

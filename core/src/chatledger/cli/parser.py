@@ -232,11 +232,12 @@ def build_parser() -> argparse.ArgumentParser:
     export_parser.add_argument("ids", nargs="*", metavar="ID")
     export_parser.add_argument(
         "--format",
-        choices=("jsonl", "openai", "anthropic"),
+        choices=("jsonl", "openai", "openai-responses", "anthropic"),
         default="jsonl",
         help="jsonl: one message per line in chatledger's codec, with its "
-        "conversation_id (what import reads); openai / anthropic: one "
-        "conversation per line in that API's request shape",
+        "conversation_id (what import reads); openai / openai-responses / "
+        "anthropic: one conversation per line in that API's request shape "
+        "(messages=, input=, or system= and messages=)",
     )
     export_parser.add_argument(
         "--output", metavar="FILE", help="write here, not to stdout"
