@@ -12,7 +12,8 @@ from redis.asyncio import Redis as AsyncRedis
 from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
 
-from chatledger.testing import AsyncChatMemoryRepositoryTests, LogTests
+from chatledger.retention import Retention
+from chatledger.testing import AsyncChatMemoryRepositoryTests, LogTests, RetentionTests
 from chatledger.testing.async_runner import (
     EventLoopThread,
     RepositoryFacade,
@@ -36,6 +37,7 @@ def _drop(url: str, cluster: bool, prefix: str) -> None:
 class TestAsyncRedisConformance(AsyncChatMemoryRepositoryTests):
     supports_atomic_append = True
     supports_ttl = True
+    supports_retention = True
     # SCAN and cursors fetch in batches: the paging test crosses them.
     many_conversations = 10_000
     cluster = False
@@ -76,6 +78,20 @@ class TestAsyncRedisConformance(AsyncChatMemoryRepositoryTests):
 
         return make
 
+    @pytest.fixture
+    def make_async_repository_with_retention(
+        self, async_client: AsyncRedis | AsyncRedisCluster, prefix: str
+    ) -> Callable[[Retention], AsyncRedisChatMemoryRepository]:
+        # A prefix of its own each: a case compares two repositories.
+        def make(retention: Retention) -> AsyncRedisChatMemoryRepository:
+            return AsyncRedisChatMemoryRepository(
+                async_client,
+                key_prefix=f"{prefix}{uuid.uuid4().hex[:6]}:",
+                retention=retention,
+            )
+
+        return make
+
 
 class TestAsyncRedisClusterConformance(TestAsyncRedisConformance):
     """The same suite on Redis Cluster: every script must stay in one slot."""
@@ -83,8 +99,13 @@ class TestAsyncRedisClusterConformance(TestAsyncRedisConformance):
     cluster = True
 
 
-class TestAsyncRedisLogInSmallReads(LogTests):
-    """The log suite through ``redis.asyncio``, views read a row or two at a time."""
+class TestAsyncRedisLogInSmallReads(LogTests, RetentionTests):
+    """The log suite through ``redis.asyncio``, views read a row or two at a time.
+
+    A bounded log's trims read their views so too.
+    """
+
+    supports_retention = True
 
     @pytest.fixture(scope="class")
     @classmethod
@@ -93,18 +114,56 @@ class TestAsyncRedisLogInSmallReads(LogTests):
         yield runner
         runner.close()
 
-    @pytest.fixture(params=[False, True], ids=["redis", "redis_cluster"])
-    def repository(
-        self, request: pytest.FixtureRequest, async_runner: EventLoopThread
-    ) -> Iterator[RepositoryFacade]:
-        cluster: bool = request.param
+    # Autouse, so every case runs on both: the suite's bounded cases ask for
+    # their repositories by name, and a fixture asked for so is not
+    # parametrized.
+    @pytest.fixture(params=[False, True], ids=["redis", "redis_cluster"], autouse=True)
+    def cluster(self, request: pytest.FixtureRequest) -> bool:
+        on_cluster: bool = request.param
+        return on_cluster
+
+    @pytest.fixture
+    def prefix(self, cluster: bool) -> Iterator[str]:
+        prefix = f"chatledger-test:{uuid.uuid4().hex[:12]}:"
+        yield prefix
+        _drop(backend_url("redis_cluster" if cluster else "redis"), cluster, prefix)
+
+    @pytest.fixture
+    def async_client(
+        self, cluster: bool, async_runner: EventLoopThread
+    ) -> Iterator[AsyncRedis | AsyncRedisCluster]:
         url = backend_url("redis_cluster" if cluster else "redis")
         client: AsyncRedis | AsyncRedisCluster = (
             AsyncRedisCluster.from_url(url) if cluster else AsyncRedis.from_url(url)
         )
-        prefix = f"chatledger-test:{uuid.uuid4().hex[:12]}:"
-        repository = AsyncRedisChatMemoryRepository(client, key_prefix=prefix)
-        repository._tail_reads = small_reads
-        yield repository_facade(repository, async_runner)
+        yield client
         async_runner.run(client.aclose())
-        _drop(url, cluster, prefix)
+
+    @pytest.fixture
+    def repository(
+        self,
+        async_client: AsyncRedis | AsyncRedisCluster,
+        prefix: str,
+        async_runner: EventLoopThread,
+    ) -> RepositoryFacade:
+        repository = AsyncRedisChatMemoryRepository(async_client, key_prefix=prefix)
+        repository._tail_reads = small_reads
+        return repository_facade(repository, async_runner)
+
+    @pytest.fixture
+    def make_repository_with_retention(
+        self,
+        async_client: AsyncRedis | AsyncRedisCluster,
+        prefix: str,
+        async_runner: EventLoopThread,
+    ) -> Callable[[Retention], RepositoryFacade]:
+        def make(retention: Retention) -> RepositoryFacade:
+            repository = AsyncRedisChatMemoryRepository(
+                async_client,
+                key_prefix=f"{prefix}{uuid.uuid4().hex[:6]}:",
+                retention=retention,
+            )
+            repository._tail_reads = small_reads
+            return repository_facade(repository, async_runner)
+
+        return make

@@ -11,7 +11,8 @@ import pytest
 from redis import Redis
 from redis.cluster import RedisCluster
 
-from chatledger.testing import ChatMemoryRepositoryTests, LogTests
+from chatledger.retention import Retention
+from chatledger.testing import ChatMemoryRepositoryTests, LogTests, RetentionTests
 from chatledger.window import Window
 from chatledger_redis import RedisChatMemoryRepository
 from tests.backends import backend_url
@@ -44,6 +45,7 @@ def cluster_client() -> Iterator[RedisCluster]:
 class TestRedisConformance(ChatMemoryRepositoryTests):
     supports_atomic_append = True
     supports_ttl = True
+    supports_retention = True
     # SCAN and cursors fetch in batches: the paging test crosses them.
     many_conversations = 10_000
 
@@ -72,6 +74,20 @@ class TestRedisConformance(ChatMemoryRepositoryTests):
 
         return make
 
+    @pytest.fixture
+    def make_repository_with_retention(
+        self, client: Redis | RedisCluster, prefix: str
+    ) -> Callable[[Retention], RedisChatMemoryRepository]:
+        # A prefix of its own each: a case compares two repositories.
+        def make(retention: Retention) -> RedisChatMemoryRepository:
+            return RedisChatMemoryRepository(
+                client,
+                key_prefix=f"{prefix}{uuid.uuid4().hex[:6]}:",
+                retention=retention,
+            )
+
+        return make
+
 
 class TestRedisClusterConformance(TestRedisConformance):
     """The same suite on Redis Cluster: every script must stay in one slot."""
@@ -87,22 +103,51 @@ def small_reads(window: Window) -> Iterator[int]:
     yield from itertools.repeat(2)
 
 
-class TestRedisLogInSmallReads(LogTests):
+class TestRedisLogInSmallReads(LogTests, RetentionTests):
     """The log suite with views read a row or two at a time, on Redis and Cluster.
 
     The suite's own reads (the window's limit plus a few rows) rarely need a
     second one: here every view of the random histories reads further back
-    through the ``TAIL`` script, and meets the page boundaries at every row.
+    through the ``TAIL`` script, and meets the page boundaries at every row;
+    so does the view a bounded log's trim reads.
     """
 
-    @pytest.fixture(params=["redis", "redis_cluster"])
-    def repository(
-        self, request: pytest.FixtureRequest
-    ) -> Iterator[RedisChatMemoryRepository]:
+    supports_retention = True
+
+    # Autouse, so every case runs on both: the suite's bounded cases ask for
+    # their repositories by name, and a fixture asked for so is not
+    # parametrized.
+    @pytest.fixture(params=["redis", "redis_cluster"], autouse=True)
+    def client(self, request: pytest.FixtureRequest) -> Redis | RedisCluster:
         fixture = "redis_client" if request.param == "redis" else "cluster_client"
         client: Redis | RedisCluster = request.getfixturevalue(fixture)
+        return client
+
+    @pytest.fixture
+    def prefix(self, client: Redis | RedisCluster) -> Iterator[str]:
         prefix = _unique_prefix()
+        yield prefix
+        _drop(client, prefix)
+
+    @pytest.fixture
+    def repository(
+        self, client: Redis | RedisCluster, prefix: str
+    ) -> RedisChatMemoryRepository:
         repository = RedisChatMemoryRepository(client, key_prefix=prefix)
         repository._tail_reads = small_reads
-        yield repository
-        _drop(client, prefix)
+        return repository
+
+    @pytest.fixture
+    def make_repository_with_retention(
+        self, client: Redis | RedisCluster, prefix: str
+    ) -> Callable[[Retention], RedisChatMemoryRepository]:
+        def make(retention: Retention) -> RedisChatMemoryRepository:
+            repository = RedisChatMemoryRepository(
+                client,
+                key_prefix=f"{prefix}{uuid.uuid4().hex[:6]}:",
+                retention=retention,
+            )
+            repository._tail_reads = small_reads
+            return repository
+
+        return make

@@ -35,6 +35,12 @@ script (:mod:`chatledger_redis.scripts` says why a range suffices). The log
 methods read whatever the keys hold, so a conversation a window append or
 ``save_all`` wrote (an older release's too) reads as a log of what is left.
 
+Under ``retention=Retention.last(n)`` (:mod:`chatledger.retention`) a log
+append that makes a trim due runs one more script after it, the ``TRIM`` of
+:mod:`chatledger_redis.scripts`, which removes the log's oldest messages as
+core's rules say (reading the append's window view first when it was given
+one); the other appends stay one round trip.
+
 The evicted-id record (:mod:`chatledger.evicted_ids`) lives in the
 ``<prefix>{<tag>}:evicted`` list (at least the newest
 :data:`~chatledger.evicted_ids.EVICTED_IDS_KEPT` ids the window took out,
@@ -89,6 +95,8 @@ from chatledger.adapters import (
     validate_messages,
     view_reads,
 )
+from chatledger.retention import Retention, to_retention
+from chatledger.window_view import TailView
 from chatledger_redis.bulk_limit import (
     PROTO_MAX_BULK_LEN,
     check_arguments,
@@ -103,7 +111,16 @@ from chatledger_redis.keys import (
     meta_key_pattern,
     validate_key_prefix,
 )
-from chatledger_redis.scripts import APPEND, APPEND_LOG, PAGE, RESIZE, SAVE, TAIL, VIEW
+from chatledger_redis.scripts import (
+    APPEND,
+    APPEND_LOG,
+    PAGE,
+    RESIZE,
+    SAVE,
+    TAIL,
+    TRIM,
+    VIEW,
+)
 from chatledger_redis.steps import (
     RESIZE_ATTEMPTS,
     TailRead,
@@ -114,12 +131,14 @@ from chatledger_redis.steps import (
     ids_of_evicted_keys,
     ids_of_meta_keys,
     log_append_args,
+    log_append_result,
     ordered_messages,
     page_args,
     page_of,
     page_rows,
     resize_args,
     save_args,
+    trim_args,
     ttl_milliseconds,
 )
 
@@ -140,10 +159,15 @@ class RedisChatMemoryRepository(ClosingContext):
         key_prefix: Starts every key; letters, digits and ``_ : . -`` only.
         ttl: Time to live of a conversation after its last write
             (a ``timedelta`` or seconds), sliding; ``None`` keeps it forever.
+        retention: What each conversation's log keeps:
+            ``Retention.everything()`` (the default) or ``Retention.last(n)``
+            (``n`` for short); see :mod:`chatledger.retention` and
+            :meth:`append_to_log`.
 
     Raises:
         InvalidNameError: for a key prefix outside the allowlist.
         TypeError, ValueError: for a ttl that is not a positive duration.
+        InvalidRetentionError: for a retention that is neither.
     """
 
     def __init__(
@@ -152,6 +176,7 @@ class RedisChatMemoryRepository(ClosingContext):
         *,
         key_prefix: str = "chatledger:",
         ttl: timedelta | float | None = None,
+        retention: Retention | int | None = None,
     ) -> None:
         """Store conversations through ``client`` under ``key_prefix``."""
         if client is None:
@@ -159,6 +184,7 @@ class RedisChatMemoryRepository(ClosingContext):
         self.key_prefix = validate_key_prefix(key_prefix)
         self._ttl_ms = ttl_milliseconds(ttl)
         self.ttl = None if ttl is None else timedelta(milliseconds=self._ttl_ms)
+        self.retention = to_retention(retention)
         self._client = client
         self.fault_points = FaultPoints()
         self._owns_client = False
@@ -170,6 +196,7 @@ class RedisChatMemoryRepository(ClosingContext):
         self._view = client.register_script(VIEW)
         self._tail = client.register_script(TAIL)
         self._page = client.register_script(PAGE)
+        self._trim = client.register_script(TRIM)
         # How many rows a window view reads, first and then further back.
         self._tail_reads: Callable[[Window], Iterator[int]] = view_reads
         #: The server's proto-max-bulk-len, once a large argument needed it.
@@ -182,8 +209,9 @@ class RedisChatMemoryRepository(ClosingContext):
         No I/O: the client connects on the first call. ``redis://``,
         ``rediss://`` and ``unix://`` URLs make a ``redis.Redis``;
         ``redis+cluster://`` and ``rediss+cluster://`` (or ``cluster=True``)
-        make a ``redis.cluster.RedisCluster``. ``key_prefix`` and
-        ``ttl`` go to the repository, every other option to the client's
+        make a ``redis.cluster.RedisCluster``. ``key_prefix``,
+        ``ttl`` and ``retention`` (also ``?retention=100`` in the URL's
+        query) go to the repository, every other option to the client's
         ``from_url``.
 
         A ``Redis`` client made here sends a command again, on a new
@@ -195,6 +223,8 @@ class RedisChatMemoryRepository(ClosingContext):
             InvalidOptionError: an option neither the repository nor the
                 ``redis.Redis`` client takes (checked before any
                 connection; a cluster client's options are its own to check).
+            InvalidRetentionError: a retention that is neither everything
+                nor a bound, before any connection.
         """
         # Our own options are validated before a client (and its pool) exists.
         url, cluster, repository_options = client_url(url, options)
@@ -221,9 +251,10 @@ class RedisChatMemoryRepository(ClosingContext):
             self._client.close()
 
     def __repr__(self) -> str:
+        bound = f", retention={self.retention!r}" if self.retention.bounded else ""
         return (
             f"RedisChatMemoryRepository(key_prefix={self.key_prefix!r}, "
-            f"ttl={self.ttl!r})"
+            f"ttl={self.ttl!r}{bound})"
         )
 
     def _keys(self, conversation_id: str) -> ConversationKeys:
@@ -357,8 +388,17 @@ class RedisChatMemoryRepository(ClosingContext):
         the conversation holds or held and the system messages equal to the
         current set (rule 1, compared by ``system_key`` as the window append
         does). Given a window with a counter, each message's size under it is
-        stored in its marker. Always one round trip, once the script is
-        cached.
+        stored in its marker. One round trip, once the script is cached.
+
+        Under ``Retention.last(n)``, an append whose numbers make a trim due
+        (:meth:`~chatledger.retention.Retention.trim_due`, about one in
+        ``slack``) then trims the log in one more script, the ``TRIM`` of
+        :mod:`chatledger_redis.scripts`; given a window, the view of it is
+        read first, as :meth:`find_window` reads it (one more round trip,
+        or a few for a view that reaches far back), and the trim keeps what
+        it shows. The append is stored before the trim starts: if the trim
+        fails, its error is raised and the appended messages stay stored (a
+        retry of the append is a no-op; the next due trim catches up).
         """
         validate_conversation_id(conversation_id)
         batch = validate_messages(messages)
@@ -372,7 +412,23 @@ class RedisChatMemoryRepository(ClosingContext):
         client = self.client
         self._check_arguments(client, args, first=1, per_message=1)
         outcome = self._run(client, self._append_log, key_names, args)
-        return append_result(outcome, stamped)
+        result, numbers = log_append_result(outcome, stamped)
+        if numbers is not None and self.retention.trim_due(*numbers):
+            keys = self._keys(conversation_id)
+            shown_from = (
+                None
+                if window is None
+                else (self._tail_view(client, keys, window)).shown_from()
+            )
+            self._run(
+                client,
+                self._trim,
+                key_names,
+                trim_args(
+                    self.retention, numbers[1], result.appended[-1].id, shown_from
+                ),
+            )
+        return result
 
     def find_window(self, conversation_id: str, window: Window) -> list[Message]:
         """Return the view of ``window`` on the log, oldest first.
@@ -386,8 +442,13 @@ class RedisChatMemoryRepository(ClosingContext):
         """
         validate_conversation_id(conversation_id)
         checked_window(window)
-        keys = self._keys(conversation_id)
-        client = self.client
+        view = self._tail_view(self.client, self._keys(conversation_id), window)
+        return view.messages()
+
+    def _tail_view(
+        self, client: Client, keys: ConversationKeys, window: Window
+    ) -> TailView:
+        """Read the rows the view of ``window`` needs, newest first, into a view."""
         reads = self._tail_reads(window)
         rows = next(reads)
         reply = self._run(
@@ -405,7 +466,7 @@ class RedisChatMemoryRepository(ClosingContext):
                 read.further(next(reads)),
             )
             read.extend(reply)
-        return read.view.messages()
+        return read.view
 
     def find_messages_page(
         self,

@@ -48,6 +48,12 @@ leave both the list and the hash: ``forget_oldest`` translates core's
 ``list_trim_count``, so a long conversation trims about once per step
 evictions instead of spending two commands on every evicting append.
 
+A bounded log (:mod:`chatledger.retention`) is trimmed by :data:`TRIM`,
+a script of its own that runs after the append that made the trim due, so
+every other append stays one script; it removes the oldest messages as a
+window's eviction does (the head of the turns list, the superseded system
+markers at the head of the system list) and records their ids the same way.
+
 Reads of the log (:data:`VIEW`, :data:`TAIL`, :data:`PAGE`) are scripts too,
 so each is one round trip and sees one state of the conversation. They read
 messages by sequence number, in ranges that stop at the head of the turns
@@ -60,7 +66,7 @@ log's length or what a window evicted from it.
 
 from __future__ import annotations
 
-__all__ = ["APPEND", "APPEND_LOG", "PAGE", "RESIZE", "SAVE", "TAIL", "VIEW"]
+__all__ = ["APPEND", "APPEND_LOG", "PAGE", "RESIZE", "SAVE", "TAIL", "TRIM", "VIEW"]
 
 # Shared tail: the sliding TTL of the whole conversation, in one place.
 _EXPIRE = """
@@ -434,9 +440,11 @@ return reply
 #: ARGV[1]: ``<ttl ms, 0 = none>:<write token>:<counter id>`` (the counter id,
 #: ``""`` when no size is stored, comes last so it may hold any character).
 #: ARGV[2..]: one per message, see the module docstring.
-#: Returns a one-item array: the integer 1 when every message of the batch
-#: was appended, otherwise the appended batch indexes as one comma-separated
-#: string.
+#: Returns the integer 1 when every message of the batch was appended,
+#: otherwise the appended batch indexes as one comma-separated string; then,
+#: when any was, the sequence number of the last one (the appended ones are
+#: numbered without a gap up to it, so a bounded log knows whether this
+#: append makes a trim due, :data:`TRIM`).
 #:
 #: ``meta``'s totals stay those the window append reads: under ``ctr`` the
 #: stored sizes, without one the marker counts. Sizes measured by a counter
@@ -516,7 +524,134 @@ fields[#fields + 1] = 'ssize'
 fields[#fields + 1] = string.format('%d', ssize)
 redis.call('HSET', meta, unpack(fields))
 expire(KEYS, ttl, state[5] ~= '0')
-return {appended_reply(out)}
+return {appended_reply(out), out.next - 1}
+"""
+)
+
+#: Trim a bounded log (:mod:`chatledger.retention`) after an append made it due.
+#:
+#: KEYS: meta, msgs, turns, system, ids, evicted.
+#: ARGV: the sequence number of the append's last message and its id, the
+#: number of the oldest of the newest ``n`` (core's
+#: :meth:`~chatledger.retention.Retention.first_kept`), the number of the
+#: oldest non-system message the append's window view shows (``""`` without
+#: a window), the bound and trim step of the evicted-id record, a write
+#: token. Returns how many messages it removed: 0 too when the message the
+#: append ended on is gone or numbered otherwise (``save_all``, a delete or
+#: expiry came between), since the numbers are not the append's then.
+#:
+#: Two rules of core run here, as translations: ``user_from`` is the first
+#: user marker numbered from the first kept through the append's last (a
+#: later append's messages are not this append's log), and the cutoff is
+#: :meth:`~chatledger.retention.Retention.cutoff`: that user message, or the
+#: first kept without one, and never past the view's oldest. Below it go
+#: every turn marker (a prefix of the turns list) and every system marker
+#: older than ``sb`` (a prefix of the system list: from ``sb`` on is the
+#: current set, ``current_system``, which stays); the scan of the turns list
+#: stops at the user message it looks for, so a trim reads what it removes
+#: and the markers up to the first user message of what it keeps. The
+#: removed ids join the evicted-id record as the window append's evictions
+#: do (``forget_oldest``), ``tsize`` loses what the removed markers
+#: weighed (one each when ``ctr`` is ``""``: the totals are counts then), and
+#: ``ver`` changes, so a re-measure read before the trim writes nothing and
+#: the next window append looks at the head of the turns list again. A new
+#: ``evicted`` list takes the conversation's deadline from ``meta``.
+TRIM = (
+    _EXPIRE
+    + _CHUNKS
+    + """
+local meta, msgs, turns, system, ids = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local record = KEYS[6]
+local last = tonumber(ARGV[1])
+if redis.call('HGET', ids, ARGV[2]) ~= ARGV[1] then return 0 end
+local first_kept = tonumber(ARGV[3])
+local shown_from = tonumber(ARGV[4])
+local keep, step = tonumber(ARGV[5]), tonumber(ARGV[6])
+local state = redis.call('HMGET', meta, 'ctr', 'tsize', 'sb')
+local weighed = state[1] ~= '' and state[1] ~= false
+
+-- the turn markers from the head up to the first user message numbered
+-- first_kept..last (user_from), or past last
+local read, user_from, start, chunk, done = {}, nil, 0, 8, false
+while not done do
+  local part = redis.call('LRANGE', turns, start, start + chunk - 1)
+  if #part == 0 then break end
+  for _, entry in ipairs(part) do
+    local role, size, seq, id = string.match(entry, '^(%a):(%d+):(%d+):(.*)$')
+    seq = tonumber(seq)
+    if seq > last then done = true break end
+    if role == 'u' and seq >= first_kept then user_from = seq done = true break end
+    read[#read + 1] = {seq, id, tonumber(size)}
+  end
+  start = start + #part
+  if chunk < 1024 then chunk = chunk * 2 end
+end
+local cutoff = user_from or first_kept
+if shown_from and shown_from < cutoff then cutoff = shown_from end
+
+-- below the cutoff: the leading turn markers, and the system markers before
+-- the current set (those older than sb; sb absent means every one is current)
+local gone, seqs, turn_cut, weight = {}, {}, 0, 0
+while turn_cut < #read and read[turn_cut + 1][1] < cutoff do
+  turn_cut = turn_cut + 1
+  weight = weight + (weighed and read[turn_cut][3] or 1)
+end
+local older = {}
+local batch = tonumber(state[3] or '0')
+local bound = math.min(batch, cutoff)
+start, chunk, done = 0, 8, bound <= 0
+while not done do
+  local part = redis.call('LRANGE', system, start, start + chunk - 1)
+  for _, entry in ipairs(part) do
+    local seq, idlen, rest = string.match(entry, '^%d+:(%d+):(%d+):(.*)$')
+    seq = tonumber(seq)
+    if seq >= bound then done = true break end
+    older[#older + 1] = {seq, string.sub(rest, 1, tonumber(idlen))}
+  end
+  if #part < chunk then break end
+  start = start + #part
+  if chunk < 1024 then chunk = chunk * 2 end
+end
+if turn_cut + #older == 0 then return 0 end
+
+-- oldest first, as a window append records what it takes out
+local t, o = 1, 1
+while t <= turn_cut or o <= #older do
+  local row
+  if o > #older or (t <= turn_cut and read[t][1] < older[o][1]) then
+    row = read[t]
+    t = t + 1
+  else
+    row = older[o]
+    o = o + 1
+  end
+  seqs[#seqs + 1] = string.format('%d', row[1])
+  gone[#gone + 1] = row[2]
+end
+hdel_all(msgs, seqs)
+if turn_cut > 0 then redis.call('LTRIM', turns, turn_cut, -1) end
+if #older > 0 then redis.call('LTRIM', system, #older, -1) end
+local marks = {}
+for _, id in ipairs(gone) do
+  marks[#marks + 1] = id
+  marks[#marks + 1] = ''
+end
+hset_pairs(ids, marks)
+local length = rpush_all(record, gone)
+if length == #gone then
+  -- a new record: the conversation's deadline, read from meta
+  local at = redis.pcall('PEXPIRETIME', meta)
+  if type(at) == 'number' then
+    if at > 0 then redis.call('PEXPIREAT', record, at) end
+  else
+    local ttl = redis.call('PTTL', meta)
+    if ttl > 0 then redis.call('PEXPIRE', record, ttl) end
+  end
+end
+forget_oldest(ids, record, length, keep, step)
+local tsize = tonumber(state[2] or '0') - weight
+redis.call('HSET', meta, 'tsize', string.format('%d', tsize), 'ver', ARGV[7])
+return #gone
 """
 )
 

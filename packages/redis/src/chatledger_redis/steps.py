@@ -35,6 +35,7 @@ import math
 import os
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
+from urllib.parse import unquote
 
 from chatledger.adapters import (
     EVICTED_IDS_KEPT,
@@ -52,6 +53,7 @@ from chatledger.adapters import (
     to_ttl,
     validate_page_request,
 )
+from chatledger.retention import Retention, to_retention
 from chatledger_redis.keys import (
     ConversationKeys,
     parse_evicted_key,
@@ -71,6 +73,7 @@ __all__ = [
     "ids_of_evicted_keys",
     "ids_of_meta_keys",
     "log_append_args",
+    "log_append_result",
     "ordered_messages",
     "page_args",
     "page_of",
@@ -78,6 +81,7 @@ __all__ = [
     "resize_args",
     "save_args",
     "text",
+    "trim_args",
     "ttl_milliseconds",
     "write_token",
 ]
@@ -89,6 +93,11 @@ RESIZE_ATTEMPTS = 8
 _RECORD_BOUNDS = f"{EVICTED_IDS_KEPT}:{EVICTED_IDS_TRIM_STEP}"
 #: A URL scheme ending in this (``redis+cluster://``) asks for a cluster client.
 CLUSTER_SUFFIX = "+cluster"
+#: The options a repository takes for itself; every other goes to the client.
+REPOSITORY_OPTIONS = ("key_prefix", "ttl", "retention")
+#: Core numbers a log from 1, and a bounded retention counts from there
+#: (:mod:`chatledger.retention`); Redis numbers it from 0 (``save_all`` too).
+LOG_NUMBER_OFFSET = 1
 
 
 def ttl_milliseconds(ttl: object) -> int:
@@ -177,7 +186,7 @@ def check_client_options(options: dict[str, Any]) -> None:
     if unknown:
         raise InvalidOptionError(
             f"RedisChatMemoryRepository.from_url takes no option {unknown[0]!r}; "
-            "its options are cluster, key_prefix and ttl, and those of "
+            "its options are cluster, key_prefix, ttl and retention, and those of "
             "redis.Redis (socket_timeout, socket_connect_timeout, username, "
             "password, max_connections, ...)"
         )
@@ -186,14 +195,27 @@ def check_client_options(options: dict[str, Any]) -> None:
 def client_url(url: str, options: dict[str, Any]) -> tuple[str, bool, dict[str, Any]]:
     """Split a repository URL and options into the client's and the repository's.
 
-    Returns the client's URL (without ``+cluster``), whether a cluster client
-    is asked for (``redis+cluster://`` or ``cluster=True``) and the
-    repository's own options (``key_prefix``, ``ttl``), validated; ``options``
-    is left with the client's.
+    Returns the client's URL (without ``+cluster`` and without a
+    ``retention`` query parameter), whether a cluster client is asked for
+    (``redis+cluster://`` or ``cluster=True``) and the repository's own
+    options (``key_prefix``, ``ttl``, ``retention``, which the URL's query
+    may give as ``?retention=100``), validated; ``options`` is left with the
+    client's.
+
+    Raises:
+        InvalidOptionError: ``retention`` in the URL and as an option too.
+        InvalidRetentionError: a ``retention`` :func:`to_retention` refuses.
     """
     repository_options: dict[str, Any] = {
-        name: options.pop(name) for name in ("key_prefix", "ttl") if name in options
+        name: options.pop(name) for name in REPOSITORY_OPTIONS if name in options
     }
+    url, in_query = _without_retention(url)
+    if in_query is not None:
+        if "retention" in repository_options:
+            raise InvalidOptionError(
+                "retention is given twice: in the URL's query and as an option"
+            )
+        repository_options["retention"] = in_query
     cluster = bool(options.pop("cluster", False))
     scheme, separator, rest = url.partition("://")
     if scheme.endswith(CLUSTER_SUFFIX):
@@ -203,7 +225,37 @@ def client_url(url: str, options: dict[str, Any]) -> tuple[str, bool, dict[str, 
         check_client_options(options)
     validate_key_prefix(repository_options.get("key_prefix", "chatledger:"))
     ttl_milliseconds(repository_options.get("ttl"))
+    to_retention(repository_options.get("retention"))
     return url, cluster, repository_options
+
+
+def _without_retention(url: str) -> tuple[str, str | None]:
+    """``url`` less its ``retention`` query parameter, and that parameter's value.
+
+    The rest of the URL is kept as written: the client parses it.
+
+    Raises:
+        InvalidOptionError: the parameter is given more than once.
+    """
+    start = url.find("?")
+    if start < 0:
+        return url, None
+    end = url.find("#", start)
+    end = len(url) if end < 0 else end
+    kept: list[str] = []
+    values: list[str] = []
+    for item in url[start + 1 : end].split("&"):
+        name, _, value = item.partition("=")
+        if unquote(name) == "retention":
+            values.append(unquote(value))
+        else:
+            kept.append(item)
+    if not values:
+        return url, None
+    if len(values) > 1:
+        raise InvalidOptionError("the URL's query gives retention more than once")
+    query = "&".join(kept)
+    return url[:start] + ("?" + query if query else "") + url[end:], values[0]
 
 
 def ids_of_meta_keys(prefix: str, keys: Iterable[bytes | str]) -> list[str]:
@@ -426,6 +478,48 @@ def append_result(outcome: Any, stamped: Sequence[Message]) -> AppendResult:
         indexes = text(first)
         appended = [stamped[int(i)] for i in indexes.split(",")] if indexes else []
     return AppendResult(appended, [text(message_id) for message_id in outcome[1:]])
+
+
+def log_append_result(
+    outcome: Any, stamped: Sequence[Message]
+) -> tuple[AppendResult, tuple[int, int] | None]:
+    """What an APPEND_LOG answer says was appended, and the numbers it stored.
+
+    The numbers are ``(first, last)`` as core counts them (from 1, see
+    :data:`LOG_NUMBER_OFFSET`), ``None`` when nothing was appended.
+    """
+    result = append_result(outcome[:1], stamped)
+    if not result.appended:
+        return result, None
+    last = int(outcome[1]) + LOG_NUMBER_OFFSET
+    return result, (last - len(result.appended) + 1, last)
+
+
+def trim_args(
+    retention: Retention,
+    last: int,
+    last_id: str,
+    shown_from: int | None,
+) -> list[Any]:
+    """The TRIM script's ARGV after an append that ended at number ``last``.
+
+    ``last`` is core's number of the append's last message (see
+    :func:`log_append_result`), ``last_id`` its id, and ``shown_from`` the
+    sequence number :meth:`~chatledger.window_view.TailView.shown_from`
+    gives for the append's window view, if it had one. The script works in
+    Redis's sequence numbers; core's :meth:`Retention.first_kept` is asked
+    here.
+    """
+    first_kept = retention.first_kept(last) - LOG_NUMBER_OFFSET
+    return [
+        last - LOG_NUMBER_OFFSET,
+        last_id,
+        first_kept,
+        "" if shown_from is None else shown_from,
+        EVICTED_IDS_KEPT,
+        EVICTED_IDS_TRIM_STEP,
+        write_token(),
+    ]
 
 
 def resize_args(
