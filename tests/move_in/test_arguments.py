@@ -142,3 +142,38 @@ def test_a_missing_library_names_its_install_line_sqlite(
     )
     assert done.code == 2
     assert install in done.err
+
+
+def test_from_jsonl_reads_an_export_source_first_sqlite(
+    chatledger: Any, tmp_path: Path
+) -> None:
+    first, second = f"sqlite:///{tmp_path}/a.db", f"sqlite:///{tmp_path}/b.db"
+    assert chatledger("demo", "--url", first, "--conversation", "c1").code == 0
+    exported: Run = chatledger("export", first, "--output", f"{tmp_path}/c.jsonl")
+    assert exported.code == 0
+    done: Run = chatledger(
+        "import", "--from", "jsonl", f"{tmp_path}/c.jsonl", second, "--no-progress"
+    )
+    assert done.code == 0, done.err
+    assert chatledger("export", second).out == chatledger("export", first).out
+
+
+def test_a_source_id_chatledger_cannot_take_is_reported_sqlite(
+    chatledger: Any, tmp_path: Path
+) -> None:
+    path = tmp_path / "agents.db"
+    with sqlite3.connect(path) as connection:
+        connection.execute(
+            "CREATE TABLE agent_messages (id INTEGER PRIMARY KEY, session_id TEXT,"
+            " message_data TEXT, created_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP)"
+        )
+        connection.executemany(
+            "INSERT INTO agent_messages (session_id, message_data) VALUES (?, ?)",
+            [(" padded", '{"role": "user", "content": "Hi"}'), ("fine", "{}")],
+        )
+    done: Run = chatledger(
+        "import", "--from", "agents-sqlite", str(path), f"sqlite:///{tmp_path}/c.db"
+    )
+    assert done.code == 1
+    assert "conversation ' padded': not imported: its id cannot be" in done.err
+    assert "imported 1 message in 1 conversation" in done.out
