@@ -277,13 +277,14 @@ def from_openai_responses(items: Sequence[Any]) -> list[Message]:
     message, calls. The round trip ``from_openai_responses(
     to_openai_responses(history)) == history`` holds for every history it
     takes whose messages' metadata holds at most what this function keeps
-    (no participant ``name``), whose assistant messages have text, a tool
-    call or something kept, and do not follow an assistant message that
-    ends in a tool call with only tool calls of their own, whose tool
-    messages have no content and no tool message next to them, whose tool
-    responses are named after their calls, and whose media are images (by
-    URL with a MIME type its extension names) or files, without ``name``
-    or ``id`` but for the ``name`` of a file.
+    (no participant ``name``); whose assistant messages have text, a tool
+    call or something kept, and, when they are tool calls alone (no text,
+    no reasoning, no item fields), do not follow another assistant message,
+    whose calls they would join; whose tool messages have no content and no
+    tool message next to them; whose tool responses are named after their
+    calls; and whose media are images or files (bytes, or a URL naming their
+    MIME type by its extension, ``application/octet-stream`` for a file),
+    without ``name`` or ``id`` but for the ``name`` of a file.
 
     Raises:
         UnsupportedContentError: naming the item by its index and the key
