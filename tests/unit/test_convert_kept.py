@@ -185,27 +185,6 @@ CHAT_ACCEPTED: list[tuple[str, list[dict[str, Any]], list[Message]]] = [
         [Message.user("", metadata={"openai": {"text_parts": []}})],
     ),
     (
-        "a custom tool call, spelled as the API spells it",
-        [
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": "c9",
-                        "type": "custom",
-                        "custom": {"name": "apply", "input": "*** Begin Patch"},
-                    }
-                ],
-            }
-        ],
-        [
-            Message.assistant(
-                tool_calls=[ToolCall("c9", "apply", "*** Begin Patch", "custom")]
-            )
-        ],
-    ),
-    (
         "nothing kept",
         [
             {"role": "system", "content": "Be brief."},

@@ -18,7 +18,7 @@ from chatledger.convert_openai_reading import (
     read_items,
 )
 from chatledger.convert_shared import Reader, UnsupportedContentError, data_url
-from chatledger.messages import Media, Message, Role, ToolCall
+from chatledger.messages import Media, Message, Role
 
 __all__ = ["from_openai", "to_openai", "written_role"]
 
@@ -115,17 +115,15 @@ def _message(message: Message, kept: Kept) -> dict[str, Any]:
             )
         converted["refusal"] = refusal
     if message.tool_calls:
-        converted["tool_calls"] = [_tool_call(call) for call in message.tool_calls]
+        converted["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": call.type,
+                "function": {"name": call.name, "arguments": call.arguments},
+            }
+            for call in message.tool_calls
+        ]
     return converted
-
-
-def _tool_call(call: ToolCall) -> dict[str, Any]:
-    """A call as the API spells its type: ``custom`` calls carry an ``input``."""
-    if call.type == "custom":
-        custom = {"name": call.name, "input": call.arguments}
-        return {"id": call.id, "type": call.type, "custom": custom}
-    function = {"name": call.name, "arguments": call.arguments}
-    return {"id": call.id, "type": call.type, "function": function}
 
 
 def _tool_messages(message: Message, kept: Kept) -> list[dict[str, Any]]:
@@ -160,8 +158,7 @@ def to_openai(messages: Sequence[Message]) -> list[dict[str, Any]]:
     URL, with the ``detail`` kept; ``input_audio`` for WAV and MP3 bytes;
     ``file`` for other bytes); an assistant message keeps ``content`` (``None``
     included), its ``refusal`` and its ``tool_calls`` with the exact argument
-    text (a ``custom`` call as ``{"id", "type": "custom", "custom": {"name",
-    "input"}}``); a tool message becomes one ``{"role": "tool", "tool_call_id": ...,
+    text; a tool message becomes one ``{"role": "tool", "tool_call_id": ...,
     "content": ...}`` per response, in order. A participant ``name`` and text
     parts kept in ``metadata["openai"]`` are written as they were read.
 
@@ -210,7 +207,8 @@ def from_openai(messages: Sequence[Any]) -> list[Message]:
 
     The round trip ``to_openai(from_openai(messages)) == messages`` holds for
     Chat Completions messages written as ``to_openai`` writes them: without
-    ``None`` fields, a user message's text parts before its
+    ``None`` fields, tool calls of type ``function`` or ``custom`` spelled
+    ``{"id", "type", "function"}``, a user message's text parts before its
     media, a URL image named by the extension of its URL, and a refusal as
     the ``refusal`` field. The round trip
     ``from_openai(to_openai(history)) == history`` holds for every history
