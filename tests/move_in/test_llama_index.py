@@ -45,7 +45,7 @@ def _chat() -> list[Any]:
     ]
 
 
-def test_simple_chat_store_file_moves_in(
+def test_simple_chat_store_file_moves_into_sqlite(
     chatledger: Any, tmp_path: Path, target: str
 ) -> None:
     store = chat_stores.SimpleChatStore()

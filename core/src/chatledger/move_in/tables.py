@@ -228,7 +228,12 @@ class TableReader:
             ]
             if found:
                 break
-        if len(found) != 1:
+        if len(found) > 1:
+            raise SourceError(
+                f"tables {', '.join(map(repr, found))} differ from "
+                f"{self.table_name!r} in case only: give the one to read with --table"
+            )
+        if not found:
             raise SourceError(
                 f"no table {self.table_name!r} in {redact_url(str(self.engine.url))}"
                 + (f" (schema {self.schema!r})" if self.schema else "")
