@@ -206,6 +206,47 @@ def test_a_trim_after_save_all_replaced_the_log_removes_nothing(
     assert _ids(repository.find_by_conversation_id("raced")) == _ids(saved)
 
 
+def test_a_trim_cuts_by_its_own_append_not_by_a_later_one(
+    client: Redis, prefix: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user message appended after the trim's append is not where it cuts.
+
+    Another writer's turn lands between an agent's append and its trim: the
+    view (read after it) starts at that turn, but the trim looks for a user
+    message only among its own append's numbers, finds none, and cuts at
+    the first of the newest n: the append's own messages stay.
+    """
+    repository = RedisChatMemoryRepository(
+        client, key_prefix=prefix, retention=Retention.last(4, slack=2)
+    )
+    # The other writer keeps everything: its own appends trim nothing.
+    other = RedisChatMemoryRepository(client, key_prefix=prefix)
+    window = MessageWindow(4)
+    late = [Message.user("late"), Message.assistant("sure")]
+    read_view = repository._tail_view
+
+    def append_first(*args: Any) -> Any:
+        other.append_to_log("race", late)
+        return read_view(*args)
+
+    repository.append_to_log("race", [Message.user("go")], window)
+    steps = [_step(n) for n in range(2)]
+    repository.append_to_log("race", steps[0], window)
+    monkeypatch.setattr(repository, "_tail_view", append_first)
+    repository.append_to_log("race", steps[1], window)  # numbers 4, 5: due
+    # The first kept is number 2: only the user message before it goes.
+    stored = repository.find_by_conversation_id("race")
+    assert _ids(stored) == _ids([*steps[0], *steps[1], *late])
+
+
+def _step(n: int) -> list[Message]:
+    call = ToolCall(id=f"c{n}", name="f", arguments="{}")
+    return [
+        Message.assistant(None, tool_calls=[call]),
+        Message.tool(ToolResponse(id=call.id, name="f", data="ok")),
+    ]
+
+
 def test_a_failed_trim_raises_and_leaves_the_append_stored(
     client: Redis, prefix: str
 ) -> None:
