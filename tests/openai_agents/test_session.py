@@ -439,3 +439,22 @@ def test_a_message_stored_by_something_else_is_named(run: Run[Any]) -> None:
         )
 
     run(scenario)
+
+
+def test_settings_default_and_unknown_keys_as_the_sdks_own_sessions() -> None:
+    from chatledger import AsyncInMemoryChatMemoryRepository
+
+    repository = AsyncInMemoryChatMemoryRepository()
+    session = ChatLedgerSession("s1", repository)
+    # The SDK's sessions hold SessionSettings(), never None.
+    assert session.session_settings == SessionSettings()
+    assert new_session("s1", repository, session_settings=None).session_settings == (
+        SessionSettings()
+    )
+    assert new_session(
+        "s1", repository, session_settings={"limit": 0}
+    ).session_settings == SessionSettings(limit=0)
+    with pytest.raises(TypeError, match="Unknown session settings: limitt"):
+        new_session("s1", repository, session_settings={"limitt": 1})
+    with pytest.raises(TypeError, match="session_settings must be"):
+        new_session("s1", repository, session_settings=[("limit", 1)])

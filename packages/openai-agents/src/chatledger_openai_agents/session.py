@@ -28,6 +28,7 @@ from typing import Any, cast
 
 from agents import TResponseInputItem
 from agents.memory import SessionSettings
+from agents.memory.session_settings import coerce_session_settings
 
 from chatledger import (
     AsyncChatMemoryRepository,
@@ -50,11 +51,16 @@ _ASYNC_REPOSITORIES = (
 )
 
 
-def _settings(value: object) -> SessionSettings | None:
-    if value is None or isinstance(value, SessionSettings):
+def _settings(value: object) -> SessionSettings:
+    """The session's settings, as the SDK's own sessions take them."""
+    if value is None:
+        return SessionSettings()
+    if isinstance(value, SessionSettings):
         return value
     if isinstance(value, Mapping):
-        return SessionSettings(**value)
+        # The SDK's own coercion, so an unknown key raises its
+        # "TypeError: Unknown session settings: ..." as its sessions do.
+        return coerce_session_settings(dict(value))
     raise TypeError(
         f"session_settings must be a SessionSettings, a dict or None, not "
         f"{type(value).__name__}"
@@ -81,9 +87,9 @@ class ChatLedgerSession:
             ``AsyncRedisChatMemoryRepository``, ``AsyncInMemoryChatMemoryRepository``
             or what ``chatledger.connect_async(url)`` opens. A sync repository
             is refused: its calls would block the event loop.
-        session_settings: The SDK's ``SessionSettings`` (or a dict of its
-            fields); its ``limit`` applies when ``get_items`` is called
-            without one.
+        session_settings: The SDK's ``SessionSettings`` or a dict of its
+            fields; ``SessionSettings()`` when ``None``, as for the SDK's own
+            sessions. Its ``limit`` applies when ``get_items`` is given none.
 
     What each operation guarantees:
 
@@ -112,10 +118,14 @@ class ChatLedgerSession:
     Raises:
         InvalidConversationIdError: for a bad ``session_id``.
         TypeError: ``repository`` is not an async repository, or
-            ``session_settings`` is neither settings, a dict nor ``None``.
+            ``session_settings`` is neither settings, a dict nor ``None``, or
+            a dict with a key ``SessionSettings`` does not have (``Unknown
+            session settings``); all before any I/O.
     """
 
-    session_settings: SessionSettings | None = None
+    # Typed as the SDK's protocol types it (a mutable attribute must match);
+    # a session sets it to SessionSettings() when given None.
+    session_settings: SessionSettings | None
 
     def __init__(
         self,
