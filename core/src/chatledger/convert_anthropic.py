@@ -170,8 +170,8 @@ def to_anthropic(messages: Sequence[Message]) -> dict[str, Any]:
 
     System messages are joined (blank line between them) into ``system``,
     which is left out when there is none; when one keeps a
-    ``cache_control``, ``system`` is a list of text blocks instead, one per
-    system message. Tool responses become ``tool_result`` blocks of a user
+    ``cache_control`` or ``citations``, ``system`` is a list of text blocks
+    instead, one per system message. Tool responses become ``tool_result`` blocks of a user
     message, tool calls ``tool_use`` blocks with their arguments parsed into
     ``input``. Consecutive messages that land on the same role are merged
     into one message, as the API requires alternating roles; within a user
