@@ -72,8 +72,8 @@ class TestSqlUrls:
         line = _one_line_error(done.err)
         assert "takes no option 'bogus'" in line
         assert (
-            "its options are: create_schema, dialect, engine_options, schema, "
-            "table_name, ttl" in line
+            "its options are: create_schema, dialect, engine_options, retention, "
+            "schema, table_name, ttl" in line
         )
         assert list(tmp_path.iterdir()) == []
 
