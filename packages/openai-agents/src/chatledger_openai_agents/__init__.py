@@ -33,11 +33,10 @@ from chatledger_openai_agents.items import (
     items_to_messages,
     messages_to_items,
 )
-from chatledger_openai_agents.session import UNBOUNDED, ChatLedgerSession
+from chatledger_openai_agents.session import ChatLedgerSession
 
 __all__ = [
     "ITEM_KEY",
-    "UNBOUNDED",
     "ChatLedgerSession",
     "ForeignMessageError",
     "items_to_messages",

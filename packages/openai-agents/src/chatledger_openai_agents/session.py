@@ -17,8 +17,9 @@ Example:
 
     asyncio.run(main())
 
-The session is the conversation ``session_id`` of the repository; each item
-is one message (see :mod:`chatledger_openai_agents.items` for the mapping).
+The session is the conversation ``session_id`` of the repository, kept as its
+log; each item is one message (see :mod:`chatledger_openai_agents.items` for
+the mapping).
 """
 
 from __future__ import annotations
@@ -32,17 +33,18 @@ from agents.memory.session_settings import coerce_session_settings
 
 from chatledger import (
     AsyncChatMemoryRepository,
-    AsyncMessageWindowChatMemory,
+    AsyncSupportsLog,
+    Message,
     is_async_repository,
     validate_conversation_id,
 )
 from chatledger_openai_agents.items import items_to_messages, messages_to_items
 
-__all__ = ["UNBOUNDED", "ChatLedgerSession"]
+__all__ = ["ChatLedgerSession"]
 
-#: The window of the appends: more messages than a conversation holds, so
-#: nothing is evicted.
-UNBOUNDED = 2**31 - 1
+#: The most messages ``get_items(limit)`` asks for in one page: chatledger's
+#: largest page, so a limit up to it is one read.
+TAIL_PAGE = 10_000
 
 _ASYNC_REPOSITORIES = (
     "an async chatledger repository (AsyncSqlChatMemoryRepository, "
@@ -77,50 +79,70 @@ def _checked_limit(limit: object) -> int | None:
     return limit
 
 
+def _checked_repository(repository: object) -> None:
+    """Refuse, before any I/O, a repository the session cannot keep a log in."""
+    if not is_async_repository(repository):
+        why = (
+            f"{type(repository).__name__} is a sync repository, whose calls "
+            "would block the event loop"
+            if callable(getattr(repository, "find_by_conversation_id", None))
+            else f"not {type(repository).__name__}"
+        )
+        raise TypeError(f"repository must be {_ASYNC_REPOSITORIES}; {why}")
+    if not isinstance(repository, AsyncSupportsLog):
+        raise TypeError(
+            f"{type(repository).__name__} does not keep conversations as logs "
+            "(AsyncSupportsLog: append_to_log, find_messages_page), which the "
+            "session appends to and reads the newest items of; every built-in "
+            "async repository does"
+        )
+
+
 class ChatLedgerSession:
     """The Agents SDK ``Session`` protocol over a chatledger async repository.
 
     Args:
         session_id: The session, stored as the conversation of that id;
             checked before any I/O like every conversation id.
-        repository: An async chatledger repository: ``AsyncSqlChatMemoryRepository``,
-            ``AsyncRedisChatMemoryRepository``, ``AsyncInMemoryChatMemoryRepository``
-            or what ``chatledger.connect_async(url)`` opens. A sync repository
-            is refused: its calls would block the event loop.
+        repository: An async chatledger repository that keeps conversations
+            as logs (``AsyncSupportsLog``): ``AsyncSqlChatMemoryRepository``,
+            ``AsyncRedisChatMemoryRepository``,
+            ``AsyncInMemoryChatMemoryRepository``, or what
+            ``chatledger.connect_async(url)`` opens (every built-in one). A
+            sync repository is refused: its calls would block the event loop.
+            One repository serves any event loop, so ``Runner.run_sync`` in
+            any thread and successive ``asyncio.run`` calls share it.
         session_settings: The SDK's ``SessionSettings`` or a dict of its
             fields; ``SessionSettings()`` when ``None``, as for the SDK's own
             sessions. Its ``limit`` applies when ``get_items`` is given none.
 
     What each operation guarantees:
 
-    - ``add_items`` validates every item, then stores the batch in one
-      atomic append (the repository's ``append_to_window``, with a window of
-      :data:`UNBOUNDED` messages that evicts nothing), so concurrent writers,
-      in tasks or processes, lose no item and duplicate none, and the append
-      writes the new items only. Each item gets a new message id when it is
+    - ``add_items`` validates every item, then stores the batch in one atomic
+      append to the log (``append_to_log``), so concurrent writers, in tasks
+      or processes, lose no item and duplicate none, and the append writes
+      the new items only. Each item gets a new message id when it is
       converted, so the driver's retry of that append (after a lost
       connection) is a no-op; calling ``add_items`` again with the same items
-      stores them again. A repository without ``append_to_window`` gets
-      read-modify-write through ``save_all``, which is not safe against
-      concurrent writers.
-    - ``get_items(limit)`` returns the newest ``limit`` items (all when
-      ``None``), oldest first, each ``==`` to the item as added. The
-      repository reads the conversation whole.
+      stores them again.
+    - ``get_items(limit)`` returns the newest ``limit`` items, oldest first,
+      each ``==`` to the item as added; it reads only those, newest first, a
+      page at a time (one page up to :data:`TAIL_PAGE` items). Without a
+      limit it reads the whole log.
     - ``pop_item`` reads the conversation and replaces it, in one atomic
       ``save_all``, with all but its newest message, whose item it returns
       (``None`` when the session is empty; nothing is written then). The
-      replacement is all-or-nothing, but the repository has no conditional
-      delete, so an ``add_items`` of another writer that lands between the
-      read and the replacement is overwritten: pop only while no one else
-      writes to the session (the SDK pops only to rewind its own run).
-    - ``clear_session`` deletes the conversation.
+      replacement is all-or-nothing, but an ``add_items`` of another writer
+      that lands between the read and the replacement is overwritten: pop
+      only while no one else writes to the session.
+    - ``clear_session`` deletes the conversation in one step.
 
     Raises:
         InvalidConversationIdError: for a bad ``session_id``.
-        TypeError: ``repository`` is not an async repository, or
-            ``session_settings`` is neither settings, a dict nor ``None``, or
-            a dict with a key ``SessionSettings`` does not have (``Unknown
-            session settings``); all before any I/O.
+        TypeError: ``repository`` is not an async repository that keeps
+            logs, or ``session_settings`` is neither settings, a dict nor
+            ``None``, or a dict with a key ``SessionSettings`` does not have
+            (``Unknown session settings``); all before any I/O.
     """
 
     # Typed as the SDK's protocol types it (a mutable attribute must match);
@@ -136,29 +158,27 @@ class ChatLedgerSession:
     ) -> None:
         """Keep the items of ``session_id`` in ``repository``."""
         self.session_id = validate_conversation_id(session_id)
-        if not is_async_repository(repository):
-            why = (
-                f"{type(repository).__name__} is a sync repository, whose calls "
-                "would block the event loop"
-                if callable(getattr(repository, "find_by_conversation_id", None))
-                else f"not {type(repository).__name__}"
-            )
-            raise TypeError(f"repository must be {_ASYNC_REPOSITORIES}; {why}")
+        _checked_repository(repository)
         self.session_settings = _settings(session_settings)
         self.repository = repository
-        self._memory = AsyncMessageWindowChatMemory(repository, max_messages=UNBOUNDED)
 
     def __repr__(self) -> str:
         return f"ChatLedgerSession({self.session_id!r}, {self.repository!r})"
 
+    @property
+    def _log(self) -> AsyncSupportsLog:
+        return cast(AsyncSupportsLog, self.repository)
+
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """Return the newest ``limit`` items, oldest first; all when ``None``.
 
-        Without ``limit``, ``session_settings.limit`` applies, if set.
+        Without ``limit``, ``session_settings.limit`` applies, if set; ``0``
+        gives ``[]`` without any I/O.
 
         Raises:
-            TypeError, ValueError: ``limit`` is not ``None`` or an int >= 0;
-                before any I/O.
+            TypeError, ValueError: the limit is not ``None`` or an int >= 0;
+                before any I/O. (The SDK's sessions disagree on a negative
+                limit, from all items to an error: it is refused here.)
             ForeignMessageError: a message among those returned was not
                 stored by a session.
         """
@@ -167,13 +187,32 @@ class ChatLedgerSession:
         count = _checked_limit(limit)
         if count == 0:
             return []
-        messages = await self.repository.find_by_conversation_id(self.session_id)
-        if count is not None:
-            messages = messages[-count:]
+        if count is None:
+            messages = await self.repository.find_by_conversation_id(self.session_id)
+        else:
+            messages = await self._newest(count)
         return cast(list[TResponseInputItem], messages_to_items(messages))
 
+    async def _newest(self, count: int) -> list[Message]:
+        """The newest ``count`` messages of the log, oldest first."""
+        newest: list[Message] = []
+        cursor: str | None = None
+        while len(newest) < count:
+            page = await self._log.find_messages_page(
+                self.session_id,
+                cursor,
+                limit=min(count - len(newest), TAIL_PAGE),
+                newest_first=True,
+            )
+            newest += page.messages
+            if page.next_cursor is None:
+                break
+            cursor = page.next_cursor
+        newest.reverse()
+        return newest
+
     async def add_items(self, items: list[TResponseInputItem]) -> None:
-        """Append ``items``, in order, in one atomic append.
+        """Append ``items``, in order, in one atomic append to the log.
 
         Raises:
             TypeError, InvalidMessageError: before any I/O, for an item that
@@ -183,7 +222,7 @@ class ChatLedgerSession:
         """
         messages = items_to_messages(cast(list[Mapping[str, Any]], items))
         if messages:
-            await self._memory.add(self.session_id, messages)
+            await self._log.append_to_log(self.session_id, messages)
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove the newest item and return it; ``None`` if there is none.
