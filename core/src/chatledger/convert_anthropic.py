@@ -95,13 +95,14 @@ def _tool_input(arguments: str, call_id: str) -> Any:
 
 def _with(block: dict[str, Any], kept: Kept, names: Sequence[str]) -> dict[str, Any]:
     """``block`` with the fields ``names`` that ``kept`` holds."""
-    block.update(kept.copy(names))
+    if kept.fields:
+        block.update(kept.copy(names))
     return block
 
 
 def _text_block(message: Message, kept: Kept) -> dict[str, Any] | None:
     """The message's text block: for any text, or a kept ``cache_control``."""
-    extras = [name for name in _TEXT_FIELDS if name in kept]
+    extras = [name for name in _TEXT_FIELDS if name in kept] if kept.fields else []
     if not message.content and not extras:
         return None
     if message.content is None:
@@ -169,9 +170,9 @@ def to_anthropic(messages: Sequence[Message]) -> dict[str, Any]:
     """Convert messages to the keyword arguments ``system`` and ``messages``.
 
     System messages are joined (blank line between them) into ``system``,
-    which is left out when there is none; when one keeps a
-    ``cache_control`` or ``citations``, ``system`` is a list of text blocks
-    instead, one per system message. Tool responses become ``tool_result`` blocks of a user
+    which is left out when there is none; when one keeps a ``cache_control``
+    or ``citations``, ``system`` is a list of text blocks instead, one per
+    system message. Tool responses become ``tool_result`` blocks of a user
     message, tool calls ``tool_use`` blocks with their arguments parsed into
     ``input``. Consecutive messages that land on the same role are merged
     into one message, as the API requires alternating roles; within a user

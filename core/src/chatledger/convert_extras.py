@@ -79,10 +79,10 @@ class Kept:
                 ``outputs`` list that is not one dict per item of the
                 message's list.
         """
-        where = f"{where}.metadata[{key!r}]"
         value = message.metadata.get(key)
         if value is None:
-            return cls({}, where)
+            return NOTHING_KEPT
+        where = f"{where}.metadata[{key!r}]"
         if not isinstance(value, Mapping):
             raise UnsupportedContentError(
                 f"{where} is reserved for what the {key} request shapes carry "
@@ -119,7 +119,7 @@ class Kept:
         ``outputs`` (empty when none are kept)."""
         entries = self.fields.get(name)
         if entries is None:
-            return Kept({}, f"{self.where}[{name!r}][{index}]")
+            return NOTHING_KEPT
         return Kept(entries[index], f"{self.where}[{name!r}][{index}]")
 
     def __contains__(self, name: str) -> bool:
@@ -186,6 +186,10 @@ class Kept:
             )
         return cut
 
+
+#: What a message without the key keeps: nothing, which no check can refuse,
+#: so one instance serves every such message.
+NOTHING_KEPT = Kept({}, "")
 
 _ITEMS = {"media": "media", "calls": "tool calls", "outputs": "tool responses"}
 

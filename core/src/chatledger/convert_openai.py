@@ -31,6 +31,10 @@ _AUDIO_FORMATS = {
 }
 
 
+#: Each role's name as a plain str (reading an enum's value costs more).
+_ROLE_NAMES = {role: role.value for role in Role}
+
+
 def written_role(message: Message, kept: Kept) -> str:
     """The role a message is written with: its own, or ``"developer"`` when kept.
 
@@ -40,7 +44,7 @@ def written_role(message: Message, kept: Kept) -> str:
     """
     role = kept.text("role")
     if role is None:
-        return message.role.value
+        return _ROLE_NAMES[message.role]
     if message.role is not Role.SYSTEM or role != "developer":
         raise UnsupportedContentError(
             f"{kept.where}['role'] is {role!r}: the only role kept is "

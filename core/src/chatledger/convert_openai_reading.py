@@ -127,16 +127,19 @@ def list_default(
     with ``content`` as one text part when there is any (``""`` included, for
     an assistant). A message that keeps ``text_parts`` gets those instead.
     """
-    if role is Role.ASSISTANT:
-        if chat or not any(
+    if chat or not fields:
+        listed = role is Role.USER and media > 0
+    elif role is Role.ASSISTANT:
+        if not any(
             fields.get(name) is not None
             for name in ("id", "refusal", "annotations", "logprobs")
         ):
             return None
         return [] if content is None else [content]
-    listed = (role is Role.USER and media > 0) or (
-        not chat and any(fields.get(name) is not None for name in ("id", "status"))
-    )
+    else:
+        listed = (role is Role.USER and media > 0) or any(
+            fields.get(name) is not None for name in ("id", "status")
+        )
     if not listed:
         return None
     return [content] if content else []
