@@ -34,11 +34,16 @@ from agents.memory.session_settings import coerce_session_settings
 from chatledger import (
     AsyncChatMemoryRepository,
     AsyncSupportsLog,
+    AsyncSupportsLogRemoval,
     Message,
     is_async_repository,
     validate_conversation_id,
 )
-from chatledger_openai_agents.items import items_to_messages, messages_to_items
+from chatledger_openai_agents.items import (
+    ForeignMessageError,
+    items_to_messages,
+    messages_to_items,
+)
 
 __all__ = ["ChatLedgerSession"]
 
@@ -129,12 +134,14 @@ class ChatLedgerSession:
       each ``==`` to the item as added; it reads only those, newest first, a
       page at a time (one page up to :data:`TAIL_PAGE` items). Without a
       limit it reads the whole log.
-    - ``pop_item`` reads the conversation and replaces it, in one atomic
-      ``save_all``, with all but its newest message, whose item it returns
-      (``None`` when the session is empty; nothing is written then). The
-      replacement is all-or-nothing, but an ``add_items`` of another writer
-      that lands between the read and the replacement is overwritten: pop
-      only while no one else writes to the session.
+    - ``pop_item`` is one atomic removal of the newest message
+      (``remove_newest``), which needs a repository with
+      ``AsyncSupportsLogRemoval``: two concurrent pops never return the same
+      item, and an item another writer appends meanwhile is either popped
+      (and returned) or kept, never lost. On a repository without it,
+      ``pop_item`` raises rather than read the conversation and write it
+      back, which would lose the appends of other writers that land in
+      between.
     - ``clear_session`` deletes the conversation in one step.
 
     Raises:
@@ -227,18 +234,41 @@ class ChatLedgerSession:
     async def pop_item(self) -> TResponseInputItem | None:
         """Remove the newest item and return it; ``None`` if there is none.
 
-        See the class docstring for what the removal guarantees.
+        One atomic ``remove_newest``: see the class docstring.
 
         Raises:
+            TypeError: the repository has no ``AsyncSupportsLogRemoval``
+                (``remove_newest``); before any I/O, nothing removed.
             ForeignMessageError: the newest message was not stored by a
-                session; nothing is removed then.
+                session. It is appended back, as the newest message, before
+                this is raised; the error says if it could not be.
         """
-        messages = await self.repository.find_by_conversation_id(self.session_id)
-        if not messages:
+        if not isinstance(self.repository, AsyncSupportsLogRemoval):
+            raise TypeError(
+                f"{type(self.repository).__name__} cannot remove messages from "
+                "a log atomically (AsyncSupportsLogRemoval: remove_newest), "
+                "which pop_item needs so that no concurrent append is lost"
+            )
+        removed = await self.repository.remove_newest(self.session_id, 1)
+        if not removed:
             return None
-        [item] = messages_to_items(messages[-1:])
-        await self.repository.save_all(self.session_id, messages[:-1])
+        try:
+            [item] = messages_to_items(removed)
+        except ForeignMessageError as error:
+            outcome = await self._put_back(removed[0])
+            raise ForeignMessageError(f"{error}; {outcome}") from None
         return cast(TResponseInputItem, item)
+
+    async def _put_back(self, message: Message) -> str:
+        """Append a removed message of another client back; say what became of it."""
+        # Removed ids are forgotten, so the same message is stored again.
+        result = await self._log.append_to_log(self.session_id, [message])
+        if result.appended:
+            return "pop_item put it back as the newest message"
+        return (
+            "pop_item removed it and the log did not take it back (an equal "
+            f"system message shows): {message!r}"
+        )
 
     async def clear_session(self) -> None:
         """Delete every item of the session (the whole conversation)."""
