@@ -75,7 +75,7 @@ def test_a_binary_file_is_named(cli: Cli, tmp_path: Path) -> None:
     assert not (tmp_path / "store.json").exists()
 
 
-@pytest.mark.parametrize("fmt", ["openai", "anthropic"])
+@pytest.mark.parametrize("fmt", ["openai", "openai-responses", "anthropic"])
 def test_a_request_shape_export_is_export_only(
     cli: Cli, tmp_path: Path, fmt: str
 ) -> None:

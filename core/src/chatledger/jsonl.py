@@ -95,12 +95,13 @@ def _object(text: str, where: str) -> dict[str, Any]:
             f"{where}: expected a JSON object with a conversation_id "
             "(as written by chatledger export --format jsonl)"
         )
-    if isinstance(data.get("messages"), list) and "role" not in data:
+    whole = data.get("messages", data.get("input"))
+    if isinstance(whole, list) and "role" not in data:
         raise ExportFileError(
             f"{where}: this line holds a whole conversation in an API's request "
-            "shape (export --format openai or anthropic); those formats are "
-            "export-only, as they drop message ids and times: import reads "
-            "export --format jsonl"
+            "shape (export --format openai, openai-responses or anthropic); those "
+            "formats are export-only, as they drop message ids and times: import "
+            "reads export --format jsonl"
         )
     return data
 
