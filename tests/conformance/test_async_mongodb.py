@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from chatledger.testing import AsyncChatMemoryRepositoryTests, LogTests
+from chatledger.retention import Retention
+from chatledger.testing import AsyncChatMemoryRepositoryTests, LogTests, RetentionTests
 from chatledger.testing.async_runner import (
     EventLoopThread,
     RepositoryFacade,
@@ -36,6 +37,7 @@ class TestAsyncMongoDBConformance(AsyncChatMemoryRepositoryTests):
 
     supports_atomic_append = True
     supports_ttl = True
+    supports_retention = True
     # Cursors fetch in batches: the paging test crosses them.
     many_conversations = 10_000
 
@@ -72,9 +74,22 @@ class TestAsyncMongoDBConformance(AsyncChatMemoryRepositoryTests):
     ) -> Callable[[timedelta], Any]:
         return lambda ttl: self._make(async_client, collections, ttl=ttl)
 
+    @pytest.fixture
+    def make_async_repository_with_retention(
+        self, async_client: Any, collections: list[str]
+    ) -> Callable[[Retention], Any]:
+        return lambda retention: self._make(
+            async_client, collections, retention=retention
+        )
 
-class TestAsyncMongoDBLogInSmallReads(LogTests):
-    """The log suite on ``AsyncMongoClient``, views read a row or two at a time."""
+
+class TestAsyncMongoDBLogInSmallReads(LogTests, RetentionTests):
+    """The log suite on ``AsyncMongoClient``, views read a row or two at a time.
+
+    A bounded log's trims read their views so too.
+    """
+
+    supports_retention = True
 
     @pytest.fixture(scope="class")
     @classmethod
@@ -95,4 +110,25 @@ class TestAsyncMongoDBLogInSmallReads(LogTests):
         repository._view_reads = small_reads
         yield repository_facade(repository, async_runner)
         async_runner.run(client[DATABASE].drop_collection(name))
+        async_runner.run(client.close())
+
+    @pytest.fixture
+    def make_repository_with_retention(
+        self, required: set[str], async_runner: EventLoopThread
+    ) -> Iterator[Callable[[Retention], RepositoryFacade]]:
+        client = pymongo.AsyncMongoClient(backend_url("mongodb", required))
+        names: list[str] = []
+
+        def make(retention: Retention) -> RepositoryFacade:
+            name = f"cl_{uuid.uuid4().hex}"
+            names.append(name)
+            repository = chatledger_mongodb.AsyncMongoDBChatMemoryRepository(
+                client, database=DATABASE, collection=name, retention=retention
+            )
+            repository._view_reads = small_reads
+            return repository_facade(repository, async_runner)
+
+        yield make
+        for name in names:
+            async_runner.run(client[DATABASE].drop_collection(name))
         async_runner.run(client.close())

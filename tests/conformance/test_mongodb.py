@@ -17,7 +17,8 @@ from typing import Any
 
 import pytest
 
-from chatledger.testing import ChatMemoryRepositoryTests, LogTests
+from chatledger.retention import Retention
+from chatledger.testing import ChatMemoryRepositoryTests, LogTests, RetentionTests
 from chatledger.window import Window
 from tests.backends import backend_url
 
@@ -54,6 +55,7 @@ class TestMongoDBConformance(ChatMemoryRepositoryTests):
 
     supports_atomic_append = True
     supports_ttl = True
+    supports_retention = True
     # SCAN and cursors fetch in batches: the paging test crosses them.
     many_conversations = 10_000
 
@@ -74,14 +76,25 @@ class TestMongoDBConformance(ChatMemoryRepositoryTests):
     ) -> Callable[[timedelta], Any]:
         return lambda ttl: self._make(mongo_client, collections, ttl=ttl)
 
+    @pytest.fixture
+    def make_repository_with_retention(
+        self, mongo_client: Any, collections: list[str]
+    ) -> Callable[[Retention], Any]:
+        return lambda retention: self._make(
+            mongo_client, collections, retention=retention
+        )
 
-class TestMongoDBLogInSmallReads(LogTests):
+
+class TestMongoDBLogInSmallReads(LogTests, RetentionTests):
     """The log suite with views read a row or two at a time.
 
     The suite's own views (the window's limit plus a few rows) rarely read
     twice: here every view of the random histories reads further back, a
-    row or two per aggregation, and meets a read's boundary at every row.
+    row or two per aggregation, and meets a read's boundary at every row;
+    so does the view a bounded log's trim reads.
     """
+
+    supports_retention = True
 
     @pytest.fixture
     def repository(self, mongo_client: Any, collections: list[str]) -> Any:
@@ -92,3 +105,18 @@ class TestMongoDBLogInSmallReads(LogTests):
         )
         repository._view_reads = small_reads
         return repository
+
+    @pytest.fixture
+    def make_repository_with_retention(
+        self, mongo_client: Any, collections: list[str]
+    ) -> Callable[[Retention], Any]:
+        def make(retention: Retention) -> Any:
+            name = f"cl_{uuid.uuid4().hex}"
+            collections.append(name)
+            repository = chatledger_mongodb.MongoDBChatMemoryRepository(
+                mongo_client, database=DATABASE, collection=name, retention=retention
+            )
+            repository._view_reads = small_reads
+            return repository
+
+        return make

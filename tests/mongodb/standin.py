@@ -116,6 +116,33 @@ class _Collection:
             keep = {k for k, v in projection.items() if v}
             return {k: copy.deepcopy(v) for k, v in shown.items() if k in keep}
 
+    def update_one(
+        self, filter: dict[str, Any], update: Any, upsert: bool = False, **kwargs: Any
+    ) -> Any:
+        """mongomock's, but an update pipeline goes through the evaluator.
+
+        The filter picks the document as mongomock matches it; no upsert.
+        """
+        if not isinstance(update, list):
+            with self._lock:
+                return self._inner.update_one(filter, update, upsert=upsert, **kwargs)
+        assert not upsert, "the stand-in runs an update pipeline without upsert"
+        with self._lock:
+            before = self._inner.find_one(filter)
+            if before is None:
+                return _Updated(0, 0)
+            after = run_pipeline(copy.deepcopy(before), update)
+            self._inner.replace_one({"_id": before["_id"]}, after)
+            return _Updated(1, int(after != before))
+
+
+class _Updated:
+    """What pymongo's ``UpdateResult`` tells of an update the stand-in ran."""
+
+    def __init__(self, matched_count: int, modified_count: int) -> None:
+        self.matched_count = matched_count
+        self.modified_count = modified_count
+
 
 class _Database:
     def __init__(self, inner: Any, lock: threading.RLock) -> None:

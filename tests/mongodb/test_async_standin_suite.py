@@ -18,7 +18,8 @@ from typing import Any
 
 import pytest
 
-from chatledger.testing import AsyncChatMemoryRepositoryTests, LogTests
+from chatledger.retention import Retention
+from chatledger.testing import AsyncChatMemoryRepositoryTests, LogTests, RetentionTests
 from chatledger.testing.async_runner import (
     EventLoopThread,
     RepositoryFacade,
@@ -37,6 +38,7 @@ class TestAsyncMongoDBStandInEvaluator(AsyncChatMemoryRepositoryTests):
 
     supports_atomic_append = True
     supports_ttl = True
+    supports_retention = True
 
     @pytest.fixture
     def client(self) -> AsyncStandInClient:
@@ -61,9 +63,24 @@ class TestAsyncMongoDBStandInEvaluator(AsyncChatMemoryRepositoryTests):
             ttl=ttl,
         )
 
+    @pytest.fixture
+    def make_async_repository_with_retention(
+        self, client: AsyncStandInClient
+    ) -> Callable[[Retention], Any]:
+        return lambda retention: AsyncMongoDBChatMemoryRepository(
+            client,  # type: ignore[arg-type]
+            collection=f"c_{uuid.uuid4().hex}",
+            retention=retention,
+        )
 
-class TestAsyncMongoDBStandInLogInSmallReads(LogTests):
-    """The log suite, async, on the stand-in (NOT a server), in small view reads."""
+
+class TestAsyncMongoDBStandInLogInSmallReads(LogTests, RetentionTests):
+    """The log suite, async, on the stand-in (NOT a server), in small view reads.
+
+    A bounded log's trims read their views so too.
+    """
+
+    supports_retention = True
 
     @pytest.fixture(scope="class")
     @classmethod
@@ -80,3 +97,18 @@ class TestAsyncMongoDBStandInLogInSmallReads(LogTests):
         )
         repository._view_reads = small_reads
         return repository_facade(repository, async_runner)
+
+    @pytest.fixture
+    def make_repository_with_retention(
+        self, async_runner: EventLoopThread
+    ) -> Callable[[Retention], RepositoryFacade]:
+        def make(retention: Retention) -> RepositoryFacade:
+            repository = AsyncMongoDBChatMemoryRepository(
+                AsyncStandInClient(),  # type: ignore[arg-type]
+                collection=f"c_{uuid.uuid4().hex}",
+                retention=retention,
+            )
+            repository._view_reads = small_reads
+            return repository_facade(repository, async_runner)
+
+        return make

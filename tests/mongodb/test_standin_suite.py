@@ -19,7 +19,8 @@ from typing import Any
 
 import pytest
 
-from chatledger.testing import ChatMemoryRepositoryTests, LogTests
+from chatledger.retention import Retention
+from chatledger.testing import ChatMemoryRepositoryTests, LogTests, RetentionTests
 
 pytest.importorskip("mongomock")
 
@@ -33,6 +34,7 @@ class TestMongoDBStandInEvaluator(ChatMemoryRepositoryTests):
 
     supports_atomic_append = True
     supports_ttl = True
+    supports_retention = True
 
     @pytest.fixture
     def client(self) -> StandInClient:
@@ -52,13 +54,26 @@ class TestMongoDBStandInEvaluator(ChatMemoryRepositoryTests):
             ttl=ttl,
         )
 
+    @pytest.fixture
+    def make_repository_with_retention(
+        self, client: StandInClient
+    ) -> Callable[[Retention], Any]:
+        return lambda retention: MongoDBChatMemoryRepository(
+            client,  # type: ignore[arg-type]
+            collection=f"c_{uuid.uuid4().hex}",
+            retention=retention,
+        )
 
-class TestMongoDBStandInLogInSmallReads(LogTests):
+
+class TestMongoDBStandInLogInSmallReads(LogTests, RetentionTests):
     """The log suite on the stand-in (NOT a server), views read a row or two at a time.
 
     Every view of the random histories then reads further back through the
-    further-read aggregation, and meets a read's boundary at every row.
+    further-read aggregation, and meets a read's boundary at every row; so
+    does the view a bounded log's trim reads.
     """
+
+    supports_retention = True
 
     @pytest.fixture
     def repository(self) -> MongoDBChatMemoryRepository:
@@ -68,3 +83,16 @@ class TestMongoDBStandInLogInSmallReads(LogTests):
         )
         repository._view_reads = small_reads
         return repository
+
+    @pytest.fixture
+    def make_repository_with_retention(self) -> Callable[[Retention], Any]:
+        def make(retention: Retention) -> MongoDBChatMemoryRepository:
+            repository = MongoDBChatMemoryRepository(
+                StandInClient(),  # type: ignore[arg-type]
+                collection=f"c_{uuid.uuid4().hex}",
+                retention=retention,
+            )
+            repository._view_reads = small_reads
+            return repository
+
+        return make

@@ -736,7 +736,10 @@ def log_commit_stage(version: str, expires_at: datetime | None) -> dict[str, Any
     ``next_seq`` moves past them, :data:`SYSTEM_BATCH_FIELD` takes ``_nsb``,
     ``version`` and ``expires_at`` their new values; the record of evicted
     ids is kept as read (emptied when the document had expired), and
-    :data:`RESULT_FIELD` names the appended ids, with none evicted.
+    :data:`RESULT_FIELD` names the appended ids, with none evicted, and
+    ``next``, the new ``next_seq`` (the appended ones are numbered without a
+    gap up to it, so a bounded log knows whether this append makes a trim
+    due: :mod:`chatledger_mongodb.trim`).
     """
     return {
         "$set": {
@@ -746,7 +749,11 @@ def log_commit_stage(version: str, expires_at: datetime | None) -> dict[str, Any
             "version": {"$literal": version},
             "expires_at": {"$literal": expires_at},
             EVICTED_IDS_FIELD: "$_record",
-            RESULT_FIELD: {"appended": "$_new.id", "evicted": []},
+            RESULT_FIELD: {
+                "appended": "$_new.id",
+                "evicted": [],
+                "next": {"$add": ["$_seq", {"$size": "$_new"}]},
+            },
         }
     }
 

@@ -115,7 +115,7 @@ ran where this was written):
   would pass it is refused by the server, raises
   :class:`chatledger.MessageTooLargeError` and changes nothing;
   ``save_all`` with a shorter history, or deleting the conversation, makes
-  room again. Retention will bound a log.
+  room again. ``retention=Retention.last(n)`` bounds a log (below).
 - Every append, window or log, rebuilds the document in the server (the
   pipeline walks the array for known ids and the system set), work that
   grows with the stored log; what crosses the network is the batch and the
@@ -123,6 +123,12 @@ ran where this was written):
 - A view or a page loads the document and filters its array in the server;
   what crosses the network is the rows asked for, which grows with the
   window or the page, not with the log.
+
+Under ``retention=Retention.last(n)`` (:mod:`chatledger.retention`) a log
+append that makes a trim due is followed by one more single-document update,
+the trim of :mod:`chatledger_mongodb.trim`, which removes the log's oldest
+messages as core's rules say (reading the append's window view first when
+it was given one); every other append stays one ``findAndModify``.
 
 Rows are addressed by ``seq``, never by their place in the array, so cursors
 and batches would keep their meaning under a layout that moves old rows out
@@ -165,6 +171,8 @@ from chatledger.adapters import (
     validate_page_request,
     view_reads,
 )
+from chatledger.retention import Retention, to_retention
+from chatledger.window_view import TailView
 from chatledger_mongodb.log_reads import (
     page_pipeline,
     page_rows,
@@ -190,6 +198,7 @@ from chatledger_mongodb.steps import (
     count_pipeline,
     listed,
     live,
+    log_append_numbers,
     log_append_outcome,
     log_append_update,
     messages_of,
@@ -202,6 +211,7 @@ from chatledger_mongodb.steps import (
     validate_collection_name,
     validate_database_name,
 )
+from chatledger_mongodb.trim import trim_write
 
 __all__ = ["MAX_DOCUMENT_BYTES", "MongoDBChatMemoryRepository"]
 
@@ -235,10 +245,15 @@ class MongoDBChatMemoryRepository(ClosingContext):
             write, and again before the first write after :meth:`drop_schema`.
             The sync repository creates it at construction; the async one,
             which cannot wait there, does no I/O before its first call.
+        retention: What each conversation's log keeps:
+            ``Retention.everything()`` (the default) or ``Retention.last(n)``
+            (``n`` for short); see :mod:`chatledger.retention` and
+            :meth:`append_to_log`.
 
     Raises:
         InvalidNameError: if a name is not allowed.
         InvalidTTLError: if ``ttl`` is not a positive duration.
+        InvalidRetentionError: if ``retention`` is neither.
         TypeError: if ``client`` is a ``pymongo.AsyncMongoClient``
             (:class:`chatledger_mongodb.AsyncMongoDBChatMemoryRepository` takes one).
     """
@@ -251,11 +266,13 @@ class MongoDBChatMemoryRepository(ClosingContext):
         collection: str = "chat_memory",
         ttl: TTLValue = None,
         create_indexes: bool = True,
+        retention: Retention | int | None = None,
     ) -> None:
         """Bind to ``database.collection`` of ``client``; see the class docstring."""
         self._database_name = validate_database_name(database)
         self._collection_name = validate_collection_name(collection)
         self.ttl = to_ttl(ttl)
+        self.retention = to_retention(retention)
         # Each side refuses the other's client (the sync renames swap the names).
         if isinstance(client, AsyncMongoClient):
             raise TypeError(
@@ -281,16 +298,19 @@ class MongoDBChatMemoryRepository(ClosingContext):
 
         The database comes from the URL path (``mongodb://host/mydb``) unless
         ``database=`` is given. The constructor's options (``database``,
-        ``collection``, ``ttl``, ``create_indexes``) go to it, checked before a
-        client exists; every other option goes to ``MongoClient``
-        (``serverSelectionTimeoutMS=3000``, say), which refuses one it does not
-        know. :meth:`close` closes the client. The async repository does no
-        I/O here (a ``mongodb+srv://`` name is resolved on the first call).
+        ``collection``, ``ttl``, ``create_indexes``, ``retention``, the last
+        also as ``?retention=100`` in the URL's query) go to it, checked
+        before a client exists; every other option goes to
+        ``MongoClient`` (``serverSelectionTimeoutMS=3000``, say), which
+        refuses one it does not know. :meth:`close` closes the client. The
+        async repository does no I/O here (a ``mongodb+srv://`` name is
+        resolved on the first call).
         """
-        client_options, own = split_url_options(url, options)
+        url, client_options, own = split_url_options(url, options)
         validate_database_name(own.get("database", "chatledger"))
         validate_collection_name(own.get("collection", "chat_memory"))
         to_ttl(own.get("ttl"))
+        to_retention(own.get("retention"))
         client: MongoClient[Any] = MongoClient(url, **client_options)
         try:  # the constructor creates the TTL index
             repository = cls(client, **own)
@@ -301,9 +321,10 @@ class MongoDBChatMemoryRepository(ClosingContext):
         return repository
 
     def __repr__(self) -> str:
+        bound = f", retention={self.retention!r}" if self.retention.bounded else ""
         return (
             f"{type(self).__name__}(database={self._database_name!r}, "
-            f"collection={self._collection_name!r}, ttl={self.ttl!r})"
+            f"collection={self._collection_name!r}, ttl={self.ttl!r}{bound})"
         )
 
     @property
@@ -467,6 +488,16 @@ class MongoDBChatMemoryRepository(ClosingContext):
         does). Given a window with a counter, each message's size under it is
         stored beside it. One ``findAndModify``, whatever the history holds.
 
+        Under ``Retention.last(n)``, an append whose numbers make a trim due
+        (:meth:`~chatledger.retention.Retention.trim_due`, about one in
+        ``slack``) then trims the log in one more single-document update
+        (:mod:`chatledger_mongodb.trim`); given a window, the view of it is
+        read first, as :meth:`find_window` reads it (one aggregation, or a
+        few for a view that reaches far back), and the trim keeps what it
+        shows. The append is stored before the trim starts: if the trim
+        fails, its error is raised and the appended messages stay stored (a
+        retry of the append is a no-op; the next due trim catches up).
+
         Raises:
             TypeError: if ``window`` is neither ``None`` nor a ``Window``.
             MessageTooLargeError: if the batch cannot fit in one document
@@ -490,7 +521,23 @@ class MongoDBChatMemoryRepository(ClosingContext):
                 )
             )
         self.fault_points.reach("after_commit")
-        return log_append_outcome(document, prepared)
+        result = log_append_outcome(document, prepared)
+        numbers = log_append_numbers(document, result)
+        if numbers is not None and self.retention.trim_due(*numbers):
+            shown_from = None
+            if window is not None:
+                view = self._tail_view(conversation_id, window)
+                shown_from = view.shown_from()
+            query, update = trim_write(
+                conversation_id,
+                self.retention,
+                numbers[1],
+                result.appended[-1].id,
+                shown_from,
+                utc_now(),
+            )
+            settled(self._collection.update_one(query, update))
+        return result
 
     def find_window(self, conversation_id: str, window: Window) -> list[Message]:
         """Return the view of ``window`` on the log, oldest first.
@@ -506,6 +553,10 @@ class MongoDBChatMemoryRepository(ClosingContext):
         """
         validate_conversation_id(conversation_id)
         checked_window(window)
+        return (self._tail_view(conversation_id, window)).messages()
+
+    def _tail_view(self, conversation_id: str, window: Window) -> TailView:
+        """Read the rows the view of ``window`` needs, newest first, into a view."""
         now = utc_now()
         reads = self._view_reads(window)
         rows = next(reads)
@@ -519,7 +570,7 @@ class MongoDBChatMemoryRepository(ClosingContext):
                 tail_pipeline(conversation_id, window, tail[0], rows, now)
             )
             tail = tail_of(found.to_list())
-        return view.messages()
+        return view
 
     def find_messages_page(
         self,

@@ -47,6 +47,7 @@ from chatledger.adapters import (
     ContentionError,
     ConversationPage,
     InvalidNameError,
+    InvalidOptionError,
     Message,
     MessageTooLargeError,
     RequestLimit,
@@ -70,6 +71,7 @@ from chatledger_mongodb.pipeline import (
 __all__ = [
     "APPEND_PROJECTION",
     "BACKFILL_PROJECTION",
+    "LOG_NUMBER_OFFSET",
     "MAX_DOCUMENT_BYTES",
     "MAX_SIZE_BACKFILLS",
     "READ_PROJECTION",
@@ -85,6 +87,7 @@ __all__ = [
     "count_pipeline",
     "listed",
     "live",
+    "log_append_numbers",
     "log_append_outcome",
     "log_append_update",
     "messages_of",
@@ -114,12 +117,18 @@ _BATCH = RequestLimit(MAX_DOCUMENT_BYTES, _DOCUMENT_OVERHEAD, _SETTING)
 #: never sized; only a concurrent rewrite of those messages makes it loop.
 MAX_SIZE_BACKFILLS = 5
 
+#: Core numbers a log from 1, and a bounded retention counts from there
+#: (:mod:`chatledger.retention`); the document's ``seq`` starts at 0.
+LOG_NUMBER_OFFSET = 1
+
 #: The name of the TTL index on ``expires_at``.
 TTL_INDEX_NAME = "chatledger_expires_at"
 
 #: The keyword options both repositories take; ``from_url`` passes the rest
 #: to the client.
-REPOSITORY_OPTIONS = frozenset({"database", "collection", "ttl", "create_indexes"})
+REPOSITORY_OPTIONS = frozenset(
+    {"database", "collection", "ttl", "create_indexes", "retention"}
+)
 
 #: What an append reads back: only what it did.
 APPEND_PROJECTION = {"_id": 0, RESULT_FIELD: 1}
@@ -171,15 +180,22 @@ def validate_collection_name(value: object) -> str:
 
 def split_url_options(
     url: str, options: Mapping[str, Any]
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Split ``from_url`` options into the client's and the repository's.
+) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """Split ``from_url``'s URL and options into the client's and the repository's.
 
-    The repository's :data:`REPOSITORY_OPTIONS` stay with it, and the database
+    The repository's :data:`REPOSITORY_OPTIONS` stay with it, the database
     comes from the URL's path (``mongodb://host/mydb``) unless ``database`` is
-    given; every other option goes to the client. No host is resolved.
+    given, and ``retention`` may come from the URL's query
+    (``?retention=100``), which then leaves the URL (the client would warn of
+    an option it does not know); every other option goes to the client. No
+    host is resolved.
 
     Returns:
-        ``(client_options, repository_options)``.
+        ``(client_url, client_options, repository_options)``.
+
+    Raises:
+        InvalidOptionError: ``retention`` in the URL's query more than once,
+            or there and as an option too.
     """
     client = {k: v for k, v in options.items() if k not in REPOSITORY_OPTIONS}
     own = {k: v for k, v in options.items() if k in REPOSITORY_OPTIONS}
@@ -187,7 +203,40 @@ def split_url_options(
         path = urlsplit(url).path.lstrip("/")
         if path:
             own["database"] = unquote(path)
-    return client, own
+    url, in_query = _without_retention(url)
+    if in_query is not None:
+        if "retention" in own:
+            raise InvalidOptionError(
+                "retention is given twice: in the URL's query and as an option"
+            )
+        own["retention"] = in_query
+    return url, client, own
+
+
+def _without_retention(url: str) -> tuple[str, str | None]:
+    """``url`` less its ``retention`` query parameter, and that parameter's value.
+
+    The rest of the URL is kept as written: the client parses it.
+    """
+    start = url.find("?")
+    if start < 0:
+        return url, None
+    end = url.find("#", start)
+    end = len(url) if end < 0 else end
+    kept: list[str] = []
+    values: list[str] = []
+    for item in url[start + 1 : end].split("&"):
+        name, _, value = item.partition("=")
+        if unquote(name) == "retention":
+            values.append(unquote(value))
+        else:
+            kept.append(item)
+    if not values:
+        return url, None
+    if len(values) > 1:
+        raise InvalidOptionError("the URL's query gives retention more than once")
+    query = "&".join(kept)
+    return url[:start] + ("?" + query if query else "") + url[end:], values[0]
 
 
 def live(now: datetime) -> dict[str, Any]:
@@ -389,6 +438,23 @@ def log_append_outcome(
     assert document is not None
     by_id = {m.id: m for m in prepared.stamped}
     return AppendResult([by_id[i] for i in document[RESULT_FIELD]["appended"]])
+
+
+def log_append_numbers(
+    document: Mapping[str, Any] | None, result: AppendResult
+) -> tuple[int, int] | None:
+    """The numbers a log append stored, ``(first, last)``, as core counts them.
+
+    Core numbers a log from 1, the document's ``seq`` from 0
+    (:data:`LOG_NUMBER_OFFSET`); ``None`` when nothing was appended.
+    ``document`` is what the append returned.
+    """
+    if not result.appended:
+        return None
+    # An append that stored anything returned its document.
+    assert document is not None
+    last = int(document[RESULT_FIELD]["next"]) - 1 + LOG_NUMBER_OFFSET
+    return last - len(result.appended) + 1, last
 
 
 def backfill(
