@@ -72,6 +72,7 @@ _LONG_TESTS = re.compile(
     r"|test_ttl_slides_on_every_write|test_conversation_expires_whole"
     r"|test_an_unreachable_mongodb_is_given_seconds"
     r"|test_chatledger_round_trip"
+    r"|tests/upgrade/"
     r"|TestDuckDBConformance::test_(concurrent_appends|pages_list|paging_while)"
 )
 
