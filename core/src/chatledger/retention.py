@@ -36,6 +36,30 @@ or ``100`` for short; ``?retention=100`` in a URL). Under
    evicted ids (:mod:`chatledger.evicted_ids`), so a late retry of its
    append stays a no-op.
 
+Translations. Where a part of the trim runs inside the server, it is named
+here; the suite's random-history case
+(``RetentionTests.test_the_view_of_a_bounded_log_is_the_unbounded_view``)
+exercises it on its backend. Core decides :meth:`Retention.trim_due` and
+:meth:`Retention.first_kept` on every backend, and the view's
+:meth:`~chatledger.window_view.TailView.shown_from` comes from a view read as
+``find_window`` reads it.
+
+- Redis: the ``TRIM`` script of ``chatledger_redis.scripts`` finds
+  ``user_from`` (the first user marker numbered from ``first_kept(last)``
+  through the append's own last, scanning the turns list from its head) and
+  takes :meth:`Retention.cutoff` (never past ``shown_from``); below the
+  cutoff it keeps the current system set as the ``VIEW`` script answers it
+  (:func:`~chatledger.window_view.current_system`), and the removed ids join
+  the record through the window append's eviction path. Core's numbers are
+  Redis sequence numbers + 1.
+- MongoDB: the update pipeline of ``chatledger_mongodb.trim.trim_pipeline``
+  finds ``user_from`` with a ``$filter`` of user elements and takes the
+  cutoff as a minimum against ``shown_from``; below it, the current system
+  set (``b`` at least ``sb``) stays, and the record is a ``$slice`` to the
+  newest :data:`~chatledger.evicted_ids.EVICTED_IDS_KEPT`, as
+  :func:`~chatledger.evicted_ids.kept_newest` makes it. Core's numbers are
+  ``seq`` + 1.
+
 A window memory over a bounded log must fit in it: a
 :class:`~chatledger.MessageWindowChatMemory` whose ``max_messages`` is more
 than ``n`` is refused when it is made.
