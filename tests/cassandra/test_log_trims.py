@@ -16,7 +16,14 @@ from chatledger_cassandra import (
 from chatledger_cassandra.connecting import url_settings
 from chatledger_cassandra.id_index import SlotMap
 from chatledger_cassandra.log_rows import Read, Statics
-from chatledger_cassandra.log_trims import LaneScan, first_user, plan_log_trim
+from chatledger_cassandra.log_trims import (
+    INDEX_ROWS_PER_BATCH,
+    LaneScan,
+    first_user,
+    index_batches,
+    plan_index_release,
+    plan_log_trim,
+)
 from chatledger_cassandra.statements import (
     LANE_EVICTED,
     LANE_IDS,
@@ -146,3 +153,15 @@ def test_cassandra_trim_scans_a_lane_page_by_page() -> None:
     assert scan.exhausted
     assert scan.reaches(100)
     assert first_user(scan.rows, 4) == 6
+
+
+def test_cassandra_trim_deletes_index_rows_a_bounded_batch_at_a_time() -> None:
+    slots = list(range(2 * INDEX_ROWS_PER_BATCH + 1))
+    batches = index_batches(slots)
+    assert [len(b) for b in batches] == [INDEX_ROWS_PER_BATCH] * 2 + [1]
+    assert [s for b in batches for s in b] == slots
+    assert index_batches([]) == [[]]
+    more = plan_index_release("c", 7, 0, [5, 6])
+    assert more.condition is not None
+    assert more.condition.params == (0, False, "c", 7)
+    assert [w.params for w in more.writes] == [("c", LANE_IDS, 5), ("c", LANE_IDS, 6)]

@@ -21,7 +21,12 @@ from cassandra.cluster import Session
 
 from chatledger import Message, MessageWindow, Retention
 from chatledger.adapters import EVICTED_IDS_KEPT, EVICTED_IDS_TRIM_STEP
-from chatledger_cassandra import CassandraChatMemoryRepository, id_index, parse_url
+from chatledger_cassandra import (
+    CassandraChatMemoryRepository,
+    id_index,
+    log_trims,
+    parse_url,
+)
 from chatledger_cassandra import steps as cassandra_steps
 from chatledger_cassandra.statements import (
     LANE_EVICTED,
@@ -167,11 +172,12 @@ def test_cassandra_a_trim_keeps_every_probe_path_of_the_index_whole(
     make: Callable[..., CassandraChatMemoryRepository],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Ids crowded onto 48 slots, a record trimmed every few ids: rows whose
-    next slot is taken stay, every other dropped id's row goes, and every
+    """Ids crowded onto 48 slots, a record trimmed every few ids, the index
+    rows going one batch each: rows whose next slot is taken stay, and every
     id kept is still found."""
     home = id_index.home_slot
     monkeypatch.setattr(id_index, "home_slot", lambda i: home(i) % 48)
+    monkeypatch.setattr(log_trims, "INDEX_ROWS_PER_BATCH", 1)
     monkeypatch.setattr(cassandra_steps, "trim_below", lambda last: last - 12)
     monkeypatch.setattr(
         cassandra_steps,

@@ -201,6 +201,8 @@ from chatledger_cassandra.log_trims import (
     anchor_of,
     first_user,
     ids_read,
+    index_batches,
+    plan_index_release,
     plan_log_trim,
     trimmed,
 )
@@ -1100,11 +1102,15 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
                 return None
             freed = slots
         ttl = found.ttl or 0
-        plan = plan_log_trim(cid, version, ttl, cutoff, batch, rows, record, freed)
+        batches = index_batches(freed)
+        plan = plan_log_trim(cid, version, ttl, cutoff, batch, rows, record, batches[0])
         if plan.condition is None:
             return []
         if not await self._commit(cid, plan):
             return None
+        for more in batches[1:]:
+            if not await self._commit(cid, plan_index_release(cid, version, ttl, more)):
+                break  # another writer came in: these rows stay, holding their ids
         return plan.result.evicted_ids
 
     async def _scan(

@@ -33,7 +33,9 @@ statements:
   ids), so a late retry of their append stays a no-op;
 - the id index (lane 3) keeps the ids of the rows and of the record; when
   the record trims, the index rows of the ids it drops go, a row tombstone
-  each, where :meth:`chatledger_cassandra.id_index.SlotMap.freed` allows.
+  each, where :meth:`chatledger_cassandra.id_index.SlotMap.freed` allows
+  (beyond :data:`INDEX_ROWS_PER_BATCH` of them, in further batches on the
+  same condition).
 
 The batch's condition, ``IF next_seq = <version read>``, makes the reads
 and the batch one atomic step: a write that came in between fails it, and
@@ -63,11 +65,14 @@ from chatledger_cassandra.steps import Plan, StoredRow, Write, cells, record_wri
 __all__ = [
     "ANCHOR_COLUMNS",
     "IDS_COLUMNS",
+    "INDEX_ROWS_PER_BATCH",
     "Anchor",
     "LaneScan",
     "anchor_of",
     "first_user",
     "ids_read",
+    "index_batches",
+    "plan_index_release",
     "plan_log_trim",
     "trimmed",
 ]
@@ -76,8 +81,12 @@ __all__ = [
 ANCHOR_COLUMNS = (*STATIC_COLUMNS, "ttl", "msg_id")
 #: The columns of ``select_ids_after``.
 IDS_COLUMNS = (*STATIC_COLUMNS, "seq", "msg_id", "role")
-#: The most rows one further read of a lane asks for.
+#: The most rows one read of a lane asks for.
 _MOST_ROWS = 4096
+#: The most id-index rows one batch of a trim deletes: a trim that removes
+#: more (a slack of tens of thousands) sends the rest in further batches, so
+#: no batch outgrows ``max_write_bytes``.
+INDEX_ROWS_PER_BATCH = 2000
 #: Below every sequence number: a scan from the start of a lane.
 _BELOW_EVERY_SEQ = -(2**63)
 
@@ -133,8 +142,8 @@ class LaneScan:
     Attributes:
         lane: The lane read.
         after: The number it is read from (exclusive).
-        first: How many rows the first read asks for; each further one
-            doubles, up to 4,096.
+        first: How many rows the first read asks for (4,096 at most); each
+            further one doubles, up to 4,096.
         rows: The rows read so far, oldest first.
         exhausted: The last page came back short: the lane was read to its end.
     """
@@ -166,7 +175,7 @@ class LaneScan:
 
 
 def _doubling(first: int) -> Iterator[int]:
-    rows = first
+    rows = min(first, _MOST_ROWS)
     while True:
         yield rows
         rows = max(rows, min(rows * 2, _MOST_ROWS))
@@ -243,4 +252,26 @@ def plan_log_trim(
         Write("confirm", (ttl, False, conversation_id, version), "condition"),
         writes,
         AppendResult([], [r.msg_id for r in gone]),
+    )
+
+
+def index_batches(slots: Sequence[int]) -> list[list[int]]:
+    """``slots`` in the batches a trim deletes their rows in: the first goes
+    with the trim's own batch, each holds :data:`INDEX_ROWS_PER_BATCH` at most."""
+    size = INDEX_ROWS_PER_BATCH
+    return [list(slots[i : i + size]) for i in range(0, len(slots), size)] or [[]]
+
+
+def plan_index_release(
+    conversation_id: str, version: int, ttl: int, slots: Sequence[int]
+) -> Plan:
+    """A further batch of a trim: more id-index rows deleted, on the same
+    condition. One that loses it leaves its rows, which still hold their ids
+    (a retry of them stays a no-op)."""
+    return Plan(
+        Write("confirm", (ttl, False, conversation_id, version), "condition"),
+        [
+            Write("delete_row", (conversation_id, LANE_IDS, slot), "index")
+            for slot in slots
+        ],
     )

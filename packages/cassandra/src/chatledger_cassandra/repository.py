@@ -202,6 +202,8 @@ from chatledger_cassandra.log_trims import (
     anchor_of,
     first_user,
     ids_read,
+    index_batches,
+    plan_index_release,
     plan_log_trim,
     trimmed,
 )
@@ -1060,11 +1062,15 @@ class CassandraChatMemoryRepository(ClosingContext):
                 return None
             freed = slots
         ttl = found.ttl or 0
-        plan = plan_log_trim(cid, version, ttl, cutoff, batch, rows, record, freed)
+        batches = index_batches(freed)
+        plan = plan_log_trim(cid, version, ttl, cutoff, batch, rows, record, batches[0])
         if plan.condition is None:
             return []
         if not self._commit(cid, plan):
             return None
+        for more in batches[1:]:
+            if not self._commit(cid, plan_index_release(cid, version, ttl, more)):
+                break  # another writer came in: these rows stay, holding their ids
         return plan.result.evicted_ids
 
     def _scan(
