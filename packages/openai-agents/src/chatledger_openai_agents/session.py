@@ -144,6 +144,20 @@ class ChatLedgerSession:
       between.
     - ``clear_session`` deletes the conversation in one step.
 
+    The SDK's ``OpenAIResponsesCompactionSession`` replaces the history of
+    the session it wraps with the compacted items. Over this session the
+    replacement is one atomic ``save_all``, through the private hook
+    ``_atomic_replace_items`` that the SDK (0.24) looks up, not a clear then
+    an add: the history is the old one or the compacted one, never empty or
+    half written, and items that cannot be stored leave it untouched. As for
+    the SDK's Redis session, the replacement does not check that the history
+    is still the one compacted, so an append of another process that lands
+    during a compaction is replaced with the rest. This session offers no
+    compaction snapshot (``_get_compaction_snapshot``): chatledger has no
+    conditional replacement of the newest messages, so compaction runs only
+    when the stored history is the whole latest model exchange, and is
+    skipped, history kept, otherwise.
+
     Raises:
         InvalidConversationIdError: for a bad ``session_id``.
         TypeError: ``repository`` is not an async repository that keeps
@@ -273,3 +287,22 @@ class ChatLedgerSession:
     async def clear_session(self) -> None:
         """Delete every item of the session (the whole conversation)."""
         await self.repository.delete_by_conversation_id(self.session_id)
+
+    async def _atomic_replace_items(self, items: list[TResponseInputItem]) -> bool:
+        """Replace every item with ``items`` in one atomic write.
+
+        The SDK's compaction session calls it, when it finds it on the
+        session's type, instead of clearing the session and adding the
+        compacted items. It returns ``False``, and the SDK then clears and
+        adds through the public methods, for a subclass: one that changes how
+        items are added or read must not be bypassed.
+
+        Raises:
+            TypeError, InvalidMessageError: before any I/O, for an item that
+                is not a dict of JSON values; the history is untouched.
+        """
+        if type(self) is not ChatLedgerSession:
+            return False
+        messages = items_to_messages(cast(list[Mapping[str, Any]], items))
+        await self.repository.save_all(self.session_id, messages)
+        return True
