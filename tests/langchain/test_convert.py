@@ -288,3 +288,18 @@ def test_arguments_at_the_depth_limit_round_trip() -> None:
     assert converted.tool_calls[0]["args"] == deepest
     with pytest.raises(UnsupportedContentError, match="nests deeper"):
         from_langchain([_calling({"a": nested(MAX_METADATA_DEPTH)})])
+
+
+def test_a_message_given_without_id_comes_back_without_one() -> None:
+    given = [
+        HumanMessage("a"),
+        AIMessage("b"),
+        ToolMessage("c", tool_call_id="t"),
+        SystemMessage("d", id="s"),
+    ]
+    stored = from_langchain(given)
+    assert all(m.id for m in stored)
+    assert to_langchain(stored) == given
+    with_ids = to_langchain(stored, stored_ids=True)
+    assert [m.id for m in with_ids] == [m.id for m in stored]
+    assert stored[3].metadata == {}

@@ -30,7 +30,9 @@ round trips are exact: ``from_langchain(to_langchain(m)) == m`` and
   own and is not carried, so a stored LangChain message reads back equal to
   the one added.
 - Into chatledger, in ``metadata["langchain"]``: ``additional_kwargs``, the
-  rest of ``response_metadata``, ``name``, ``usage_metadata``,
+  rest of ``response_metadata``, ``name``, ``usage_metadata``, ``"id": None``
+  for a message LangChain gave no ``id`` (it is stored under a new one, and
+  comes back without one, as it was given),
   ``invalid_tool_calls``, a tool message's ``artifact`` and ``status``, and a
   ``content`` list other than the one this mapping makes (kept as given; its
   text blocks are also joined into the message's text and its standard media
@@ -213,15 +215,23 @@ def _ai_calls(
     return calls, invalid, kept
 
 
-def _one_to_langchain(message: Message, where: str) -> list[BaseMessage]:
+def _given_id(message: Message, extras: Mapping[str, Any], stored_ids: bool) -> Any:
+    """The id LangChain gave (``None`` if none), or the store's when asked."""
+    if not stored_ids and "id" in extras and extras["id"] is None:
+        return None
+    return message.id
+
+
+def _one_to_langchain(
+    message: Message, where: str, stored_ids: bool
+) -> list[BaseMessage]:
     extras = _extras(message, where)
     content = extras.get("content", _content(message.content, message.media))
+    given_id = _given_id(message, extras, stored_ids)
     if message.role is Role.SYSTEM:
-        return [
-            SystemMessage(content, id=message.id, **_common(_side(message), extras))
-        ]
+        return [SystemMessage(content, id=given_id, **_common(_side(message), extras))]
     if message.role is Role.USER:
-        return [HumanMessage(content, id=message.id, **_common(_side(message), extras))]
+        return [HumanMessage(content, id=given_id, **_common(_side(message), extras))]
     if message.role is Role.ASSISTANT:
         calls, invalid, kept = _ai_calls(message)
         side = _side(message)
@@ -235,7 +245,7 @@ def _one_to_langchain(message: Message, where: str) -> list[BaseMessage]:
         return [
             AIMessage(
                 content,
-                id=message.id,
+                id=given_id,
                 tool_calls=calls,
                 invalid_tool_calls=[*extras.get("invalid_tool_calls", []), *invalid],
                 **fields,
@@ -265,7 +275,7 @@ def _one_to_langchain(message: Message, where: str) -> list[BaseMessage]:
             ToolMessage(
                 part.get("content", response.data),
                 tool_call_id=response.id,
-                id=message.id,
+                id=given_id,
                 status=part.get("status", "success"),
                 **fields,
             )
@@ -273,8 +283,17 @@ def _one_to_langchain(message: Message, where: str) -> list[BaseMessage]:
     return converted
 
 
-def to_langchain(messages: Sequence[Message]) -> list[BaseMessage]:
+def to_langchain(
+    messages: Sequence[Message], *, stored_ids: bool = False
+) -> list[BaseMessage]:
     """Convert messages to LangChain messages, in order (see the module docs).
+
+    Args:
+        messages: The messages, as a memory or repository returns them.
+        stored_ids: Give every message the id it is stored under, also one
+            whose LangChain message had none (by default it comes back
+            without one, equal to the message given). A LangGraph state
+            needs them: it tells stored messages from new ones by id.
 
     Raises:
         UnsupportedContentError: for a tool message without tool responses,
@@ -288,7 +307,7 @@ def to_langchain(messages: Sequence[Message]) -> list[BaseMessage]:
                 f"{where} must be a Message, not {type(message).__name__}"
             )
         try:
-            converted.extend(_one_to_langchain(message, where))
+            converted.extend(_one_to_langchain(message, where, stored_ids))
         except (AttributeError, LookupError, TypeError, ValueError) as exc:
             if isinstance(exc, ChatLedgerError):
                 raise
@@ -454,6 +473,8 @@ def _one_from_langchain(message: BaseMessage, where: str) -> Message:
         extras["content"] = given
     if message.name is not None and role is not Role.TOOL:
         extras["name"] = message.name
+    if message.id is None:
+        extras["id"] = None
     content: str | None = text
     tool_calls: list[ToolCall] = []
     if isinstance(message, AIMessage):
@@ -501,7 +522,9 @@ def _tool_from_langchain(group: list[ToolMessage], where: str) -> Message:
     side = parts[0].pop("side")
     for part in parts[1:]:
         part.pop("side")
-    extras = {"parts": parts} if any(parts) else {}
+    extras: dict[str, Any] = {"parts": parts} if any(parts) else {}
+    if group[0].id is None:
+        extras["id"] = None
     try:
         return Message(
             role=Role.TOOL,
@@ -517,8 +540,10 @@ def _tool_from_langchain(group: list[ToolMessage], where: str) -> Message:
 def from_langchain(messages: Sequence[BaseMessage]) -> list[Message]:
     """Convert LangChain messages to messages, in order (see the module docs).
 
-    A message without ``id`` gets a new one. Consecutive ``ToolMessage``
-    objects that share an ``id`` become one tool message.
+    A message without ``id`` gets a new one, and ``metadata["langchain"]``
+    records that LangChain gave none, so :func:`to_langchain` gives it back
+    without one. Consecutive ``ToolMessage`` objects that share an ``id``
+    become one tool message.
 
     Raises:
         UnsupportedContentError: naming the message (``messages[2]``) and the
