@@ -13,7 +13,13 @@ pytest.importorskip("langchain_core")
 
 from langchain_core.chat_history import BaseChatMessageHistory
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import (
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+)
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder
 from langchain_core.runnables import RunnableLambda
 from langchain_core.runnables.history import RunnableWithMessageHistory
@@ -26,6 +32,7 @@ from chatledger import (
 )
 from chatledger.convert import UnsupportedContentError
 from chatledger_langchain import ChatLedgerMessageHistory
+from tests.langchain.conftest import open_async
 
 deprecated_runnable = pytest.mark.filterwarnings(
     "ignore:RunnableWithMessageHistory is deprecated"
@@ -230,3 +237,99 @@ def test_bad_input_is_refused_before_any_write(repository: Any) -> None:
     with pytest.raises(UnsupportedContentError, match=r"messages\[1\]"):
         history.add_messages([HumanMessage("kept out"), bad])
     assert repository.find_conversation_ids() == []
+
+
+@pytest.mark.parametrize("over", ["repository", "memory"])
+def test_a_message_reads_back_as_it_was_given(repository: Any, over: str) -> None:
+    store = repository if over == "repository" else MessageWindowChatMemory(repository)
+    history = ChatLedgerMessageHistory(store, "c1")
+    history.add_messages([HumanMessage("hello")])
+    history.add_messages([HumanMessage("hello")])  # no id: a message of its own
+    assert history.messages == [HumanMessage("hello"), HumanMessage("hello")]
+    stored = repository.find_by_conversation_id("c1")
+    assert len({m.id for m in stored}) == 2  # the store's ids, kept inside
+
+
+def test_a_repository_keeps_every_message_it_is_given(repository: Any) -> None:
+    history = ChatLedgerMessageHistory(repository, "c1")
+    given = [
+        SystemMessage("Be brief."),
+        HumanMessage("Hi"),
+        AIMessage("Hello."),
+        SystemMessage("Be kind."),
+        ToolMessage("late result", tool_call_id="never-called"),
+        HumanMessage("Still there?"),
+    ]
+    history.add_messages(given[:3])
+    history.add_messages(given[3:])
+    assert history.messages == given
+    assert str(history).splitlines()[0] == "System: Be brief."
+
+
+def test_an_async_repository_serves_the_async_methods(
+    async_repository_url: str,
+) -> None:
+    async def main() -> tuple[list[BaseMessage], list[BaseMessage], list[str]]:
+        repository = open_async(async_repository_url)
+        try:
+            history = ChatLedgerMessageHistory(repository, "c1")
+            await history.aadd_messages([HumanMessage("hello"), AIMessage("hi")])
+            found = await history.aget_messages()
+            with pytest.raises(TypeError, match="aget_messages"):
+                _ = history.messages
+            with pytest.raises(TypeError, match="aadd_messages"):
+                history.add_messages([HumanMessage("sync")])
+            with pytest.raises(TypeError, match="aclear"):
+                history.clear()
+            await history.aclear()
+            emptied = await history.aget_messages()
+            return found, emptied, await repository.find_conversation_ids()
+        finally:
+            await repository.drop_schema()
+            await repository.aclose()
+
+    found, emptied, left = asyncio.run(main())
+    assert found == [HumanMessage("hello"), AIMessage("hi")]
+    assert (emptied, left) == ([], [])
+
+
+@deprecated_runnable
+def test_runnable_with_message_history_over_an_async_repository(
+    async_repository_url: str,
+) -> None:
+    async def main() -> list[Any]:
+        repository = open_async(async_repository_url)
+        try:
+            chain = RunnableWithMessageHistory(
+                FakeListChatModel(responses=["Paris.", "Yes."]),
+                lambda session_id: ChatLedgerMessageHistory(repository, session_id),
+            )
+            config: Any = {"configurable": {"session_id": "user-42"}}
+            await chain.ainvoke([HumanMessage("Capital of France?")], config)
+            await chain.ainvoke([HumanMessage("Sure?")], config)
+            return [
+                m.content for m in await repository.find_by_conversation_id("user-42")
+            ]
+        finally:
+            await repository.drop_schema()
+            await repository.aclose()
+
+    assert asyncio.run(main()) == ["Capital of France?", "Paris.", "Sure?", "Yes."]
+
+
+def test_a_repository_without_a_log_is_refused() -> None:
+    class WindowOnly:
+        def find_conversation_ids(self) -> list[str]:
+            return []
+
+        def find_by_conversation_id(self, conversation_id: str) -> list[Message]:
+            return []
+
+        def save_all(self, conversation_id: str, messages: Sequence[Message]) -> None:
+            pass
+
+        def delete_by_conversation_id(self, conversation_id: str) -> None:
+            pass
+
+    with pytest.raises(TypeError, match="SupportsLog"):
+        ChatLedgerMessageHistory(WindowOnly(), "c1")
