@@ -1,16 +1,23 @@
-"""chatledger-langchain: chatledger conversation memory as a LangChain chat history.
+"""chatledger-langchain: chatledger conversation memory for LangChain.
 
 Example:
-    from langchain_core.messages import AIMessage, HumanMessage
+    from langchain.agents import create_agent
+    from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+    from langchain_core.messages import AIMessage
 
     from chatledger import MessageWindowChatMemory, connect
-    from chatledger_langchain import ChatLedgerMessageHistory
+    from chatledger_langchain import ChatLedgerMiddleware
 
     memory = MessageWindowChatMemory(connect("sqlite:///chat.db"), max_messages=40)
-    history = ChatLedgerMessageHistory(memory, "user-42")
-    history.add_messages([HumanMessage("Hi"), AIMessage("Hello!")])
-    history.messages
+    model = GenericFakeChatModel(messages=iter([AIMessage("Hello!")]))  # a chat model
+    agent = create_agent(model, middleware=[ChatLedgerMiddleware(memory)])
+    agent.invoke(
+        {"messages": [{"role": "user", "content": "Hi"}]},
+        {"configurable": {"conversation_id": "user-42"}},
+    )
 
+``ChatLedgerMiddleware`` is an agent's memory (:mod:`chatledger_langchain.middleware`);
+``ChatLedgerMessageHistory`` is a chat history for LangChain 0.3-style code;
 ``to_langchain`` and ``from_langchain`` convert messages both ways.
 """
 
@@ -18,5 +25,11 @@ from __future__ import annotations
 
 from chatledger_langchain.convert import from_langchain, to_langchain
 from chatledger_langchain.history import ChatLedgerMessageHistory
+from chatledger_langchain.middleware import ChatLedgerMiddleware
 
-__all__ = ["ChatLedgerMessageHistory", "from_langchain", "to_langchain"]
+__all__ = [
+    "ChatLedgerMessageHistory",
+    "ChatLedgerMiddleware",
+    "from_langchain",
+    "to_langchain",
+]
