@@ -11,9 +11,10 @@ from langchain_core.callbacks import (
     AsyncCallbackManagerForLLMRun,
     CallbackManagerForLLMRun,
 )
+from langchain_core.language_models import BaseChatModel
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
-from langchain_core.messages import AIMessage, BaseMessage
-from langchain_core.outputs import ChatResult
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.tools import tool
 from pydantic import Field
 
@@ -93,3 +94,31 @@ class Hanging(ScriptedModel):
         self.started.set()
         await asyncio.Event().wait()
         raise AssertionError("not reached")
+
+
+class EchoModel(BaseChatModel):
+    """Answers ``re: <the last human message>``: each run's answer is its own."""
+
+    @property
+    def _llm_type(self) -> str:
+        return "echo"
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        asked = [m for m in messages if isinstance(m, HumanMessage)][-1]
+        answer = AIMessage(f"re: {asked.content}")
+        return ChatResult(generations=[ChatGeneration(message=answer)])
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        return self._generate(messages, stop)
