@@ -121,7 +121,8 @@ def test_async_appenders_racing_clears(store_url: str) -> None:
                 *[_agent_runner(repository, timeline, r) for r in range(AGENTS)],
                 _clearer(repository, timeline),
             )
-            return await repository.find_by_conversation_id("shared")
+            stored: list[Message] = await repository.find_by_conversation_id("shared")
+            return stored
         finally:
             await repository.drop_schema()
             await repository.aclose()
