@@ -30,12 +30,12 @@ from langchain_core.messages import BaseMessage
 
 from chatledger import (
     AsyncSupportsLog,
+    ChatMemoryRepository,
     Message,
     SupportsLog,
     is_async_repository,
     validate_conversation_id,
 )
-from chatledger.repository import is_repository
 from chatledger_langchain.convert import from_langchain, to_langchain
 
 __all__ = ["ChatLedgerMessageHistory"]
@@ -57,7 +57,7 @@ class _Calls:
                 )
             self.is_async = kinds == {True}
             add, get, clear = methods
-        elif is_async_repository(store) or is_repository(store):
+        elif isinstance(store, ChatMemoryRepository):
             self.is_async = is_async_repository(store)
             log = AsyncSupportsLog if self.is_async else SupportsLog
             if not isinstance(store, log):

@@ -51,7 +51,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Annotated, Any, NotRequired, TypedDict
+from typing import Annotated, Any, Literal, NotRequired, TypedDict, get_args
 
 from langchain.agents.middleware import AgentMiddleware, AgentState
 from langchain.agents.middleware.types import (
@@ -67,14 +67,23 @@ from langgraph.graph.message import REMOVE_ALL_MESSAGES
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
-from chatledger import InvalidConversationIdError, Message, validate_conversation_id
-from chatledger.turn_rules import OnError, open_turn, validate_on_error
+from chatledger import (
+    InvalidConversationIdError,
+    InvalidMessageError,
+    Message,
+    Turn,
+    validate_conversation_id,
+)
 from chatledger_langchain.convert import from_langchain, to_langchain
 
-__all__ = ["ChatLedgerMiddleware", "ChatLedgerState", "TurnRecord"]
+__all__ = ["ChatLedgerMiddleware", "ChatLedgerState", "OnError", "TurnRecord"]
 
 #: The state key of the middleware's own record of the run.
 TURN_KEY = "chatledger_turn"
+
+#: What a failed run stores, as ``memory.turn(on_error=...)``: nothing, or
+#: its new input.
+OnError = Literal["discard", "keep_prompt"]
 
 
 class TurnRecord(TypedDict):
@@ -147,9 +156,21 @@ class _Begun:
         # before any I/O.
         self.prompt = from_langchain(self.given)
 
+    def _unstored(self, window: Sequence[Message]) -> list[Message]:
+        """The new input but what the window holds (the same message, by id)."""
+        stored = {m.id: m for m in window}
+        for index, message in enumerate(self.prompt):
+            known = stored.get(message.id)
+            if known is not None and known != message:
+                raise InvalidMessageError(
+                    f"input message {index} reuses the id {message.id!r} of a "
+                    "different stored message"
+                )
+        return [m for m in self.prompt if m.id not in stored]
+
     def update(self, window: Sequence[Message]) -> dict[str, Any]:
         """The state update that puts ``window`` ahead of the new input."""
-        turn = open_turn(self.conversation_id, window, self.prompt)
+        turn = Turn(self.conversation_id, window, self._unstored(window))
         fresh = {m.id for m in turn.prompt}
         given: dict[str | None, list[BaseMessage]] = {}
         for message in self.given:
@@ -222,7 +243,11 @@ class ChatLedgerMiddleware(AgentMiddleware[ChatLedgerState, Any]):
     def __init__(self, memory: Any, *, on_error: OnError = "discard") -> None:
         """Keep each run's conversation in ``memory``."""
         super().__init__()
-        self.on_error = validate_on_error(on_error)
+        if on_error not in get_args(OnError):
+            raise ValueError(
+                f"on_error must be 'discard' or 'keep_prompt', not {on_error!r}"
+            )
+        self.on_error = on_error
         self._async = _is_async_memory(memory)
         self.memory = memory
         self.tools = []
