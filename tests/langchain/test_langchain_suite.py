@@ -13,7 +13,8 @@ in a pytest process of their own, on SQLite and on PostgreSQL:
 Only how their history is built changes (see
 :mod:`tests.langchain.langchain_suite_plugin`); their conftest is not loaded
 (it needs blockbuster and pytest-mock, for fixtures these files do not use).
-Every test must pass.
+Every test must pass. A minute's run with a download: ``long``, so ``nox -s
+servers`` runs it and the README's quick command leaves it out.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from pathlib import Path
 import pytest
 
 from tests.backends import backend_url
+
+pytestmark = pytest.mark.long
 
 HERE = Path(__file__).resolve().parent
 SUITE = (
