@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from neo4j import AsyncDriver, AsyncGraphDatabase
 
+from chatledger.retention import Retention
 from chatledger.testing import AsyncChatMemoryRepositoryTests, LogTests
 from chatledger.testing.async_runner import (
     EventLoopThread,
@@ -21,6 +22,7 @@ from tests.conformance.test_neo4j import small_reads
 
 class TestAsyncNeo4jConformance(AsyncChatMemoryRepositoryTests):
     supports_atomic_append = True
+    supports_retention = True
 
     @pytest.fixture(scope="class")
     @classmethod
@@ -46,6 +48,30 @@ class TestAsyncNeo4jConformance(AsyncChatMemoryRepositoryTests):
             yield repository
         finally:
             async_runner.run(repository.drop_schema())
+
+    @pytest.fixture
+    def make_async_repository_with_retention(
+        self, async_driver: AsyncDriver, async_runner: EventLoopThread
+    ) -> Iterator[Callable[[Retention], AsyncNeo4jChatMemoryRepository]]:
+        made: list[AsyncNeo4jChatMemoryRepository] = []
+
+        def make(retention: Retention) -> AsyncNeo4jChatMemoryRepository:
+            tag = uuid.uuid4().hex[:12]
+            made.append(
+                AsyncNeo4jChatMemoryRepository(
+                    async_driver,
+                    conversation_label=f"ConversationK{tag}",
+                    message_label=f"MessageK{tag}",
+                    retention=retention,
+                )
+            )
+            return made[-1]
+
+        try:
+            yield make
+        finally:
+            for repository in made:
+                async_runner.run(repository.drop_schema())
 
 
 class TestAsyncNeo4jLogInSmallReads(LogTests):

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import itertools
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
-from chatledger.testing import ChatMemoryRepositoryTests, LogTests
+from chatledger.retention import Retention
+from chatledger.testing import ChatMemoryRepositoryTests, LogTests, RetentionTests
 from chatledger.window import Window
 from chatledger_neo4j import Neo4jChatMemoryRepository
 from tests.backends import backend_url
@@ -25,8 +26,36 @@ def small_reads(window: Window) -> Iterator[int]:
     yield from itertools.repeat(2)
 
 
+def _made(
+    neo4j_url: str, prefix: str, reads: Callable[[Window], Iterator[int]] | None
+) -> Iterator[Callable[[Retention], Neo4jChatMemoryRepository]]:
+    """A factory of bounded repositories, each on labels of its own."""
+    made: list[Neo4jChatMemoryRepository] = []
+
+    def make(retention: Retention) -> Neo4jChatMemoryRepository:
+        tag = uuid.uuid4().hex[:12]
+        repository = Neo4jChatMemoryRepository.from_url(
+            neo4j_url,
+            conversation_label=f"Conversation{prefix}{tag}",
+            message_label=f"Message{prefix}{tag}",
+            retention=retention,
+        )
+        if reads is not None:
+            repository._view_reads = reads
+        made.append(repository)
+        return repository
+
+    try:
+        yield make
+    finally:
+        for repository in made:
+            repository.drop_schema()
+            repository.close()
+
+
 class TestNeo4jConformance(ChatMemoryRepositoryTests):
     supports_atomic_append = True
+    supports_retention = True
 
     @pytest.fixture
     def repository(self, neo4j_url: str) -> Iterator[Neo4jChatMemoryRepository]:
@@ -42,14 +71,23 @@ class TestNeo4jConformance(ChatMemoryRepositoryTests):
             repository.drop_schema()
             repository.close()
 
+    @pytest.fixture
+    def make_repository_with_retention(
+        self, neo4j_url: str
+    ) -> Iterator[Callable[[Retention], Neo4jChatMemoryRepository]]:
+        yield from _made(neo4j_url, "K", None)
 
-class TestNeo4jLogInSmallReads(LogTests):
-    """The log suite with views read a row or two at a time.
+
+class TestNeo4jLogInSmallReads(LogTests, RetentionTests):
+    """The log and retention suites with views read a row or two at a time.
 
     The suite's own views (the window's limit plus a few rows) rarely read
     twice: here every view of the random histories reads further back, a
-    row or two per statement, and meets a read's boundary at every row.
+    row or two per statement, and meets a read's boundary at every row;
+    so does the view a trim reads holding the conversation's lock.
     """
+
+    supports_retention = True
 
     @pytest.fixture
     def repository(self, neo4j_url: str) -> Iterator[Neo4jChatMemoryRepository]:
@@ -65,3 +103,9 @@ class TestNeo4jLogInSmallReads(LogTests):
         finally:
             repository.drop_schema()
             repository.close()
+
+    @pytest.fixture
+    def make_repository_with_retention(
+        self, neo4j_url: str
+    ) -> Iterator[Callable[[Retention], Neo4jChatMemoryRepository]]:
+        yield from _made(neo4j_url, "S", small_reads)

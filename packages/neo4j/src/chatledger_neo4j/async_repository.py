@@ -37,6 +37,15 @@ record of evicted ids, the ``evicted_ids`` list on the conversation node,
 bounded to the newest :data:`chatledger.adapters.EVICTED_IDS_KEPT`), and a
 replace writes the same state however often it runs.
 
+Under ``retention=Retention.last(n)`` (:mod:`chatledger.retention`), a log
+append whose numbers make a trim due trims the conversation in a managed
+transaction of its own once the append's statement has committed: it locks
+the conversation, finds the first user message from ``first_kept`` on and
+the view of the append's window, has core compute the cutoff, and one
+statement (``Statements.trim``) deletes the messages below it but the
+current system set, adds their ids to the record of evicted ids and keeps
+the counters right. Other appends cost what they cost unbounded.
+
 The graph model and why it is so: :mod:`chatledger_neo4j.cypher`.
 """
 
@@ -70,6 +79,7 @@ from chatledger.adapters import (
     FaultPoints,
     Message,
     MessagePage,
+    Retention,
     StoredEntry,
     StoreNotFoundError,
     TailView,
@@ -79,6 +89,7 @@ from chatledger.adapters import (
     message_page,
     plan_append_async,
     stamp_messages,
+    to_retention,
     validate_conversation_id,
     validate_messages,
     validate_page_request,
@@ -88,6 +99,7 @@ from chatledger_neo4j.cypher import AWAIT_INDEX, INDEXES_FOUND, LABEL_USED, Stat
 from chatledger_neo4j.log_steps import (
     KEY_ROUNDS,
     RETRY_TIME,
+    appended_numbers,
     log_append_parameters,
     log_append_result,
     older_parameters,
@@ -96,6 +108,8 @@ from chatledger_neo4j.log_steps import (
     retry_delays,
     system_rows,
     tail_rows,
+    trim_parameters,
+    trim_start_parameters,
     unkeyed_keys,
     view_parameters,
     view_settled,
@@ -177,12 +191,17 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
             once however many calls arrive together on its event loop.
             Pass ``False`` when they are managed elsewhere;
             :meth:`create_schema` creates them at a time you choose.
+        retention: What each conversation's log keeps:
+            ``Retention.everything()`` (the default) or ``Retention.last(n)``
+            (``n`` for short); see :mod:`chatledger.retention`.
 
     Attributes:
         fault_points: Test-only hooks called at the named steps of a write.
+        retention: The :class:`~chatledger.retention.Retention` of the logs.
 
     Raises:
         chatledger.InvalidNameError: a label is not allowed.
+        chatledger.InvalidRetentionError: ``retention`` is not a retention.
         TypeError: ``driver`` is not a ``neo4j.AsyncDriver``.
     """
 
@@ -194,9 +213,11 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
         conversation_label: str = "Conversation",
         message_label: str = "Message",
         create_schema: bool = True,
+        retention: Retention | int | None = None,
     ) -> None:
         """Validate the labels and the driver, and keep the driver."""
         self._statements = Statements(conversation_label, message_label)
+        self.retention = to_retention(retention)
         if not isinstance(driver, AsyncDriver):
             raise TypeError(
                 "driver must be a neo4j.AsyncDriver (AsyncGraphDatabase.driver), "
@@ -230,18 +251,21 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
         conversation_label: str = "Conversation",
         message_label: str = "Message",
         create_schema: bool = True,
+        retention: Retention | int | None = None,
         **driver_config: Any,
     ) -> Self:
         """Open a repository on a ``neo4j://``, ``neo4j+s://`` or ``bolt://`` URL.
 
         Credentials come from the URL's userinfo
         (``neo4j://user:password@host:7687``) and the database from its path
-        (``/chat``) unless ``database`` is given. Other keyword arguments go to
-        ``AsyncGraphDatabase.driver``. The repository owns that driver:
-        :meth:`aclose` closes it.
+        (``/chat``) unless ``database`` is given; ``retention`` from the
+        URL's query (``?retention=100``) unless given. Other keyword
+        arguments go to ``AsyncGraphDatabase.driver``. The repository owns
+        that driver: :meth:`aclose` closes it.
         """
         settings = parse_url(url)
         statements = Statements(conversation_label, message_label)
+        keep = to_retention(settings.retention if retention is None else retention)
         driver = AsyncGraphDatabase.driver(
             settings.uri, auth=settings.auth, **driver_config
         )
@@ -252,6 +276,7 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
                 conversation_label=statements.conversation_label,
                 message_label=statements.message_label,
                 create_schema=create_schema,
+                retention=keep,
             )
         except BaseException:
             if True:  # async
@@ -273,10 +298,11 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
         return repository
 
     def __repr__(self) -> str:
+        bound = f", retention={self.retention!r}" if self.retention.bounded else ""
         return (
             f"AsyncNeo4jChatMemoryRepository(database={self._database!r}, "
             f"conversation_label={self._statements.conversation_label!r}, "
-            f"message_label={self._statements.message_label!r})"
+            f"message_label={self._statements.message_label!r}{bound})"
         )
 
     @property
@@ -669,6 +695,14 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
         a window with a counter, each message's size under it is stored too.
         Nothing stored is evicted: the result's ``evicted_ids`` is empty.
 
+        Under ``Retention.last(n)``, an append whose numbers make a trim due
+        (:meth:`~chatledger.retention.Retention.trim_due`, about one in
+        ``slack`` messages) then trims the log in a transaction of its own,
+        given ``window`` to keep what its view shows: three statements more
+        and the commit. Any other append costs what it costs unbounded. A
+        trim that fails raises its error, but the append was committed
+        before it and stays stored; the next trim removes what this one left.
+
         Raises:
             TypeError: ``window`` is neither ``None`` nor a ``Window``, before
                 any I/O.
@@ -691,7 +725,11 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
                 log_append_parameters(cid, batch, window, keys),
             )
             if not record["unkeyed"]:
-                return log_append_result(record, batch)
+                result = log_append_result(record, batch)
+                numbers = appended_numbers(record)
+                if numbers is not None and self.retention.trim_due(*numbers):
+                    await self._trim(cid, record["appended"][-1], numbers[1], window)
+                return result
             keys.update(unkeyed_keys(record["unkeyed"]))
         raise ContentionError(
             cid, KEY_ROUNDS, "system messages without a system_key kept coming"
@@ -723,6 +761,12 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
 
     async def _view(self, cid: str, window: Window, run: _Run) -> list[Message] | None:
         """The view, read through ``run``; ``None`` if a write interleaved."""
+        view = await self._tail_view(cid, window, run)
+        return None if view is None else view.messages()
+
+    async def _tail_view(self, cid: str, window: Window, run: _Run) -> TailView | None:
+        """The view as core's ``TailView`` built it from the rows read through
+        ``run``; ``None`` if a write interleaved."""
         q = self._statements
         reads = self._view_reads(window)
         rows = next(reads)
@@ -739,7 +783,56 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
             if not view_settled(record):
                 return None
             tail = tail_rows(record)
-        return view.messages()
+        return view
+
+    async def _trim(
+        self, cid: str, anchor: str, last: int, window: Window | None
+    ) -> list[str]:
+        """Trim the log after the append whose last message, ``anchor``, is
+        numbered ``last`` made a trim due; return the ids removed.
+
+        One managed transaction: ``trim_start`` locks the conversation and
+        answers whether ``anchor`` is still stored at ``last`` (a save_all or
+        a delete since leaves nothing of this append to trim after) and the
+        first user message from ``first_kept`` on; the view of ``window`` is
+        read holding the lock; core's :meth:`Retention.cutoff` takes both,
+        and ``trim`` removes what lies below.
+        """
+        q = self._statements
+        retention = self.retention
+        start = trim_start_parameters(cid, anchor, last, retention.first_kept(last))
+
+        async def work(tx: AsyncManagedTransaction) -> list[str]:
+            found = await (await tx.run(q.trim_start, start)).single(strict=True)
+            self.fault_points.reach("after_lock")
+            if not found["anchored"]:
+                return []
+            shown_from = None
+            if window is not None:
+
+                async def run(
+                    query: LiteralString, parameters: dict[str, Any]
+                ) -> Record:
+                    return await (await tx.run(query, parameters)).single(strict=True)
+
+                view = await self._tail_view(cid, window, run)
+                if view is None:
+                    raise RuntimeError(f"a message of {cid!r} has no payload")
+                shown_from = view.shown_from()
+            user_from = found["user_from"]
+            cutoff = retention.cutoff(
+                last,
+                user_from=int(user_from[0]) if user_from else None,
+                shown_from=shown_from,
+            )
+            trimmed = await (await tx.run(q.trim, trim_parameters(cid, cutoff))).single(
+                strict=True
+            )
+            self.fault_points.reach("after_evict")
+            self.fault_points.reach("before_commit")
+            return list(trimmed["trimmed"])
+
+        return await self._write(work)
 
     async def find_messages_page(
         self,

@@ -416,7 +416,7 @@ class Statements:
             "t = 0, r IN kept | t + CASE WHEN r.role = $system THEN 0 "
             "ELSE r.size END) END, "
             "c.emptied = CASE WHEN size(kept) = 0 THEN c.emptied END "
-            "RETURN [r IN kept | r.id] AS appended, unkeyed"
+            "RETURN [r IN kept | r.id] AS appended, base AS first, unkeyed"
         )
         # The newest non-system rows below $below, newest first, as
         # [seq, payload, size under $counter or null]: the seek runs in the
@@ -473,6 +473,56 @@ class Statements:
             "WHERE m.conversation_id = $cid AND m.seq > $after "
             "WITH m ORDER BY m.conversation_id, m.seq LIMIT $limit "
             "RETURN [m.seq, m.payload] }} AS rows"
+        )
+        # -- the trim of a bounded log (chatledger.retention) ---------------
+        # Its first statement, in a transaction of its own after the append:
+        # the lock, then whether the append's last message ($anchor at $last)
+        # is still stored (not after a save_all renumbered the conversation
+        # or a delete), and the first user message from $first_kept on, a
+        # seek of (conversation_id, role, seq). Core's Retention.cutoff takes
+        # it from there, with the view of the append's window, read in the
+        # same transaction.
+        self.trim_start = text(
+            "OPTIONAL MATCH (c:{C} {{id: $cid}}) "
+            "SET c.version = randomUUID() "
+            "WITH c, count(*) AS locked "
+            "RETURN c IS NOT NULL AND COLLECT {{ "
+            "MATCH (a:{M}) USING INDEX SEEK a:{M}(conversation_id, id) "
+            "WHERE a.conversation_id = $cid AND a.id = $anchor AND a.seq = $last "
+            "RETURN a.id }} <> [] AS anchored, "
+            "COLLECT {{ "
+            "MATCH (u:{M}) USING INDEX SEEK u:{M}(conversation_id, role, seq) "
+            "WHERE u.conversation_id = $cid AND u.role = $user "
+            "AND u.seq >= $first_kept "
+            "WITH u ORDER BY u.conversation_id, u.role, u.seq LIMIT 1 "
+            "RETURN u.seq }} AS user_from"
+        )
+        # The trim itself: every message below $cutoff goes but the current
+        # system set (rule 1, as a view shows it: current_system); their ids,
+        # oldest first, join the record of evicted ids as the window append's
+        # evictions do (its newest $evicted_kept, chatledger's kept_newest),
+        # and the counters follow: message_count counts the non-system ones,
+        # size_total stays right only when each size removed is in its
+        # measure (otherwise null: the window append measures again).
+        self.trim = text(
+            "MATCH (c:{C} {{id: $cid}}) "
+            "WITH c, COLLECT {{ " + current_system + "RETURN s.id }} AS shown "
+            "WITH c, COLLECT {{ "
+            "MATCH (m:{M}) USING INDEX SEEK m:{M}(conversation_id, seq) "
+            "WHERE m.conversation_id = $cid AND m.seq >= 0 AND m.seq < $cutoff "
+            "AND NOT m.id IN shown "
+            "WITH m ORDER BY m.conversation_id, m.seq RETURN m }} AS gone "
+            "WITH c, gone, [m IN gone | m.id] AS ids, "
+            "[m IN gone WHERE m.role <> $system] AS others "
+            "SET c.evicted_ids = CASE WHEN size(ids) = 0 THEN c.evicted_ids "
+            "ELSE (coalesce(c.evicted_ids, []) + ids)[-$evicted_kept..] END, "
+            "c.message_count = coalesce(c.message_count, 0) - size(others), "
+            "c.size_total = CASE WHEN size(others) = 0 THEN c.size_total "
+            "WHEN all(m IN others WHERE m.size IS NOT NULL "
+            "AND m.size_counter = c.size_counter) "
+            "THEN c.size_total - reduce(t = 0, m IN others | t + m.size) END "
+            "FOREACH (m IN gone | DETACH DELETE m) "
+            "RETURN ids AS trimmed"
         )
         self.delete_messages = text(
             "MATCH (m:{M}) USING INDEX SEEK m:{M}(conversation_id, seq) "

@@ -10,9 +10,11 @@ Example:
     view_parameters("c1", MessageWindow(20), 28)["limit"]   # the newest 28 rows
 
 A log call runs one statement per round trip (``Statements.log_append``,
-``view``, ``view_older``, ``page_newest``, ``page_oldest``); the sync and the
-async repository send the same parameters and read the answers with the same
-functions, all here. Nothing here does I/O.
+``view``, ``view_older``, ``page_newest``, ``page_oldest``), and the trim of
+a bounded log one transaction after the append (``trim_start``, the view of
+the append's window, ``trim``); the sync and the async repository send the
+same parameters and read the answers with the same functions, all here.
+Nothing here does I/O.
 
 What the log keeps beside each message, and why:
 
@@ -40,6 +42,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, LiteralString
 
 from chatledger.adapters import (
+    EVICTED_IDS_KEPT,
     AppendResult,
     LogRow,
     Message,
@@ -56,6 +59,7 @@ __all__ = [
     "KEY_ROUNDS",
     "NO_BOUND",
     "RETRY_TIME",
+    "appended_numbers",
     "log_append_parameters",
     "log_append_result",
     "older_parameters",
@@ -64,6 +68,8 @@ __all__ = [
     "retry_delays",
     "system_rows",
     "tail_rows",
+    "trim_parameters",
+    "trim_start_parameters",
     "unkeyed_keys",
     "view_parameters",
     "view_settled",
@@ -148,6 +154,50 @@ def log_append_result(
     """What ``append_to_log`` returns: the messages stored, in batch order."""
     stored = set(record["appended"])
     return AppendResult([m for m in batch if m.id in stored])
+
+
+def appended_numbers(record: Mapping[str, Any]) -> tuple[int, int] | None:
+    """The sequence numbers ``first..last`` the append stored, if it stored any."""
+    appended = record["appended"]
+    if not appended:
+        return None
+    first = int(record["first"])
+    return first, first + len(appended) - 1
+
+
+# -- the trim of a bounded log -------------------------------------------------
+
+
+def trim_start_parameters(
+    conversation_id: str, anchor: str, last: int, first_kept: int
+) -> dict[str, Any]:
+    """The parameters of ``Statements.trim_start``.
+
+    Args:
+        conversation_id: The conversation.
+        anchor: The id of the append's last message, numbered ``last``.
+        last: The number of the append's last message.
+        first_kept: :meth:`Retention.first_kept` of ``last``: where the
+            first user message is looked for.
+    """
+    return {
+        "cid": conversation_id,
+        "anchor": anchor,
+        "last": last,
+        "first_kept": first_kept,
+        "user": Role.USER.value,
+    }
+
+
+def trim_parameters(conversation_id: str, cutoff: int) -> dict[str, Any]:
+    """The parameters of ``Statements.trim``: everything below ``cutoff`` goes
+    but the current system set."""
+    return {
+        "cid": conversation_id,
+        "cutoff": cutoff,
+        "system": SYSTEM,
+        "evicted_kept": EVICTED_IDS_KEPT,
+    }
 
 
 # -- views --------------------------------------------------------------------

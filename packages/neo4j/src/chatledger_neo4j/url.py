@@ -11,7 +11,8 @@ Example:
 The driver takes credentials apart from the address, so they are cut out of the
 URL's userinfo (percent-decoded) and never kept in the address or in ``repr``.
 A path names the database; a query string (the routing context of
-``neo4j://`` URLs) is passed on unchanged.
+``neo4j://`` URLs) is passed on unchanged, less ``retention``, which is the
+repository's (``?retention=100``: :mod:`chatledger.retention`).
 """
 
 from __future__ import annotations
@@ -36,12 +37,14 @@ class Neo4jSettings:
         user: The user name, or ``None`` when the URL has none.
         password: The password (``""`` when only a user is given); not in ``repr``.
         database: The database named by the URL's path, or ``None``.
+        retention: The ``retention`` of the URL's query, as text, or ``None``.
     """
 
     uri: str
     user: str | None
     password: str = field(repr=False)
     database: str | None
+    retention: str | None = None
 
     @property
     def auth(self) -> tuple[str, str] | None:
@@ -54,7 +57,8 @@ def parse_url(url: str) -> Neo4jSettings:
 
     Raises:
         UnknownBackendError: the scheme is not a Neo4j driver scheme.
-        ValueError: the URL has no host or an invalid port.
+        ValueError: the URL has no host or an invalid port, or names
+            ``retention`` twice.
     """
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
@@ -81,5 +85,17 @@ def parse_url(url: str) -> Neo4jSettings:
     user = None if parts.username is None else unquote(parts.username)
     password = unquote(parts.password) if parts.password is not None else ""
     database = unquote(parts.path.strip("/")) or None
-    uri = urlunsplit((scheme, address, "", parts.query, ""))
-    return Neo4jSettings(uri=uri, user=user, password=password, database=database)
+    routing: list[str] = []
+    retention: str | None = None
+    for item in parts.query.split("&") if parts.query else []:
+        key, _, value = item.partition("=")
+        if unquote(key) != "retention":
+            routing.append(item)
+        elif retention is not None:
+            raise ValueError(f"{redact_url(url)!r}: retention is given twice")
+        else:
+            retention = unquote(value)
+    uri = urlunsplit((scheme, address, "", "&".join(routing), ""))
+    return Neo4jSettings(
+        uri=uri, user=user, password=password, database=database, retention=retention
+    )
