@@ -59,6 +59,17 @@ exercises it on its backend. Core decides :meth:`Retention.trim_due` and
   newest :data:`~chatledger.evicted_ids.EVICTED_IDS_KEPT`, as
   :func:`~chatledger.evicted_ids.kept_newest` makes it. Core's numbers are
   ``seq`` + 1.
+- Neo4j: what stays below the cutoff (the current system messages,
+  :func:`~chatledger.window_view.current_system`) is found in the server by
+  the ``trim`` statement of ``chatledger_neo4j.cypher``, with the view's own
+  ``current_system`` seeks; the same statement extends the record as
+  :func:`~chatledger.evicted_ids.kept_newest` makes it and adjusts the
+  conversation's counts. ``user_from`` is one index seek in ``trim_start``;
+  the cutoff is computed in Python.
+- Cassandra: nothing runs in the server but range deletes; the cutoff, what
+  goes and the record's trim are decided in ``chatledger_cassandra.log_trims``
+  (lane 0 is deleted only below ``min(cutoff, system_batch)``, the existing
+  rule 1 translation of ``window_view``).
 
 A window memory over a bounded log must fit in it: a
 :class:`~chatledger.MessageWindowChatMemory` whose ``max_messages`` is more
