@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from llama_index.core.base.llms.types import (
 from llama_index.core.storage.chat_store.base import BaseChatStore
 
 from chatledger import (
+    AppendResult,
     AsyncInMemoryChatMemoryRepository,
     InMemoryChatMemoryRepository,
     InvalidConversationIdError,
@@ -27,8 +29,10 @@ from chatledger import (
     Role,
     ToolCall,
     ToolResponse,
+    Window,
 )
 from chatledger.convert import UnsupportedContentError
+from chatledger.results import MessagePage
 from chatledger_llama_index import ChatLedgerChatStore
 from tests.llama_index.conftest import Database
 
@@ -37,6 +41,44 @@ CALL = {
     "type": "function",
     "function": {"name": "weather", "arguments": '{"city":"Rome"}'},
 }
+
+
+class WithoutRemoval:
+    """An in-memory repository seen through the log calls alone, no removal."""
+
+    def __init__(self) -> None:
+        self._inner = InMemoryChatMemoryRepository()
+
+    def find_conversation_ids(self) -> list[str]:
+        return self._inner.find_conversation_ids()
+
+    def find_by_conversation_id(self, conversation_id: str) -> list[Message]:
+        return self._inner.find_by_conversation_id(conversation_id)
+
+    def save_all(self, conversation_id: str, messages: Sequence[Message]) -> None:
+        self._inner.save_all(conversation_id, messages)
+
+    def delete_by_conversation_id(self, conversation_id: str) -> None:
+        self._inner.delete_by_conversation_id(conversation_id)
+
+    def append_to_log(
+        self, conversation_id: str, messages: Sequence[Message], window: Any = None
+    ) -> AppendResult:
+        return self._inner.append_to_log(conversation_id, messages, window)
+
+    def find_window(self, conversation_id: str, window: Window) -> list[Message]:
+        return self._inner.find_window(conversation_id, window)
+
+    def find_messages_page(
+        self,
+        conversation_id: str,
+        cursor: str | None = None,
+        limit: int = 50,
+        newest_first: bool = True,
+    ) -> MessagePage:
+        return self._inner.find_messages_page(
+            conversation_id, cursor, limit, newest_first
+        )
 
 
 def chat(role: str, text: str | None, **kwargs: Any) -> ChatMessage:
@@ -183,21 +225,41 @@ def test_delete_message_returns_it_and_keeps_the_rest(repository: Any) -> None:
 def test_each_tool_response_is_a_message_of_its_own(repository: Any) -> None:
     calls = [ToolCall("a", "f", "{}"), ToolCall("b", "g", "{}")]
     both = Message.tool([ToolResponse("a", "f", "1"), ToolResponse("b", "g", "2")])
-    repository.save_all(
-        "c1", [Message.user("Both?"), Message.assistant(None, tool_calls=calls), both]
-    )
+    one = Message.tool([ToolResponse("c", "h", "3")])
+    history = [Message.user("Both?"), Message.assistant(None, tool_calls=calls), both]
+    repository.save_all("c1", [*history, one])
     store = ChatLedgerChatStore(repository)
     got = store.get_messages("c1")
-    assert [(m.role, m.additional_kwargs, m.content) for m in got[2:]] == [
+    assert [(m.role, m.additional_kwargs, m.content) for m in got[2:4]] == [
         (MessageRole.TOOL, {"tool_call_id": "a"}, "1"),
         (MessageRole.TOOL, {"tool_call_id": "b"}, "2"),
     ]
-    assert store.delete_message("c1", 2) == got[2]
-    kept = repository.find_by_conversation_id("c1")[2]
-    assert kept.id == both.id
-    assert kept.tool_responses == (ToolResponse("b", "g", "2"),)
-    assert store.delete_last_message("c1") == got[3]
+    # Removing one response alone would rewrite the stored message: refused.
+    for idx in (2, 3, -2):
+        with pytest.raises(ValueError, match=f"one of the 2 tool responses.*{both.id}"):
+            store.delete_message("c1", idx)
+    assert repository.find_by_conversation_id("c1") == [*history, one]
+    assert store.delete_last_message("c1") == got[4]
+    with pytest.raises(ValueError, match="one of the 2 tool responses"):
+        store.delete_last_message("c1")
+    assert repository.find_by_conversation_id("c1") == history
+
+
+def test_removals_need_a_repository_that_removes_messages() -> None:
+    repository = WithoutRemoval()
+    store = ChatLedgerChatStore(repository)
+    store.set_messages("c1", [chat("user", "U1"), chat("assistant", "A1")])
+    removals: list[Callable[[], object]] = [
+        lambda: store.delete_message("c1", 0),
+        lambda: store.delete_last_message("c1"),
+    ]
+    for call in removals:
+        with pytest.raises(TypeError, match=r"SupportsLogRemoval .*WithoutRemoval"):
+            call()
     assert len(repository.find_by_conversation_id("c1")) == 2
+    # Without it, delete_messages deletes the conversation, as read just before.
+    assert store.delete_messages("c1") == [chat("user", "U1"), chat("assistant", "A1")]
+    assert repository.find_conversation_ids() == []
 
 
 def test_set_messages_keeps_the_ids_of_unchanged_messages(repository: Any) -> None:
@@ -381,19 +443,22 @@ def test_async_set_messages_keeps_ids_and_refuses_bad_input(database: Database) 
 
 def test_async_delete_message_of_a_split_tool_message(database: Database) -> None:
     both = Message.tool([ToolResponse("a", "f", "1"), ToolResponse("b", "g", "2")])
-    database.repository.save_all("c1", [Message.user("Both?"), both])
+    single = Message.tool([ToolResponse("c", "h", "3")])
+    database.repository.save_all("c1", [Message.user("Both?"), both, single])
 
     async def scenario(async_repository: Any) -> ChatMessage | None:
         store = ChatLedgerChatStore(async_repository)
-        return await store.adelete_message("c1", 2)
+        with pytest.raises(ValueError, match="one of the 2 tool responses"):
+            await store.adelete_message("c1", 2)
+        return await store.adelete_message("c1", 3)
 
     # No call names the response here, so its name travels beside it.
     assert database.run(scenario) == chat(
-        "tool", "2", tool_call_id="b", chatledger={"name": "g"}
+        "tool", "3", tool_call_id="c", chatledger={"name": "h"}
     )
     [_, kept] = database.repository.find_by_conversation_id("c1")
     assert kept.id == both.id
-    assert kept.tool_responses == (ToolResponse("a", "f", "1"),)
+    assert kept.tool_responses == both.tool_responses
 
 
 def test_concurrent_tasks_lose_nothing(database: Database) -> None:

@@ -1,4 +1,4 @@
-"""A LlamaIndex chat store that keeps each key as a chatledger conversation.
+"""A LlamaIndex ``BaseChatStore`` that keeps each key as a chatledger conversation.
 
 Example:
     from llama_index.core.llms import ChatMessage
@@ -15,7 +15,6 @@ Example:
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -26,18 +25,19 @@ from pydantic import PrivateAttr
 from chatledger import (
     AsyncChatMemoryRepository,
     AsyncMessageWindowChatMemory,
+    AsyncSupportsLogRemoval,
     ChatMemoryRepository,
     Message,
     MessageWindowChatMemory,
+    SupportsLogRemoval,
     is_async_repository,
     validate_conversation_id,
 )
+from chatledger_llama_index import async_removal, removal
 from chatledger_llama_index.convert import (
-    Part,
     from_llama_index,
     read_chat_message,
     to_llama_index,
-    to_llama_index_parts,
 )
 
 __all__ = ["UNBOUNDED", "ChatLedgerChatStore"]
@@ -90,6 +90,10 @@ def _check_index(idx: object) -> int:
     return idx
 
 
+def _message(removed: tuple[str, ChatMessage] | None) -> ChatMessage | None:
+    return None if removed is None else removed[1]
+
+
 def _keep_identities(stored: Sequence[Message], batch: list[Message]) -> list[Message]:
     """``batch``, where a message equals the stored one at its place, that one.
 
@@ -99,26 +103,6 @@ def _keep_identities(stored: Sequence[Message], batch: list[Message]) -> list[Me
         old if index < len(stored) and (old := stored[index]) == new else new
         for index, new in enumerate(batch)
     ]
-
-
-def _pick(parts: list[Part], idx: int) -> Part | None:
-    if -len(parts) <= idx < len(parts):
-        return parts[idx]
-    return None
-
-
-def _without(stored: Sequence[Message], part: Part) -> list[Message]:
-    """The stored messages without the one ``part`` shows (or its tool response)."""
-    remaining = list(stored)
-    message = stored[part.source]
-    if part.response is None or len(message.tool_responses) == 1:
-        del remaining[part.source]
-    else:
-        responses = [
-            r for k, r in enumerate(message.tool_responses) if k != part.response
-        ]
-        remaining[part.source] = dataclasses.replace(message, tool_responses=responses)
-    return remaining
 
 
 class ChatLedgerChatStore(BaseChatStore):
@@ -156,13 +140,22 @@ class ChatLedgerChatStore(BaseChatStore):
     - ``set_messages`` replaces the conversation atomically (``[]`` deletes
       it), exactly as given; a message equal to the stored one at its place
       keeps that one's id and ``created_at``.
-    - ``delete_messages``, ``delete_message`` and ``delete_last_message`` read
-      the conversation, then delete it or replace it in one atomic write, and
-      return what they removed (``None`` when there was nothing). A message
-      another writer adds between the read and the write is deleted with the
-      rest, or lost by the replace: give them one writer per key.
-      ``delete_message(key, idx)`` takes an index of ``get_messages(key)``
-      (negative from the end); one out of range removes nothing.
+    - ``delete_message(key, idx)`` and ``delete_last_message`` read the
+      conversation, pick the message at ``idx`` of ``get_messages(key)``
+      (negative from the end; out of range removes nothing) and remove that
+      stored message by its id in one atomic removal (``remove_messages``):
+      a message another writer appends meanwhile is kept, and of two calls
+      that picked the same message one removes it and the other reads again.
+      They need a repository with ``SupportsLogRemoval`` (``TypeError``
+      naming it otherwise). A stored tool message with several responses
+      shows as several messages; removing one of them alone is refused
+      (``ValueError``).
+    - ``delete_messages`` removes the messages it read, by id, in one atomic
+      removal per 10,000, and returns exactly those: a message appended
+      after the read is kept. On a repository without ``SupportsLogRemoval``
+      it deletes the conversation (``delete_by_conversation_id``) and returns
+      what it read just before, which misses a message appended in between.
+    - Each returns what it removed (``None`` when nothing).
     """
 
     _repository: Any = PrivateAttr(default=None)
@@ -258,9 +251,11 @@ class ChatLedgerChatStore(BaseChatStore):
         self._memory.add(key, converted)
 
     def delete_messages(self, key: str) -> list[ChatMessage] | None:
-        """Delete ``key``; return its messages, or ``None`` if it held none."""
+        """Remove the messages of ``key``; return them, or ``None`` if none."""
         validate_conversation_id(key)
         repository = self._sync()
+        if isinstance(repository, SupportsLogRemoval):
+            return removal.remove_all(repository, key)
         stored = repository.find_by_conversation_id(key)
         if not stored:
             return None
@@ -273,16 +268,15 @@ class ChatLedgerChatStore(BaseChatStore):
         validate_conversation_id(key)
         _check_index(idx)
         repository = self._sync()
-        stored = repository.find_by_conversation_id(key)
-        part = _pick(to_llama_index_parts(stored), idx)
-        if part is None:
-            return None
-        repository.save_all(key, _without(stored, part))
-        return part.message
+        removal.require_removal(repository, "ChatLedgerChatStore.delete_message")
+        return _message(removal.remove_at(repository, key, idx))
 
     def delete_last_message(self, key: str) -> ChatMessage | None:
         """Remove the last message of ``key``; return it, or ``None`` if none."""
-        return self.delete_message(key, -1)
+        validate_conversation_id(key)
+        repository = self._sync()
+        removal.require_removal(repository, "ChatLedgerChatStore.delete_last_message")
+        return _message(removal.remove_at(repository, key, -1))
 
     def get_keys(self) -> list[str]:
         """Every conversation id of the repository."""
@@ -312,9 +306,11 @@ class ChatLedgerChatStore(BaseChatStore):
         await self._async_memory.add(key, converted)
 
     async def adelete_messages(self, key: str) -> list[ChatMessage] | None:
-        """Delete ``key``; return its messages, or ``None`` if it held none."""
+        """Remove the messages of ``key``; return them, or ``None`` if none."""
         validate_conversation_id(key)
         repository = self._async()
+        if isinstance(repository, AsyncSupportsLogRemoval):
+            return await async_removal.remove_all(repository, key)
         stored = await repository.find_by_conversation_id(key)
         if not stored:
             return None
@@ -327,16 +323,17 @@ class ChatLedgerChatStore(BaseChatStore):
         validate_conversation_id(key)
         _check_index(idx)
         repository = self._async()
-        stored = await repository.find_by_conversation_id(key)
-        part = _pick(to_llama_index_parts(stored), idx)
-        if part is None:
-            return None
-        await repository.save_all(key, _without(stored, part))
-        return part.message
+        async_removal.require_removal(repository, "ChatLedgerChatStore.adelete_message")
+        return _message(await async_removal.remove_at(repository, key, idx))
 
     async def adelete_last_message(self, key: str) -> ChatMessage | None:
         """Remove the last message of ``key``; return it, or ``None`` if none."""
-        return await self.adelete_message(key, -1)
+        validate_conversation_id(key)
+        repository = self._async()
+        async_removal.require_removal(
+            repository, "ChatLedgerChatStore.adelete_last_message"
+        )
+        return _message(await async_removal.remove_at(repository, key, -1))
 
     async def aget_keys(self) -> list[str]:
         """Every conversation id of the repository."""
