@@ -16,6 +16,12 @@ Example:
 from __future__ import annotations
 
 from chatledger_llama_index.convert import from_llama_index, to_llama_index
+from chatledger_llama_index.reopening import StoreNotPicklableError
 from chatledger_llama_index.store import ChatLedgerChatStore
 
-__all__ = ["ChatLedgerChatStore", "from_llama_index", "to_llama_index"]
+__all__ = [
+    "ChatLedgerChatStore",
+    "StoreNotPicklableError",
+    "from_llama_index",
+    "to_llama_index",
+]

@@ -11,6 +11,10 @@ Example:
     memory = ChatMemoryBuffer.from_defaults(chat_store=store, chat_store_key="user-42")
     memory.put(ChatMessage(role="user", content="Hi"))
     store.get_messages("user-42")   # read back from the database
+
+``BaseChatStore`` is the store of ``ChatMemoryBuffer`` and the other
+memories LlamaIndex has deprecated; its ``Memory`` takes an
+``AsyncDBChatStore``: :class:`chatledger_llama_index.ChatLedgerMemoryStore`.
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ from chatledger import (
     Message,
     MessageWindowChatMemory,
     SupportsLogRemoval,
+    connect,
+    connect_async,
     is_async_repository,
     validate_conversation_id,
 )
@@ -39,6 +45,7 @@ from chatledger_llama_index.convert import (
     read_chat_message,
     to_llama_index,
 )
+from chatledger_llama_index.reopening import refuse, reopen
 
 __all__ = ["UNBOUNDED", "ChatLedgerChatStore"]
 
@@ -156,12 +163,18 @@ class ChatLedgerChatStore(BaseChatStore):
       it deletes the conversation (``delete_by_conversation_id``) and returns
       what it read just before, which misses a message appended in between.
     - Each returns what it removed (``None`` when nothing).
+
+    Pickling: a store made by :meth:`from_url` pickles as its URLs and
+    reconnects when unpickled; one made from repository objects cannot be
+    rebuilt, and unpickling it raises ``StoreNotPicklableError`` (see
+    :mod:`chatledger_llama_index.reopening`).
     """
 
     _repository: Any = PrivateAttr(default=None)
     _async_repository: Any = PrivateAttr(default=None)
     _memory: Any = PrivateAttr(default=None)
     _async_memory: Any = PrivateAttr(default=None)
+    _url_options: Any = PrivateAttr(default=None)
 
     def __init__(
         self,
@@ -187,6 +200,37 @@ class ChatLedgerChatStore(BaseChatStore):
             )
 
     @classmethod
+    def from_url(
+        cls, url: str | None = None, *, async_url: str | None = None, **options: Any
+    ) -> ChatLedgerChatStore:
+        """A store over ``connect(url)``, ``connect_async(async_url)`` or both.
+
+        Give ``url`` for the sync methods, ``async_url`` for the async ones,
+        or both (the same URL works for both where the backend's drivers do
+        both, as ``sqlite:///chat.db`` and ``postgresql+psycopg://...``).
+        ``options`` go to both. Unlike one made from repository objects, a
+        store made here pickles: it reconnects to the same URLs when
+        unpickled; close the repositories it opened with
+        ``store.repository.close()`` and ``await
+        store.async_repository.aclose()``.
+
+        Raises:
+            TypeError: neither URL is given.
+        """
+        if url is None and async_url is None:
+            raise TypeError(
+                "ChatLedgerChatStore.from_url needs a URL: url= for the sync "
+                "methods, async_url= for the async ones, or both"
+            )
+        repository = None if url is None else connect(url, **options)
+        async_repository = (
+            None if async_url is None else connect_async(async_url, **options)
+        )
+        store = cls(repository, async_repository=async_repository)
+        store._url_options = (url, {"async_url": async_url, **options})
+        return store
+
+    @classmethod
     def class_name(cls) -> str:
         """The name LlamaIndex records for this store."""
         return "ChatLedgerChatStore"
@@ -196,6 +240,12 @@ class ChatLedgerChatStore(BaseChatStore):
             f"ChatLedgerChatStore({self._repository!r}, "
             f"async_repository={self._async_repository!r})"
         )
+
+    def __reduce_ex__(self, protocol: object) -> tuple[Any, ...]:
+        if self._url_options is None:
+            return refuse, (type(self).__name__,)
+        url, options = self._url_options
+        return reopen, (type(self), url, options)
 
     @property
     def repository(self) -> ChatMemoryRepository | None:
