@@ -1,9 +1,10 @@
-"""Appenders racing deletes and clears, on SQLite, PostgreSQL and Redis.
+"""Appenders racing deletes, clears and archives, on SQLite, PostgreSQL and Redis.
 
 Every message a writer was told it stored is there exactly once at the end,
 unless a delete that returned it removed it; no two deletes return the same
-message. The store runs on a repository of its own (a table, a key prefix),
-through the sync methods in threads and the async ones in tasks.
+message, and no two archives archive the same one. Each store runs on a
+repository of its own (a table, a key prefix), through the sync methods in
+threads and the async ones in tasks.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ pytest.importorskip("llama_index.core")
 pytest.importorskip("chatledger_sql")
 
 from llama_index.core.base.llms.types import ChatMessage
+from llama_index.core.storage.chat_store.base_db import MessageStatus
 
-from chatledger_llama_index import ChatLedgerChatStore
+from chatledger_llama_index import ChatLedgerChatStore, ChatLedgerMemoryStore
 
 WRITERS, APPENDS = 4, 40
 #: Each deleter and archiver goes on until the appenders are done.
@@ -193,3 +195,78 @@ def test_chat_store_tasks_lose_nothing(place: Place) -> None:
 
     removed, final = asyncio.run(scenario())
     assert_accounted([m.content for m in removed], [m.content for m in final])
+
+
+# --- ChatLedgerMemoryStore ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("kind", ["async", "sync"])
+def test_memory_store_archives_once_and_loses_nothing(place: Place, kind: str) -> None:
+    """Archives and deletes race appends; a sync repository runs in threads."""
+
+    async def scenario() -> dict[str, Any]:
+        repository: Any = (
+            connect_async(place.url, **place.options)
+            if kind == "async"
+            else place.sync()
+        )
+        store = ChatLedgerMemoryStore(repository)
+        removed: list[ChatMessage] = []
+        archived: list[list[ChatMessage]] = []
+
+        done = asyncio.Event()
+
+        async def append() -> None:
+            async def one(writer: int) -> None:
+                for number in range(APPENDS):
+                    await store.add_message("shared", message(writer, number))
+
+            try:
+                await asyncio.gather(*(one(w) for w in range(WRITERS)))
+            finally:
+                done.set()
+
+        async def delete() -> None:
+            number = 0
+            while not done.is_set():
+                if number % 2:
+                    removed.extend(await store.delete_oldest_messages("shared", 2))
+                else:
+                    gone = await store.delete_message("shared", -1)
+                    removed.extend([gone] if gone else [])
+                number += 1
+
+        async def archive() -> None:
+            while not done.is_set():
+                archived.append(await store.archive_oldest_messages("shared", 3))
+
+        try:
+            await asyncio.gather(
+                append(),
+                *(delete() for _ in range(DELETERS)),
+                *(archive() for _ in range(DELETERS)),
+            )
+            return {
+                "removed": removed,
+                "archived": archived,
+                "final": await store.get_messages("shared", status=None),
+                "still archived": await store.get_messages(
+                    "shared", status=MessageStatus.ARCHIVED
+                ),
+                "active": await store.get_messages("shared"),
+            }
+        finally:
+            if kind == "async":
+                await repository.aclose()
+
+    seen = asyncio.run(scenario())
+    final = [m.content for m in seen["final"]]
+    assert_accounted([m.content for m in seen["removed"]], final)
+    archived = [m.content for batch in seen["archived"] for m in batch]
+    assert [t for t, c in Counter(archived).items() if c > 1] == []
+    assert archived
+    # What an archive returned and no delete removed is archived still, and
+    # the archived and active messages make up the log.
+    still = [m.content for m in seen["still archived"]]
+    assert set(archived) & set(final) == set(still)
+    assert still + [m.content for m in seen["active"]] == final

@@ -1,4 +1,4 @@
-"""ChatLedgerChatStore in LlamaIndex's own flows: memories and a chat engine."""
+"""The stores in LlamaIndex's own flows: its memories and a chat engine."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from llama_index.core.memory import (
 from pydantic import ValidationError
 
 from chatledger import InMemoryChatMemoryRepository, Role
-from chatledger_llama_index import ChatLedgerChatStore
+from chatledger_llama_index import ChatLedgerChatStore, ChatLedgerMemoryStore
 from tests.llama_index.conftest import Database
 
 
@@ -122,9 +122,49 @@ def test_simple_chat_engine_async_two_turns(database: Database) -> None:
     assert fresh.get_messages("user-7") == read
 
 
-def test_the_newer_memory_class_takes_another_kind_of_store() -> None:
-    # Memory stores through an AsyncDBChatStore, not a BaseChatStore; the
-    # package README says so, and this fails when LlamaIndex changes it.
+def test_memory_takes_the_memory_store_not_the_chat_store() -> None:
+    # Memory stores through an AsyncDBChatStore; ChatLedgerChatStore is a
+    # BaseChatStore, for ChatMemoryBuffer. This fails when LlamaIndex changes it.
     store = ChatLedgerChatStore(InMemoryChatMemoryRepository())
     with pytest.raises(ValidationError, match="AsyncDBChatStore"):
         Memory.from_defaults(session_id="user-42", chat_store=store)  # type: ignore[arg-type]
+    memory_store = ChatLedgerMemoryStore(InMemoryChatMemoryRepository())
+    memory = Memory.from_defaults(session_id="user-42", chat_store=memory_store)
+    assert memory.sql_store is memory_store
+
+
+def test_simple_chat_engine_over_memory_two_turns(database: Database) -> None:
+    store = ChatLedgerMemoryStore(database.new_repository())
+    memory = Memory.from_defaults(session_id="user-42", chat_store=store)
+    engine = SimpleChatEngine.from_defaults(llm=MockLLM(), memory=memory)
+    first = engine.chat("Capital of France?").response
+    second = engine.chat("And of Italy?").response
+    assert first in second
+    stored = database.repository.find_by_conversation_id("user-42")
+    assert [(m.role, m.content) for m in stored] == [
+        (Role.USER, "Capital of France?"),
+        (Role.ASSISTANT, first),
+        (Role.USER, "And of Italy?"),
+        (Role.ASSISTANT, second),
+    ]
+
+
+def test_simple_chat_engine_over_memory_async(database: Database) -> None:
+    async def scenario(async_repository: Any) -> tuple[str, str]:
+        memory = Memory.from_defaults(
+            session_id="user-7", chat_store=ChatLedgerMemoryStore(async_repository)
+        )
+        engine = SimpleChatEngine.from_defaults(llm=MockLLM(), memory=memory)
+        first = (await engine.achat("Capital of France?")).response
+        second = (await engine.achat("And of Italy?")).response
+        return first, second
+
+    first, second = database.run(scenario)
+    assert first in second
+    stored = database.repository.find_by_conversation_id("user-7")
+    assert [m.content for m in stored] == [
+        "Capital of France?",
+        first,
+        "And of Italy?",
+        second,
+    ]
