@@ -168,3 +168,35 @@ def test_simple_chat_engine_over_memory_async(database: Database) -> None:
         "And of Italy?",
         second,
     ]
+
+
+def test_function_agent_keeps_its_tool_round_in_the_log(database: Database) -> None:
+    from llama_index.core.agent.workflow import FunctionAgent
+    from llama_index.core.llms import MockFunctionCallingLLM
+    from llama_index.core.tools import FunctionTool
+
+    def weather() -> str:
+        """The weather in Rome."""
+        return "24 C"
+
+    async def scenario(async_repository: Any) -> str:
+        memory = Memory.from_defaults(
+            session_id="agent-1", chat_store=ChatLedgerMemoryStore(async_repository)
+        )
+        agent = FunctionAgent(
+            tools=[FunctionTool.from_defaults(weather)], llm=MockFunctionCallingLLM()
+        )
+        return str(await agent.run("Weather in Rome?", memory=memory))
+
+    answer = database.run(scenario)
+    stored = database.repository.find_by_conversation_id("agent-1")
+    assert [m.role for m in stored] == [
+        Role.USER,
+        Role.ASSISTANT,
+        Role.TOOL,
+        Role.ASSISTANT,
+    ]
+    [call] = stored[1].tool_calls
+    [result] = stored[2].tool_responses
+    assert (call.name, result.id, result.data) == ("weather", call.id, "24 C")
+    assert stored[3].content == answer
