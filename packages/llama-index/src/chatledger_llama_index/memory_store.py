@@ -26,14 +26,16 @@ kept whole as a log, and the split is a boundary in it:
   show`` and every other bridge. Two calls racing never archive (nor hand to
   the memory blocks) the same message.
 - The boundary is kept beside the conversation, in the conversation
-  ``key + "#llama-index-archive"``: one small marker message per move (see
+  ``key + "#llama-index-archive"``: one small marker message per move,
+  naming the newest archived messages (see
   :mod:`chatledger_llama_index.archive`). ``get_keys`` leaves these out, and
   a key ending with that suffix is refused. With a TTL, the boundary
   expires a TTL after the last archive.
-- If the boundary's message leaves the log (removed by a call racing the
-  archive, or by another program), the archive ends at the message of the
-  marker before, so what was archived stays archived. If none of them is
-  left (the archived messages removed, trimmed by retention, the
+- If archived messages leave the log (removed here, by a call racing the
+  archive, or by another program), the archive ends at the newest one the
+  markers name that is left, so what was archived stays archived; a
+  removal here that takes one of them writes a marker naming those left.
+  If none is left (the archived messages removed, trimmed by retention, the
   conversation replaced), nothing is archived: every message is active,
   shown rather than hidden, and ``Memory`` archives the excess anew on its
   next write.
