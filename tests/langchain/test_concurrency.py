@@ -37,6 +37,10 @@ HISTORIES = 4
 AGENTS = 2
 BATCHES = 8
 CLEARS = 3
+#: The appends before each clear; each appender's last batch waits for the
+#: last clear, so that some appends are sure to come after it.
+BETWEEN_CLEARS = 6
+BEFORE_LAST = (HISTORIES + AGENTS) * (BATCHES - 1)
 CONVERSATION: Any = {"configurable": {"conversation_id": "shared"}}
 
 
@@ -49,6 +53,8 @@ class Timeline:
     #: question -> (began, acknowledged)
     appended: dict[str, tuple[int, int]] = field(default_factory=dict)
     cleared: list[tuple[int, int]] = field(default_factory=list)
+    #: Set once every clear is acknowledged.
+    clears_done: threading.Event = field(default_factory=threading.Event)
 
     def tick(self) -> int:
         with self.lock:
@@ -82,6 +88,8 @@ async def _history_writer(repository: Any, timeline: Timeline, writer: int) -> N
     history = ChatLedgerMessageHistory(repository, "shared")
     for number in range(BATCHES):
         name = f"h{writer}-{number}"
+        if number == BATCHES - 1:
+            await _clears_done(timeline)
         began = timeline.tick()
         await history.aadd_messages(_batch(name))
         timeline.appended[name] = (began, timeline.tick())
@@ -93,6 +101,8 @@ async def _agent_runner(repository: Any, timeline: Timeline, runner: int) -> Non
     agent: Any = create_agent(EchoModel(), middleware=[ChatLedgerMiddleware(memory)])
     for number in range(BATCHES):
         name = f"a{runner}-{number}"
+        if number == BATCHES - 1:
+            await _clears_done(timeline)
         began = timeline.tick()
         await agent.ainvoke({"messages": [HumanMessage(name)]}, CONVERSATION)
         timeline.appended[name] = (began, timeline.tick())
@@ -100,14 +110,22 @@ async def _agent_runner(repository: Any, timeline: Timeline, runner: int) -> Non
 
 async def _clearer(repository: Any, timeline: Timeline) -> None:
     history = ChatLedgerMessageHistory(repository, "shared")
-    for _ in range(CLEARS):
-        # Let some appends land between clears (by count, not time).
-        wanted = min(len(timeline.appended) + 6, (HISTORIES + AGENTS) * BATCHES)
-        while len(timeline.appended) < wanted:
-            await asyncio.sleep(0.001)
-        began = timeline.tick()
-        await history.aclear()
-        timeline.cleared.append((began, timeline.tick()))
+    try:
+        for _ in range(CLEARS):
+            # Let some appends land between clears (by count, not time).
+            wanted = min(len(timeline.appended) + BETWEEN_CLEARS, BEFORE_LAST)
+            while len(timeline.appended) < wanted:
+                await asyncio.sleep(0.001)
+            began = timeline.tick()
+            await history.aclear()
+            timeline.cleared.append((began, timeline.tick()))
+    finally:
+        timeline.clears_done.set()
+
+
+async def _clears_done(timeline: Timeline) -> None:
+    while not timeline.clears_done.is_set():
+        await asyncio.sleep(0.001)
 
 
 def test_async_appenders_racing_clears(store_url: str) -> None:
@@ -144,6 +162,8 @@ def test_threads_appending_racing_clears(store_url: str) -> None:
         started.wait()
         for number in range(BATCHES):
             name = f"h{writer}-{number}"
+            if number == BATCHES - 1:
+                timeline.clears_done.wait()
             began = timeline.tick()
             history.add_messages(_batch(name))
             timeline.appended[name] = (began, timeline.tick())
@@ -155,6 +175,8 @@ def test_threads_appending_racing_clears(store_url: str) -> None:
         started.wait()
         for number in range(BATCHES):
             name = f"a{runner}-{number}"
+            if number == BATCHES - 1:
+                timeline.clears_done.wait()
             began = timeline.tick()
             agent.invoke({"messages": [HumanMessage(name)]}, CONVERSATION)
             timeline.appended[name] = (began, timeline.tick())
@@ -162,14 +184,18 @@ def test_threads_appending_racing_clears(store_url: str) -> None:
     def clearer() -> None:
         history = ChatLedgerMessageHistory(repository, "shared")
         started.wait()
-        for _ in range(CLEARS):
-            # Wait for appends to land between clears (by count, not time).
-            wanted = min(len(timeline.appended) + 6, (HISTORIES + AGENTS) * BATCHES)
-            while len(timeline.appended) < wanted:
-                threading.Event().wait(0.001)
-            began = timeline.tick()
-            history.clear()
-            timeline.cleared.append((began, timeline.tick()))
+        try:
+            for _ in range(CLEARS):
+                # Let appends land between clears (by count, not time); an
+                # appender that failed stops the wait.
+                wanted = min(len(timeline.appended) + BETWEEN_CLEARS, BEFORE_LAST)
+                while len(timeline.appended) < wanted and not errors:
+                    threading.Event().wait(0.001)
+                began = timeline.tick()
+                history.clear()
+                timeline.cleared.append((began, timeline.tick()))
+        finally:
+            timeline.clears_done.set()
 
     def guarded(target: Any, *args: Any) -> threading.Thread:
         def run() -> None:
