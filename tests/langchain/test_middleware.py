@@ -29,6 +29,7 @@ from chatledger import (
     Message,
     MessageWindowChatMemory,
     Role,
+    TokenWindowChatMemory,
     ToolCall,
     ToolResponse,
 )
@@ -375,3 +376,17 @@ def test_bad_arguments_are_refused() -> None:
         ChatLedgerMiddleware(object())
     with pytest.raises(ValueError, match="on_error"):
         ChatLedgerMiddleware(MessageWindowChatMemory(), on_error="keep")  # type: ignore[arg-type]
+
+
+def test_a_token_window_and_a_streamed_run(repository: Any) -> None:
+    memory = TokenWindowChatMemory(repository, max_tokens=30)
+    model = ScriptedModel(messages=script("A" * 40, "B" * 40, "C"))
+    agent: Any = create_agent(model, middleware=[ChatLedgerMiddleware(memory)])
+    for question in ("Q1", "Q2"):
+        agent.invoke(_user(question), C42)
+    chunks = list(agent.stream(_user("Q3"), C42, stream_mode="values"))
+    assert _said(chunks[-1]["messages"])[-1] == ("ai", "C")
+    # The budget holds the newest turn and the new question only.
+    assert _said(model.seen[2]) == [("human", "Q2"), ("ai", "B" * 40), ("human", "Q3")]
+    stored = repository.find_by_conversation_id("user-42")
+    assert [m.content for m in stored] == ["Q1", "A" * 40, "Q2", "B" * 40, "Q3", "C"]
