@@ -390,3 +390,25 @@ def test_a_token_window_and_a_streamed_run(repository: Any) -> None:
     assert _said(model.seen[2]) == [("human", "Q2"), ("ai", "B" * 40), ("human", "Q3")]
     stored = repository.find_by_conversation_id("user-42")
     assert [m.content for m in stored] == ["Q1", "A" * 40, "Q2", "B" * 40, "Q3", "C"]
+
+
+def test_a_graph_that_keeps_every_message_still_shows_the_window(
+    repository: Any,
+) -> None:
+    # The parent graph's checkpoint gathers every run's messages and hands
+    # them all to the agent: what the window holds and what came before it
+    # are stored already; the new input is what follows them.
+    memory = MessageWindowChatMemory(repository, max_messages=3)
+    model = ScriptedModel(messages=script("A1", "A2", "A3"))
+    agent = create_agent(model, middleware=[ChatLedgerMiddleware(memory)])
+    builder = StateGraph(MessagesState)
+    builder.add_node("agent", agent)
+    builder.add_edge(START, "agent")
+    builder.add_edge("agent", END)
+    graph: Any = builder.compile(checkpointer=InMemorySaver())
+    config: Any = {"configurable": {"thread_id": "g-2"}}
+    for question in ("Q1", "Q2", "Q3"):
+        graph.invoke(_user(question), config)
+    assert _said(model.seen[2]) == [("human", "Q2"), ("ai", "A2"), ("human", "Q3")]
+    stored = repository.find_by_conversation_id("g-2")
+    assert [m.content for m in stored] == ["Q1", "A1", "Q2", "A2", "Q3", "A3"]

@@ -22,7 +22,11 @@ What one run does, with the conversation named by ``config["configurable"]
 
 - Before the agent runs, the memory's window (its view of the stored
   conversation, system messages first) is put ahead of the new input in the
-  agent's ``messages``; the model sees the window and the input.
+  agent's ``messages``; the model sees the window and the input. The new
+  input is what the run was given, less what is stored: a message the
+  window holds (by id), what comes before it (a graph that keeps every
+  message hands the agent its whole thread), and, with a checkpointer, what
+  earlier runs on the thread stored.
 - After a run that ends normally, the new input and every message the run
   added (the model's replies, tool calls and tool results) are stored in one
   ``memory.add``: one atomic append, so concurrent runs on a conversation
@@ -157,16 +161,25 @@ class _Begun:
         self.prompt = from_langchain(self.given)
 
     def _unstored(self, window: Sequence[Message]) -> list[Message]:
-        """The new input but what the window holds (the same message, by id)."""
+        """The new input: what follows the last message the window holds.
+
+        A graph that keeps every message (a parent graph's checkpoint) hands
+        the agent the whole thread: what the window holds is stored, and so
+        is what came before it, which the window left behind.
+        """
         stored = {m.id: m for m in window}
+        last = -1
         for index, message in enumerate(self.prompt):
             known = stored.get(message.id)
-            if known is not None and known != message:
+            if known is None:
+                continue
+            if known != message:
                 raise InvalidMessageError(
                     f"input message {index} reuses the id {message.id!r} of a "
                     "different stored message"
                 )
-        return [m for m in self.prompt if m.id not in stored]
+            last = index
+        return [m for m in self.prompt[last + 1 :] if m.id not in stored]
 
     def update(self, window: Sequence[Message]) -> dict[str, Any]:
         """The state update that puts ``window`` ahead of the new input."""
