@@ -13,7 +13,12 @@ from redis.asyncio.cluster import RedisCluster as AsyncRedisCluster
 from redis.cluster import RedisCluster
 
 from chatledger.retention import Retention
-from chatledger.testing import AsyncChatMemoryRepositoryTests, LogTests, RetentionTests
+from chatledger.testing import (
+    AsyncChatMemoryRepositoryTests,
+    LogRemovalTests,
+    LogTests,
+    RetentionTests,
+)
 from chatledger.testing.async_runner import (
     EventLoopThread,
     RepositoryFacade,
@@ -99,10 +104,11 @@ class TestAsyncRedisClusterConformance(TestAsyncRedisConformance):
     cluster = True
 
 
-class TestAsyncRedisLogInSmallReads(LogTests, RetentionTests):
+class TestAsyncRedisLogInSmallReads(LogTests, LogRemovalTests, RetentionTests):
     """The log suite through ``redis.asyncio``, views read a row or two at a time.
 
-    A bounded log's trims read their views so too.
+    A bounded log's trims read their views so too, and so do the views of a
+    log that removals took messages from.
     """
 
     supports_retention = True

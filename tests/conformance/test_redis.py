@@ -12,7 +12,12 @@ from redis import Redis
 from redis.cluster import RedisCluster
 
 from chatledger.retention import Retention
-from chatledger.testing import ChatMemoryRepositoryTests, LogTests, RetentionTests
+from chatledger.testing import (
+    ChatMemoryRepositoryTests,
+    LogRemovalTests,
+    LogTests,
+    RetentionTests,
+)
 from chatledger.window import Window
 from chatledger_redis import RedisChatMemoryRepository
 from tests.backends import backend_url
@@ -103,13 +108,14 @@ def small_reads(window: Window) -> Iterator[int]:
     yield from itertools.repeat(2)
 
 
-class TestRedisLogInSmallReads(LogTests, RetentionTests):
+class TestRedisLogInSmallReads(LogTests, LogRemovalTests, RetentionTests):
     """The log suite with views read a row or two at a time, on Redis and Cluster.
 
     The suite's own reads (the window's limit plus a few rows) rarely need a
     second one: here every view of the random histories reads further back
     through the ``TAIL`` script, and meets the page boundaries at every row;
-    so does the view a bounded log's trim reads.
+    so does the view a bounded log's trim reads, and the views of a log that
+    removals left holes in.
     """
 
     supports_retention = True

@@ -55,12 +55,15 @@ def test_markers_match_the_stored_messages(
         memory.add("m", batch)
     keys = ConversationKeys.of(repository.key_prefix, "m")
     stored = {int(s): t for s, t in client.hgetall(keys.msgs).items()}
+    # A window keeps the current system set alone: every marker is of its batch.
+    current = int(client.hget(keys.meta, "sb") or 0)
     turns, system = [], []
     for seq, message in zip(
         sorted(stored), repository.find_by_conversation_id("m"), strict=True
     ):
         if message.role is Role.SYSTEM:
-            system.append(system_marker(message, window.measure(message), seq))
+            size = window.measure(message)
+            system.append(system_marker(message, size, seq, current))
         else:
             turns.append(turn_marker(message, window.measure(message), seq))
     assert [_text(m) for m in client.lrange(keys.turns, 0, -1)] == turns

@@ -87,7 +87,12 @@ def limit_from_reply(reply: Any) -> int:
 
 
 def check_arguments(
-    args: Sequence[Any], limit: int, *, first: int, per_message: int
+    args: Sequence[Any],
+    limit: int,
+    *,
+    first: int,
+    per_message: int,
+    item: str = "messages",
 ) -> None:
     """Refuse a command one of whose arguments is longer than ``limit`` bytes.
 
@@ -96,6 +101,7 @@ def check_arguments(
         limit: The server's ``proto-max-bulk-len``.
         first: The position of the first message's first argument.
         per_message: How many arguments each message takes.
+        item: What the error calls the caller's list (``message_ids[3]``).
 
     Raises:
         MessageTooLargeError: naming the message, its size and the limit.
@@ -107,5 +113,5 @@ def check_arguments(
         size = encoded_size([arg])
         if not bulk.fits(size):
             index = (position - first) // per_message
-            what = f"messages[{index}]" if position >= first else "the script header"
+            what = f"{item}[{index}]" if position >= first else "the script header"
             bulk.check(size, what)

@@ -41,6 +41,13 @@ append that makes a trim due runs one more script after it, the ``TRIM`` of
 core's rules say (reading the append's window view first when it was given
 one); the other appends stay one round trip.
 
+Removals on request (``SupportsLogRemoval``: ``remove_newest``,
+``remove_messages``) are one script each, the ``REMOVE`` of
+:mod:`chatledger_redis.scripts`: the messages, their markers and their ids
+go together, atomically against appends, trims and other removals, and when
+the current system set goes the system markers' batches say which set is
+current again.
+
 The evicted-id record (:mod:`chatledger.evicted_ids`) lives in the
 ``<prefix>{<tag>}:evicted`` list (at least the newest
 :data:`~chatledger.evicted_ids.EVICTED_IDS_KEPT` ids the window took out,
@@ -92,7 +99,9 @@ from chatledger.adapters import (
     message_page,
     stamp_messages,
     validate_conversation_id,
+    validate_message_ids,
     validate_messages,
+    validate_removal_count,
     view_reads,
 )
 from chatledger.retention import Retention, to_retention
@@ -115,6 +124,7 @@ from chatledger_redis.scripts import (
     APPEND,
     APPEND_LOG,
     PAGE,
+    REMOVE,
     RESIZE,
     SAVE,
     TAIL,
@@ -136,6 +146,8 @@ from chatledger_redis.steps import (
     page_args,
     page_of,
     page_rows,
+    removal_args,
+    removed_messages,
     resize_args,
     save_args,
     trim_args,
@@ -197,6 +209,7 @@ class RedisChatMemoryRepository(ClosingContext):
         self._tail = client.register_script(TAIL)
         self._page = client.register_script(PAGE)
         self._trim = client.register_script(TRIM)
+        self._remove = client.register_script(REMOVE)
         # How many rows a window view reads, first and then further back.
         self._tail_reads: Callable[[Window], Iterator[int]] = view_reads
         #: The server's proto-max-bulk-len, once a large argument needed it.
@@ -430,6 +443,54 @@ class RedisChatMemoryRepository(ClosingContext):
             )
         return result
 
+    def remove_newest(self, conversation_id: str, count: int = 1) -> list[Message]:
+        """Remove and return the newest ``count`` messages, oldest first, in one script.
+
+        See ``SupportsLogRemoval``. The ``REMOVE`` script of
+        :mod:`chatledger_redis.scripts` takes the tails of the turns and the
+        system lists, their messages and their ids in one atomic step, so a
+        pop racing appends or other pops never loses nor repeats a message.
+        When the current system set goes, the one before it is current again
+        (rule 1 over what is left, decided in the script). One round trip.
+        """
+        validate_conversation_id(conversation_id)
+        validate_removal_count(count)
+        return self._removal(conversation_id, removal_args(True, [count], self._ttl_ms))
+
+    def remove_messages(
+        self, conversation_id: str, message_ids: Sequence[str]
+    ) -> list[Message]:
+        """Remove and return the messages of ``message_ids`` in one script.
+
+        As :meth:`remove_newest` does (oldest first), for the ids the log
+        holds; ids it does not hold (never stored, removed, or evicted) are
+        ignored. Each marker is found by a binary search of its list, so a
+        removal costs about the logarithm of the log's length per message,
+        plus moving the markers between it and the nearer end of its list.
+
+        Raises:
+            InvalidMessageError: ``message_ids`` is not a list of non-empty
+                str, before any I/O.
+            MessageTooLargeError: an id is longer than one argument of a
+                command may be (the server's ``proto-max-bulk-len``), before
+                it is sent.
+        """
+        validate_conversation_id(conversation_id)
+        ids = list(dict.fromkeys(validate_message_ids(message_ids)))
+        if not ids:
+            return []
+        args = removal_args(False, ids, self._ttl_ms)
+        self._check_arguments(
+            self.client, args, first=1, per_message=1, item="message_ids"
+        )
+        return self._removal(conversation_id, args)
+
+    def _removal(self, conversation_id: str, args: list[Any]) -> list[Message]:
+        """Run the ``REMOVE`` script with ``args``; the messages it removed."""
+        key_names = conversation_keys(self.key_prefix, conversation_id)[1]
+        reply = self._run(self.client, self._remove, key_names, args)
+        return removed_messages(reply)
+
     def find_window(self, conversation_id: str, window: Window) -> list[Message]:
         """Return the view of ``window`` on the log, oldest first.
 
@@ -493,7 +554,13 @@ class RedisChatMemoryRepository(ClosingContext):
         return message_page(page_rows(reply), limit, newest_first=newest_first)
 
     def _check_arguments(
-        self, client: Client, args: list[Any], *, first: int, per_message: int
+        self,
+        client: Client,
+        args: list[Any],
+        *,
+        first: int,
+        per_message: int,
+        item: str = "messages",
     ) -> None:
         """Refuse, before sending, a script argument the server would not read.
 
@@ -510,7 +577,7 @@ class RedisChatMemoryRepository(ClosingContext):
                 reply = None
             self._max_bulk_bytes = limit_from_reply(reply)
         check_arguments(
-            args, self._max_bulk_bytes, first=first, per_message=per_message
+            args, self._max_bulk_bytes, first=first, per_message=per_message, item=item
         )
 
     def _run(
@@ -535,16 +602,18 @@ class RedisChatMemoryRepository(ClosingContext):
     ) -> None:
         """Measure the stored history with ``window`` and store its sizes.
 
-        The write token is read before the messages, and the rewrite only
-        happens if it is unchanged, so the sizes always match the markers.
+        The write token is read before the messages and the system markers
+        (whose batches the new markers keep), and the rewrite only happens if
+        it is unchanged, so the sizes always match the markers.
         Every stored message is measured, the log's superseded system
         messages too, so this grows with the stored history.
         """
         pipe = client.pipeline(transaction=False)
         pipe.hmget(keys.meta, "ver", "sb")
         pipe.hgetall(keys.msgs)
-        state, stored = pipe.execute()
-        args = resize_args(counter, state, stored, window)
+        pipe.lrange(keys.system, 0, -1)
+        state, stored, system = pipe.execute()
+        args = resize_args(counter, state, stored, window, system)
         if args is not None:
             self._resize(
                 keys=[keys.meta, keys.turns, keys.system], args=args, client=client

@@ -33,7 +33,10 @@ messages with those of the current system set, which is the tail of the
 append that stored a system message, :func:`chatledger.window_view.current_system`;
 no ``sb``, as in every conversation a window or ``save_all`` wrote, means
 batch 0: the whole list). A window append that replaces the set deletes it;
-a log append keeps it (the log keeps every message) and moves ``sb``.
+a log append keeps it (the log keeps every message) and moves ``sb``. Each
+system marker an append writes ends with that append's batch
+(:mod:`chatledger_redis.markers`), which a removal of the whole current set
+reads to move ``sb`` back (:data:`REMOVE`).
 
 The window append also keeps the evicted-id record
 (:mod:`chatledger.evicted_ids`): every id it takes out of the window
@@ -54,19 +57,35 @@ every other append stays one script; it removes the oldest messages as a
 window's eviction does (the head of the turns list, the superseded system
 markers at the head of the system list) and records their ids the same way.
 
+:data:`REMOVE` takes messages back on request (``SupportsLogRemoval``): the
+newest, or those of named ids, with their markers, ids and sizes, in one
+script; the ids are forgotten rather than recorded as evicted, and rule 1
+runs again over what is left.
+
 Reads of the log (:data:`VIEW`, :data:`TAIL`, :data:`PAGE`) are scripts too,
 so each is one round trip and sees one state of the conversation. They read
 messages by sequence number, in ranges that stop at the head of the turns
 list: a window evicts only the oldest non-system messages, so from there on
-every number holds a message but for the system messages a window replaced,
-and before it only system messages are left (each with its marker in the
-system list). A read therefore costs about what it returns, whatever the
-log's length or what a window evicted from it.
+every number holds a message but for the system messages a window replaced
+and the messages a removal took, and before it only system messages are left
+(each with its marker in the system list). A read therefore costs about what
+it returns, whatever the log's length or what a window evicted from it, plus
+one number for each message removed from the range it reads.
 """
 
 from __future__ import annotations
 
-__all__ = ["APPEND", "APPEND_LOG", "PAGE", "RESIZE", "SAVE", "TAIL", "TRIM", "VIEW"]
+__all__ = [
+    "APPEND",
+    "APPEND_LOG",
+    "PAGE",
+    "REMOVE",
+    "RESIZE",
+    "SAVE",
+    "TAIL",
+    "TRIM",
+    "VIEW",
+]
 
 # Shared tail: the sliding TTL of the whole conversation, in one place.
 _EXPIRE = """
@@ -199,7 +218,11 @@ local function system_rule(system, batch, fresh, with_system)
     local _, seq, idlen, rest = string.match(entry, '^(%d+):(%d+):(%d+):(.*)$')
     idlen = tonumber(idlen)
     current[i] = {seq, string.sub(rest, 1, idlen)}
-    known[string.sub(rest, idlen + 1)] = true
+    -- the system key, less the marker's batch after it (a newline first)
+    local key = string.sub(rest, idlen + 1)
+    local tag = string.find(key, '\\n', 1, true)
+    if tag then key = string.sub(key, 1, tag - 1) end
+    known[key] = true
   end
   for _, m in ipairs(fresh) do
     if m.role == 's' and not known[m.canon] then return true, {}, current end
@@ -208,10 +231,12 @@ local function system_rule(system, batch, fresh, with_system)
 end
 
 -- Number what rule 1 keeps from next_seq on: the bodies, the ids marks and
--- the markers to write, one variadic write per key, and their sizes.
+-- the markers to write, one variadic write per key, and their sizes. A
+-- system marker ends with the append's batch, the number of its first message.
 local function number_fresh(fresh, known, next_seq)
   local out = {appended = {}, bodies = {}, id_marks = {}, turns = {}, system = {},
     tsize = 0, ssize = 0, first = next_seq}
+  local tag = '\\n' .. string.format('%d', next_seq)
   for _, m in ipairs(fresh) do
     local keep = true
     if m.role == 's' then
@@ -227,7 +252,7 @@ local function number_fresh(fresh, known, next_seq)
       out.id_marks[#out.id_marks + 1] = seq
       if m.role == 's' then
         out.system[#out.system + 1] =
-          size .. ':' .. seq .. ':' .. string.len(id) .. ':' .. id .. m.canon
+          size .. ':' .. seq .. ':' .. string.len(id) .. ':' .. id .. m.canon .. tag
         out.ssize = out.ssize + size
       else
         out.turns[#out.turns + 1] = m.role .. ':' .. size .. ':' .. seq .. ':' .. id
@@ -652,6 +677,193 @@ forget_oldest(ids, record, length, keep, step)
 local tsize = tonumber(state[2] or '0') - weight
 redis.call('HSET', meta, 'tsize', string.format('%d', tsize), 'ver', ARGV[7])
 return #gone
+"""
+)
+
+#: Remove messages from a log on request (``SupportsLogRemoval``).
+#:
+#: KEYS: meta, msgs, turns, system, ids, evicted (only its expiry is set).
+#: ARGV[1]: ``<n or i>:<ttl ms, 0 = none>:<write token>``; then, for ``n``
+#: (the newest), how many; for ``i``, the ids named, each once.
+#: Returns the removed messages' codec JSON, oldest first; ``[]`` when
+#: nothing was removed, and then nothing was written.
+#:
+#: The newest are the tails of the turns and the system lists, merged by
+#: number and cut off with ``LTRIM``. A named id is found in ``ids`` (an
+#: empty value marks an evicted id: not held), and its marker by a binary
+#: search of the system list, then of the turns list, by number (``LINDEX``,
+#: both lists being in number order), and taken out with ``LREM`` from the
+#: nearer end. The removed ids leave ``ids`` (forgotten, not recorded as
+#: evicted) and their messages ``msgs``; ``next`` stays, so numbers are not
+#: reused. Under a counter the totals lose the removed markers' sizes;
+#: without one they are the marker counts, counted again (``LLEN``, the
+#: current set) when a write older than ``exp`` left them of unknown standing.
+#: ``ver`` changes (a re-measure read before writes nothing, and the next
+#: window append looks at the head of the turns list again: a tool response
+#: may be there now) and the TTL slides, as for any write.
+#:
+#: Rule 1 runs here as a translation of core's
+#: :func:`~chatledger.window_view.current_system` over what is left: when
+#: the current set (the system markers from ``sb`` on) lost every member,
+#: the current set is that of the batch the newest system marker left
+#: records (:mod:`chatledger_redis.markers`), the tail of the system list
+#: from that batch on; ``sb`` moves back to it, and ``ssize`` becomes its
+#: total. With no system marker left, ``sb`` goes. A removal that empties
+#: the conversation deletes every key but ``ids`` (then holding only the
+#: evicted-id record's marks) and ``evicted``, as a window that empties it
+#: does, and slides their TTL.
+REMOVE = (
+    _EXPIRE
+    + _CHUNKS
+    + _CURRENT_SYSTEM
+    + """
+local meta, msgs, turns, system, ids = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local head = ARGV[1]
+local c1 = string.find(head, ':', 1, true)
+local c2 = string.find(head, ':', c1 + 1, true)
+local newest = string.sub(head, 1, c1 - 1) == 'n'
+local ttl = tonumber(string.sub(head, c1 + 1, c2 - 1))
+local token = string.sub(head, c2 + 1)
+local state = redis.call('HMGET', meta, 'next', 'ctr', 'tsize', 'ssize', 'exp', 'sb')
+if state[1] == false then return {} end
+
+local function turn_row(entry)
+  local size, seq, id = string.match(entry, '^%a:(%d+):(%d+):(.*)$')
+  return {seq = tonumber(seq), id = id, size = tonumber(size), marker = entry}
+end
+
+local function system_row(entry)
+  local size, seq, idlen, rest = string.match(entry, '^(%d+):(%d+):(%d+):(.*)$')
+  return {seq = tonumber(seq), id = string.sub(rest, 1, tonumber(idlen)),
+    size = tonumber(size), marker = entry, system = true}
+end
+
+-- the row of the marker numbered seq, taken out of list; nil if none is
+local function take(list, seq, row_of)
+  local length = redis.call('LLEN', list)
+  local low, high = 0, length - 1
+  while low <= high do
+    local middle = math.floor((low + high) / 2)
+    local row = row_of(redis.call('LINDEX', list, middle))
+    if row.seq == seq then
+      local from = 1
+      if middle >= length / 2 then from = -1 end
+      redis.call('LREM', list, from, row.marker)
+      return row
+    end
+    if row.seq < seq then low = middle + 1 else high = middle - 1 end
+  end
+  return nil
+end
+
+local doomed = {}
+if newest then
+  local count = tonumber(ARGV[2])
+  local t = redis.call('LRANGE', turns, -count, -1)
+  local s = redis.call('LRANGE', system, -count, -1)
+  local i, j, tr, sr = #t, #s, nil, nil
+  if i > 0 then tr = turn_row(t[i]) end
+  if j > 0 then sr = system_row(s[j]) end
+  while #doomed < count and (tr or sr) do
+    if sr == nil or (tr ~= nil and tr.seq > sr.seq) then
+      doomed[#doomed + 1] = tr
+      i = i - 1
+      tr = nil
+      if i > 0 then tr = turn_row(t[i]) end
+    else
+      doomed[#doomed + 1] = sr
+      j = j - 1
+      sr = nil
+      if j > 0 then sr = system_row(s[j]) end
+    end
+  end
+  if i < #t then redis.call('LTRIM', turns, 0, i - #t - 1) end
+  if j < #s then redis.call('LTRIM', system, 0, j - #s - 1) end
+else
+  local named = {}
+  for k = 2, #ARGV do named[#named + 1] = ARGV[k] end
+  for k, value in ipairs(hmget_all(ids, named)) do
+    if value and value ~= '' then
+      local seq = tonumber(value)
+      local row = take(system, seq, system_row) or take(turns, seq, turn_row)
+      -- without a marker (a layout this release never writes) the message
+      -- and its id go all the same
+      doomed[#doomed + 1] = row or {seq = seq, id = named[k]}
+    end
+  end
+end
+if #doomed == 0 then return {} end
+table.sort(doomed, function(a, b) return a.seq < b.seq end)
+
+local seqs, gone = {}, {}
+for k, row in ipairs(doomed) do
+  seqs[k] = string.format('%d', row.seq)
+  gone[k] = row.id
+end
+local bodies = hmget_all(msgs, seqs)
+hdel_all(msgs, seqs)
+hdel_all(ids, gone)
+local reply = {}
+for k = 1, #seqs do
+  if bodies[k] then reply[#reply + 1] = bodies[k] end
+end
+
+local expiring = state[5] ~= '0'
+if redis.call('HLEN', msgs) == 0 then
+  redis.call('DEL', meta, msgs, turns, system)
+  expire({ids, KEYS[6]}, ttl, expiring)
+  return reply
+end
+
+-- the totals, and rule 1 over what is left
+local weighed = state[2] ~= '' and state[2] ~= false
+local batch = tonumber(state[6] or '0')
+local tsize, ssize = tonumber(state[3] or '0'), tonumber(state[4] or '0')
+local set_lost = false
+for _, row in ipairs(doomed) do
+  if row.marker then
+    local weight = 1
+    if weighed then weight = row.size end
+    if not row.system then
+      tsize = tsize - weight
+    elseif row.seq >= batch then
+      ssize = ssize - weight
+      set_lost = true
+    end
+  end
+end
+local moved, cleared = nil, false
+if set_lost then
+  local last = redis.call('LINDEX', system, -1)
+  if not last then
+    cleared = true
+    ssize = 0
+  elseif tonumber(string.match(last, '^%d+:(%d+):')) < batch then
+    moved = tonumber(string.match(last, '\\n(%d+)$') or '0')
+    ssize = 0
+    for _, entry in ipairs(current_system(system, moved)) do
+      if weighed then ssize = ssize + tonumber(string.match(entry, '^(%d+):'))
+      else ssize = ssize + 1 end
+    end
+    batch = moved
+  end
+end
+if not weighed and state[5] == false then
+  tsize = redis.call('LLEN', turns)
+  if not moved then ssize = #current_system(system, batch) end
+end
+local flag = '0'
+if ttl > 0 then flag = '1' end
+local fields = {'tsize', string.format('%d', tsize),
+  'ssize', string.format('%d', ssize), 'ver', token, 'exp', flag}
+if moved then
+  fields[#fields + 1] = 'sb'
+  fields[#fields + 1] = string.format('%d', moved)
+end
+redis.call('HSET', meta, unpack(fields))
+if cleared then redis.call('HDEL', meta, 'sb') end
+expire(KEYS, ttl, expiring)
+return reply
 """
 )
 

@@ -60,7 +60,12 @@ from chatledger_redis.keys import (
     parse_meta_key,
     validate_key_prefix,
 )
-from chatledger_redis.markers import ROLE_CODES, system_marker, turn_marker
+from chatledger_redis.markers import (
+    ROLE_CODES,
+    system_batch,
+    system_marker,
+    turn_marker,
+)
 
 __all__ = [
     "CLUSTER_SUFFIX",
@@ -78,6 +83,8 @@ __all__ = [
     "page_args",
     "page_of",
     "page_rows",
+    "removal_args",
+    "removed_messages",
     "resize_args",
     "save_args",
     "text",
@@ -522,32 +529,58 @@ def trim_args(
     ]
 
 
+def removal_args(newest: bool, values: Sequence[Any], ttl_ms: int) -> list[Any]:
+    """The REMOVE script's ARGV: one header, then the count or the ids.
+
+    Args:
+        newest: Remove the newest ``values[0]`` messages; else the messages
+            of the ids in ``values``.
+        values: ``[count]``, or the ids, each once.
+        ttl_ms: The repository's TTL in milliseconds (0 for none).
+    """
+    return [f"{'n' if newest else 'i'}:{ttl_ms}:{write_token()}", *values]
+
+
+def removed_messages(reply: Sequence[Any]) -> list[Message]:
+    """The messages a REMOVE answer holds, oldest first."""
+    return [codec.from_json(body) for body in reply]
+
+
 def resize_args(
-    counter: str, state: Sequence[Any], stored: dict[Any, Any], window: Window
+    counter: str,
+    state: Sequence[Any],
+    stored: dict[Any, Any],
+    window: Window,
+    system: Sequence[Any] = (),
 ) -> list[Any] | None:
     """The RESIZE script's ARGV: the history measured by ``window``.
 
     ``state`` is the ``ver`` and ``sb`` fields of ``meta``, read before the
-    ``msgs`` hash, ``stored``; ``None`` when there is nothing to measure.
-    Every stored system message gets a marker, and only those of the current
-    set (from ``sb`` on) count in the system total.
+    ``msgs`` hash, ``stored``, and the system list, ``system``; ``None`` when
+    there is nothing to measure. Every stored system message gets a marker,
+    keeping the batch its marker records, and only those of the current set
+    (from ``sb`` on) count in the system total.
     """
     token, batch = state
     if token is None or not stored:
         return None
     current = 0 if batch is None else int(batch)
+    batches: dict[int, int | None] = {}
+    for marker in system:
+        entry = text(marker)
+        batches[int(entry.split(":", 2)[1])] = system_batch(entry)
     turns: list[str] = []
-    system: list[str] = []
+    markers: list[str] = []
     tsize = ssize = 0
     for seq, value in sorted(stored.items(), key=lambda item: int(item[0])):
         message = codec.from_json(value)
         size = window.measure(message)
         number = int(seq)
         if message.role is Role.SYSTEM:
-            system.append(system_marker(message, size, number))
+            markers.append(system_marker(message, size, number, batches.get(number)))
             if number >= current:
                 ssize += size
         else:
             turns.append(turn_marker(message, size, number))
             tsize += size
-    return [counter, text(token), tsize, ssize, len(turns), *turns, *system]
+    return [counter, text(token), tsize, ssize, len(turns), *turns, *markers]
