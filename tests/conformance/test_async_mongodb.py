@@ -17,7 +17,12 @@ from typing import Any
 import pytest
 
 from chatledger.retention import Retention
-from chatledger.testing import AsyncChatMemoryRepositoryTests, LogTests, RetentionTests
+from chatledger.testing import (
+    AsyncChatMemoryRepositoryTests,
+    LogRemovalTests,
+    LogTests,
+    RetentionTests,
+)
 from chatledger.testing.async_runner import (
     EventLoopThread,
     RepositoryFacade,
@@ -83,7 +88,7 @@ class TestAsyncMongoDBConformance(AsyncChatMemoryRepositoryTests):
         )
 
 
-class TestAsyncMongoDBLogInSmallReads(LogTests, RetentionTests):
+class TestAsyncMongoDBLogInSmallReads(LogTests, LogRemovalTests, RetentionTests):
     """The log suite on ``AsyncMongoClient``, views read a row or two at a time.
 
     A bounded log's trims read their views so too.

@@ -18,7 +18,12 @@ from typing import Any
 import pytest
 
 from chatledger.retention import Retention
-from chatledger.testing import ChatMemoryRepositoryTests, LogTests, RetentionTests
+from chatledger.testing import (
+    ChatMemoryRepositoryTests,
+    LogRemovalTests,
+    LogTests,
+    RetentionTests,
+)
 from chatledger.window import Window
 from tests.backends import backend_url
 
@@ -85,7 +90,7 @@ class TestMongoDBConformance(ChatMemoryRepositoryTests):
         )
 
 
-class TestMongoDBLogInSmallReads(LogTests, RetentionTests):
+class TestMongoDBLogInSmallReads(LogTests, LogRemovalTests, RetentionTests):
     """The log suite with views read a row or two at a time.
 
     The suite's own views (the window's limit plus a few rows) rarely read

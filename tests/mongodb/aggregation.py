@@ -169,6 +169,19 @@ def _operator(name: str, arg: Any, root: dict[str, Any], variables: Vars) -> Any
     if name == "$in":
         needle, haystack = args()
         return any(_compare(needle, item) == 0 for item in _array(haystack, name))
+    if name == "$max":
+        values = args()
+        items = (
+            values[0] if len(values) == 1 and isinstance(values[0], list) else values
+        )
+        present = [v for v in items if not _nullish(v)]
+        if not present:
+            return None
+        highest = present[0]
+        for value in present[1:]:
+            if _compare(value, highest) > 0:
+                highest = value
+        return highest
     if name == "$size":
         return len(_array(args()[0], name))
     if name == "$add":

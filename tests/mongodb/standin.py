@@ -102,14 +102,16 @@ class _Collection:
                     return_document=return_document,
                     **kwargs,
                 )
-        assert set(filter) == {"_id"}, "the stand-in only updates by _id"
+        # An upsert must know the _id it creates; without one, mongomock
+        # matches the filter.
+        assert not upsert or set(filter) == {"_id"}, "the stand-in upserts by _id"
         with self._lock:
             before = self._inner.find_one(filter)
             if before is None and not upsert:
                 return None
             start = before if before is not None else {"_id": filter["_id"]}
             after = run_pipeline(copy.deepcopy(start), update)
-            self._inner.replace_one(filter, after, upsert=True)
+            self._inner.replace_one({"_id": start["_id"]}, after, upsert=True)
             shown = after if return_document == ReturnDocument.AFTER else before
             if shown is None or projection is None:
                 return copy.deepcopy(shown)

@@ -19,7 +19,12 @@ from typing import Any
 import pytest
 
 from chatledger.retention import Retention
-from chatledger.testing import AsyncChatMemoryRepositoryTests, LogTests, RetentionTests
+from chatledger.testing import (
+    AsyncChatMemoryRepositoryTests,
+    LogRemovalTests,
+    LogTests,
+    RetentionTests,
+)
 from chatledger.testing.async_runner import (
     EventLoopThread,
     RepositoryFacade,
@@ -74,7 +79,7 @@ class TestAsyncMongoDBStandInEvaluator(AsyncChatMemoryRepositoryTests):
         )
 
 
-class TestAsyncMongoDBStandInLogInSmallReads(LogTests, RetentionTests):
+class TestAsyncMongoDBStandInLogInSmallReads(LogTests, LogRemovalTests, RetentionTests):
     """The log suite, async, on the stand-in (NOT a server), in small view reads.
 
     A bounded log's trims read their views so too.

@@ -20,7 +20,12 @@ from typing import Any
 import pytest
 
 from chatledger.retention import Retention
-from chatledger.testing import ChatMemoryRepositoryTests, LogTests, RetentionTests
+from chatledger.testing import (
+    ChatMemoryRepositoryTests,
+    LogRemovalTests,
+    LogTests,
+    RetentionTests,
+)
 
 pytest.importorskip("mongomock")
 
@@ -65,7 +70,7 @@ class TestMongoDBStandInEvaluator(ChatMemoryRepositoryTests):
         )
 
 
-class TestMongoDBStandInLogInSmallReads(LogTests, RetentionTests):
+class TestMongoDBStandInLogInSmallReads(LogTests, LogRemovalTests, RetentionTests):
     """The log suite on the stand-in (NOT a server), views read a row or two at a time.
 
     Every view of the random histories then reads further back through the

@@ -133,6 +133,12 @@ the trim of :mod:`chatledger_mongodb.trim`, which removes the log's oldest
 messages as core's rules say (reading the append's window view first when
 it was given one); every other append stays one ``findAndModify``.
 
+Removals on request (``AsyncSupportsLogRemoval``: ``remove_newest``,
+``remove_messages``) are one ``findAndModify`` each too, whose pipeline
+takes the elements out, forgets their ids and, when the current system set
+goes, makes the one it superseded current again
+(:mod:`chatledger_mongodb.removal`).
+
 Rows are addressed by ``seq``, never by their place in the array, so cursors
 and batches would keep their meaning under a layout that moves old rows out
 of the document.
@@ -173,7 +179,9 @@ from chatledger.adapters import (
     to_ttl,
     utc_now,
     validate_conversation_id,
+    validate_message_ids,
     validate_page_request,
+    validate_removal_count,
     view_reads,
 )
 from chatledger.retention import Retention, to_retention
@@ -187,6 +195,7 @@ from chatledger_mongodb.log_reads import (
     view_pipeline,
     view_start,
 )
+from chatledger_mongodb.removal import REMOVAL_PROJECTION, removal_write, removed_of
 from chatledger_mongodb.steps import (
     APPEND_PROJECTION,
     BACKFILL_PROJECTION,
@@ -235,8 +244,9 @@ class AsyncMongoDBChatMemoryRepository(AsyncClosingContext):
 
     Implements :class:`chatledger.AsyncChatMemoryRepository`,
     :class:`chatledger.AsyncSupportsWindowAppend`,
-    :class:`chatledger.AsyncSupportsLog`, and counting and paging. The data
-    model and its limits are in the module's docstring.
+    :class:`chatledger.AsyncSupportsLog`,
+    :class:`chatledger.AsyncSupportsLogRemoval`, and counting and paging. The
+    data model and its limits are in the module's docstring.
 
     Args:
         client: A ``pymongo.AsyncMongoClient``. Its read and write concerns are
@@ -561,6 +571,66 @@ class AsyncMongoDBChatMemoryRepository(AsyncClosingContext):
             )
             await settled(self._collection.update_one(query, update))
         return result
+
+    # -- removals ----------------------------------------------------------------
+
+    async def remove_newest(
+        self, conversation_id: str, count: int = 1
+    ) -> list[Message]:
+        """Remove and return the newest ``count`` messages, oldest first, in one update.
+
+        See :class:`chatledger.AsyncSupportsLogRemoval`: one
+        ``findAndModify`` of the conversation's document
+        (:mod:`chatledger_mongodb.removal`) takes the last elements of its
+        array, atomically against appends, trims and other removals; when
+        the current system set goes, the server makes the one it superseded
+        current again (rule 1 over what is left).
+
+        Raises:
+            InvalidPageError: ``count`` is not an int from 1 to
+                :data:`chatledger.validation.MAX_PAGE_SIZE`, before any I/O.
+        """
+        validate_conversation_id(conversation_id)
+        validate_removal_count(count)
+        return await self._removal(
+            *removal_write(conversation_id, count, None, ttl=self.ttl, now=utc_now())
+        )
+
+    async def remove_messages(
+        self, conversation_id: str, message_ids: Sequence[str]
+    ) -> list[Message]:
+        """Remove and return the messages of ``message_ids`` in one update.
+
+        As :meth:`remove_newest` does (oldest first), for the ids the log
+        holds; ids it does not hold (never stored, removed, or evicted) are
+        ignored.
+
+        Raises:
+            InvalidMessageError: ``message_ids`` is not a list of non-empty
+                str, before any I/O.
+        """
+        validate_conversation_id(conversation_id)
+        ids = list(dict.fromkeys(validate_message_ids(message_ids)))
+        if not ids:
+            return []
+        return await self._removal(
+            *removal_write(conversation_id, None, ids, ttl=self.ttl, now=utc_now())
+        )
+
+    async def _removal(
+        self, query: dict[str, Any], update: list[dict[str, Any]]
+    ) -> list[Message]:
+        """Run one removal's ``findAndModify``; the messages it removed."""
+        await self._prepared()
+        document = await settled(
+            self._collection.find_one_and_update(
+                query,
+                update,
+                projection=REMOVAL_PROJECTION,
+                return_document=ReturnDocument.AFTER,
+            )
+        )
+        return removed_of(document)
 
     async def find_window(self, conversation_id: str, window: Window) -> list[Message]:
         """Return the view of ``window`` on the log, oldest first.

@@ -92,7 +92,8 @@ __all__ = [
     "stored_state_stage",
 ]
 
-#: The field where an append leaves what it did; read back by the same command.
+#: The field where an append (or a removal, :mod:`chatledger_mongodb.removal`)
+#: leaves what it did; read back by the same command.
 RESULT_FIELD = "last_append"
 
 #: The field that records the ids appends took out of the window, oldest
