@@ -326,7 +326,7 @@ def test_bad_input_is_refused_before_any_io(database: Database) -> None:
         ),
         (
             InvalidConversationIdError,
-            "longer than",
+            "too long here",
             lambda: store.count_messages("k" * 250),
         ),
         (
@@ -419,3 +419,11 @@ def test_a_stored_message_llama_index_cannot_carry_is_named(database: Database) 
         Role.USER,
         Role.USER,
     ]
+
+
+def test_its_batches_fit_core_limits() -> None:
+    from chatledger.validation import MAX_PAGE_SIZE
+    from chatledger_llama_index.async_removal import REMOVAL_BATCH
+    from chatledger_llama_index.async_split_log import LAST_PAGE, MARKERS_READ
+
+    assert max(REMOVAL_BATCH, LAST_PAGE, MARKERS_READ) <= MAX_PAGE_SIZE

@@ -38,8 +38,12 @@ from typing import ClassVar
 
 from llama_index.core.storage.chat_store.base_db import MessageStatus
 
-from chatledger import InvalidConversationIdError, Message, Role
-from chatledger.validation import MAX_CONVERSATION_ID_BYTES, validate_conversation_id
+from chatledger import (
+    InvalidConversationIdError,
+    Message,
+    Role,
+    validate_conversation_id,
+)
 from chatledger_llama_index.convert import Part
 
 __all__ = [
@@ -81,15 +85,14 @@ def archive_conversation_id(key: object) -> str:
             f"conversation id {checked[:40]!r} ends with {ARCHIVE_SUFFIX!r}, which "
             "names where a key's archive boundary is kept: choose another key"
         )
-    companion = checked + ARCHIVE_SUFFIX
-    if len(companion.encode("utf-8")) > MAX_CONVERSATION_ID_BYTES:
-        room = MAX_CONVERSATION_ID_BYTES - len(ARCHIVE_SUFFIX)
+    try:
+        return validate_conversation_id(checked + ARCHIVE_SUFFIX)
+    except InvalidConversationIdError as exc:
         raise InvalidConversationIdError(
-            f"conversation id {checked[:40]!r} is longer than the {room} bytes a "
-            f"key may have here: its archive boundary is kept under the key plus "
-            f"{ARCHIVE_SUFFIX!r}"
-        )
-    return companion
+            f"conversation id {checked[:40]!r} is too long here: its archive "
+            f"boundary is kept under the key plus {ARCHIVE_SUFFIX!r}, and that "
+            f"id is refused ({exc})"
+        ) from None
 
 
 @dataclass(frozen=True, slots=True)

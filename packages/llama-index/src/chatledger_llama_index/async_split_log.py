@@ -45,7 +45,6 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.storage.chat_store.base_db import MessageStatus
 
 from chatledger import ContentionError, Message
-from chatledger.validation import MAX_PAGE_SIZE
 from chatledger_llama_index.archive import (
     ARCHIVE_SUFFIX,
     MARKER_IDS,
@@ -67,6 +66,9 @@ __all__ = ["AsyncSplitLog"]
 #: How many messages the first page of a read of the active messages asks
 #: for; each further page asks for twice as many.
 FIRST_PAGE = 64
+#: The most messages one page asks for: the most core's pages hold
+#: (``chatledger.validation.MAX_PAGE_SIZE``).
+LAST_PAGE = 10_000
 #: How many markers a read of the boundary takes, the one in force and those
 #: it falls back on.
 MARKERS_READ = 32
@@ -149,7 +151,7 @@ class AsyncSplitLog:
                 if not tail or boundary.archived_count(oldest_first) >= MARKER_IDS:
                     break
             cursor = page.next_cursor
-            limit = min(limit * 2, MAX_PAGE_SIZE)
+            limit = min(limit * 2, LAST_PAGE)
         oldest_first = newest_first[::-1]
         cut = boundary.archived_count(oldest_first)
         return oldest_first[max(0, cut - MARKER_IDS) : cut], oldest_first[cut:]

@@ -70,8 +70,12 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.storage.chat_store.base_db import AsyncDBChatStore, MessageStatus
 from pydantic import PrivateAttr
 
-from chatledger import AsyncSupportsLog, connect_async, is_async_repository
-from chatledger.repository import is_repository
+from chatledger import (
+    AsyncSupportsLog,
+    ChatMemoryRepository,
+    connect_async,
+    is_async_repository,
+)
 from chatledger_llama_index import async_removal, removal
 from chatledger_llama_index.archive import (
     archive_conversation_id,
@@ -118,7 +122,9 @@ class ChatLedgerMemoryStore(AsyncDBChatStore):
 
     def __init__(self, repository: Any) -> None:
         """Keep the repository; nothing is read or written."""
-        threaded = is_repository(repository)
+        threaded = isinstance(
+            repository, ChatMemoryRepository
+        ) and not is_async_repository(repository)
         if not threaded and not is_async_repository(repository):
             raise TypeError(
                 "repository must be a chatledger repository (connect_async(url) "

@@ -29,11 +29,11 @@ from typing import Any
 from llama_index.core.base.llms.types import ChatMessage
 
 from chatledger import ContentionError, Message, SupportsLogRemoval
-from chatledger.validation import MAX_PAGE_SIZE
 from chatledger_llama_index.convert import Part, to_llama_index, to_llama_index_parts
 
 __all__ = [
     "ATTEMPTS",
+    "REMOVAL_BATCH",
     "remove_all",
     "remove_at",
     "remove_ids",
@@ -43,6 +43,9 @@ __all__ = [
 #: How many times a removal reads again after another writer won, before it
 #: gives up with ``ContentionError``.
 ATTEMPTS = 64
+#: How many ids go in one atomic removal: the most core's removals take
+#: (``chatledger.validation.MAX_PAGE_SIZE``).
+REMOVAL_BATCH = 10_000
 
 
 def require_removal(repository: object, operation: str) -> None:
@@ -113,13 +116,13 @@ def remove_at(
 def remove_ids(repository: Any, key: str, ids: Sequence[str]) -> list[Message]:
     """Remove the messages of ``ids``; return those removed, oldest first.
 
-    Up to :data:`chatledger.validation.MAX_PAGE_SIZE` ids go in one atomic
-    removal; more go in one removal per that many.
+    Up to :data:`REMOVAL_BATCH` ids go in one atomic removal; more go in
+    one removal per that many.
     """
     removed: list[Message] = []
-    for start in range(0, len(ids), MAX_PAGE_SIZE):
+    for start in range(0, len(ids), REMOVAL_BATCH):
         removed += repository.remove_messages(
-            key, list(ids[start : start + MAX_PAGE_SIZE])
+            key, list(ids[start : start + REMOVAL_BATCH])
         )
     return removed
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chatledger.connect import redact_url, url_scheme
+from chatledger import redact_url
 
 __all__ = ["StoreNotPicklableError", "refuse", "reopen"]
 
@@ -50,7 +50,8 @@ def reopen(store_class: Any, url: str | None, options: dict[str, Any]) -> Any:
     """
     name = store_class.__name__
     for given in (url, options.get("async_url")):
-        if isinstance(given, str) and url_scheme(given) in _PROCESS_LOCAL:
+        scheme = given.partition(":")[0].lower() if isinstance(given, str) else ""
+        if isinstance(given, str) and scheme in _PROCESS_LOCAL:
             raise StoreNotPicklableError(
                 f"this {name} was made from {redact_url(given)!r}, a store that "
                 "lives in the process that made it: unpickled elsewhere it would "

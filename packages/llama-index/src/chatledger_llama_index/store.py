@@ -26,6 +26,7 @@ from llama_index.core.base.llms.types import ChatMessage
 from llama_index.core.storage.chat_store.base import BaseChatStore
 from pydantic import PrivateAttr
 
+import chatledger
 from chatledger import (
     AsyncChatMemoryRepository,
     AsyncMessageWindowChatMemory,
@@ -34,7 +35,6 @@ from chatledger import (
     Message,
     MessageWindowChatMemory,
     SupportsLogRemoval,
-    connect,
     connect_async,
     is_async_repository,
     validate_conversation_id,
@@ -222,7 +222,7 @@ class ChatLedgerChatStore(BaseChatStore):
                 "ChatLedgerChatStore.from_url needs a URL: url= for the sync "
                 "methods, async_url= for the async ones, or both"
             )
-        repository = None if url is None else connect(url, **options)
+        repository = None if url is None else chatledger.connect(url, **options)
         async_repository = (
             None if async_url is None else connect_async(async_url, **options)
         )
