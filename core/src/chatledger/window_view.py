@@ -70,6 +70,16 @@ and that random-history test exercises it on its backend:
   over the newest rows it answers and the older ones ``view_older`` reads.
   The Neo4j conformance tests also run with views read a row or two at a
   time.
+- Removals (:class:`chatledger.SupportsLogRemoval`) run rule 1 again in the
+  server when they take every message of the current set: in the ``REMOVE``
+  script of ``chatledger_redis.scripts`` (the set current again is the tail
+  of the system list from the batch the newest system marker left records;
+  each system marker ends with its append's batch, ``chatledger_redis.markers``)
+  and in the pipeline of ``chatledger_mongodb.removal`` (``sb`` becomes the
+  largest ``b`` of the system elements left). The suite's
+  ``LogRemovalTests.test_removing_the_current_system_message_shows_the_one_before``
+  exercises both, and each backend's ``test_removal`` holds them to the
+  in-memory repository on random histories.
 - Cassandra keeps the batch of the current system messages as the static
   ``system_batch`` and reads lane 0 from it
   (``chatledger_cassandra.log_views``); rules 2-4 run here.
