@@ -73,12 +73,17 @@ def _repository(
     engine: Engine, *, server_append: bool = True, **options: Any
 ) -> SqlChatMemoryRepository:
     dialect = _DIALECTS[_kind(engine)](server_append=server_append)
-    return SqlChatMemoryRepository(
+    repository = SqlChatMemoryRepository(
         engine, table_name=unique_table(), dialect=dialect, **options
     )
+    if options.get("create_schema", True):
+        # The tests look for the routine, and read the tables, before any call.
+        repository.create_schema()
+    return repository
 
 
 def _routine(repository: SqlChatMemoryRepository) -> AppendRoutine:
+    assert repository.dialect is not None  # create_schema told it
     if repository.dialect.name == "postgresql":
         return PostgresAppendRoutine(repository.tables)
     return MariaDBAppendRoutine(repository.tables)

@@ -14,7 +14,7 @@ from sqlalchemy import Engine, create_engine
 from sqlalchemy.dialects import registry
 from sqlalchemy.dialects.sqlite.pysqlite import SQLiteDialect_pysqlite
 
-from chatledger import Message, MessageWindowChatMemory
+from chatledger import Message, MessageWindowChatMemory, StoreNotFoundError
 from chatledger_sql import (
     DialectMismatchWarning,
     MariaDBDialect,
@@ -63,6 +63,7 @@ def test_detects_the_product_of_real_engines(any_engine: Engine) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         repository = SqlChatMemoryRepository(any_engine, table_name=unique_table())
+        repository.find_conversation_ids()  # MariaDB is told on the first call
     try:
         assert type(repository.dialect).__name__ == expected
     finally:
@@ -70,7 +71,8 @@ def test_detects_the_product_of_real_engines(any_engine: Engine) -> None:
 
 
 def test_mariadb_behind_a_mysql_url_is_told_apart_before_any_connect() -> None:
-    """A fresh ``mysql://`` engine on MariaDB gets MariaDBDialect, not MySQL's."""
+    """A fresh ``mysql://`` engine on MariaDB gets MariaDBDialect, not MySQL's,
+    on the repository's first call: making it does not connect."""
     url = backend_url("mariadb")
     engine = create_engine(url.replace("mariadb+", "mysql+", 1))
     try:
@@ -78,6 +80,9 @@ def test_mariadb_behind_a_mysql_url_is_told_apart_before_any_connect() -> None:
         repository = SqlChatMemoryRepository(
             engine, table_name=unique_table(), create_schema=False
         )
+        assert repository.dialect is None
+        with pytest.raises(StoreNotFoundError):  # no table: a read never makes it
+            repository.find_conversation_ids()
         assert isinstance(repository.dialect, MariaDBDialect)
     finally:
         engine.dispose()
@@ -164,13 +169,18 @@ def test_explicit_dialect_mismatch_is_used_with_a_warning(any_engine: Engine) ->
     forced = MySQLDialect() if product == "sqlite" else SQLiteDialect()
     if product in ("mysql", "mariadb"):
         forced = MySQLDialect()
-    with pytest.warns(DialectMismatchWarning) as caught:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
         repository = SqlChatMemoryRepository(
             any_engine, dialect=forced, table_name=unique_table(), create_schema=False
         )
+        if repository.dialect is None:  # MariaDB behind mysql://: the first call
+            with pytest.raises(StoreNotFoundError):
+                repository.find_conversation_ids()
+    [mismatch] = [w for w in caught if w.category is DialectMismatchWarning]
     assert repository.dialect is forced
-    assert "MySQLDialect" in str(caught[0].message) or "SQLiteDialect" in str(
-        caught[0].message
+    assert "MySQLDialect" in str(mismatch.message) or "SQLiteDialect" in str(
+        mismatch.message
     )
 
 

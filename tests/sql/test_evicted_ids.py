@@ -108,6 +108,7 @@ def test_each_id_that_left_the_window_is_recorded_with_its_number(
 ) -> None:
     """Evicted, replaced system and dropped-at-once ids, numbered as the rule says."""
     repository = make(any_engine, made)
+    repository.create_schema()  # the tables are read directly before any call
     window = MessageWindow(3)
     batches = [
         [Message.system("S1"), Message.user("U1"), Message.assistant("A1")],
@@ -280,8 +281,9 @@ def test_a_schema_from_before_the_record_gets_it_on_first_use(
     assert not inspect(any_engine).has_table(name, schema=schema)
 
     upgraded = SqlChatMemoryRepository(any_engine, table_name=table)
-    assert inspect(any_engine).has_table(name, schema=schema)
+    assert not inspect(any_engine).has_table(name, schema=schema)  # no I/O yet
     assert upgraded.find_by_conversation_id("c") == first
+    assert inspect(any_engine).has_table(name, schema=schema)
     upgraded.append_to_window("c", [Message.user("U2"), Message.user("U3")], window)
     assert upgraded.append_to_window("c", first, window).appended == []
     assert set(records(upgraded, "c")) == {m.id for m in first}
@@ -468,6 +470,7 @@ def test_clearing_the_record_rides_on_the_delete_of_the_messages(
     """save_all, delete and an expired append clear both in one statement."""
     engine = create_engine(backend_url(backend))
     repository = SqlChatMemoryRepository(engine, table_name=unique_table(), ttl=60)
+    repository.create_schema()  # its tables are named before any call
     counter = Counter(engine)
     window = MessageWindow(1)
     messages = repository.tables.messages.name

@@ -214,11 +214,12 @@ def test_a_store_made_before_the_log_gains_its_columns(
         )
         with pytest.raises(StoreNotFoundError, match="create_schema"):
             unready.append_to_log("c", [Message.user("u3")])
+        upgraded = SqlChatMemoryRepository(any_engine, table_name=table)
         with caplog.at_level(logging.INFO, logger="chatledger.sql"):
-            upgraded = SqlChatMemoryRepository(any_engine, table_name=table)
+            # The first call adds them.
+            assert upgraded.find_by_conversation_id("c") == before
         added = [r.getMessage() for r in caplog.records if "adding column" in r.message]
         assert len(added) == len(LOG_COLUMNS)
-        assert upgraded.find_by_conversation_id("c") == before
         assert upgraded.find_window("c", MessageWindow(4)) == before
         appended = upgraded.append_to_log("c", [Message.user("u3")]).appended
         assert upgraded.find_by_conversation_id("c") == [*before, *appended]
@@ -238,9 +239,11 @@ def test_openers_upgrading_at_once_all_open(tmp_path: Path, any_engine: Engine) 
     opened: list[SqlChatMemoryRepository] = []
 
     def open_one(index: int) -> None:
-        opened.append(
-            SqlChatMemoryRepository(create_engine(any_engine.url), table_name=table)
+        repository = SqlChatMemoryRepository(
+            create_engine(any_engine.url), table_name=table
         )
+        repository.find_conversation_ids()  # the first call adds the columns
+        opened.append(repository)
 
     try:
         _at_once(open_one, 4)

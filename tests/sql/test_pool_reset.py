@@ -40,6 +40,7 @@ def repository() -> Iterator[SqlChatMemoryRepository]:
     made = SqlChatMemoryRepository.from_url(
         backend_url("mariadb"), table_name=unique_table()
     )
+    made.create_schema()  # the tests name its tables before any call
     try:
         yield made
     finally:

@@ -32,6 +32,7 @@ class _Counts:
 @pytest.fixture
 def repository(any_engine: Engine) -> Iterator[SqlChatMemoryRepository]:
     repository = SqlChatMemoryRepository(any_engine, table_name=unique_table())
+    repository.create_schema()  # so that a test counts its own statements only
     yield repository
     repository.drop_schema()
 

@@ -33,6 +33,7 @@ def _strip_to_release_0_1(repository: SqlChatMemoryRepository) -> bool:
     Returns whether the database runs the routine this release creates.
     """
     dialect = repository.dialect
+    assert dialect is not None  # told by the repository's calls before
     tables = repository.tables
     with repository.engine.begin() as connection:
         for column in LOG_COLUMNS:
@@ -53,6 +54,7 @@ def test_what_an_older_store_lacks_is_added_once_and_said(any_engine: Engine) ->
     repository = SqlChatMemoryRepository(any_engine, table_name=table)
     assert isinstance(repository, SupportsSchemaUpgrade)
     try:
+        repository.create_schema()  # what the first call would make
         assert repository.upgrade_schema() == [], "a new store is current"
         window = MessageWindow(3)
         repository.append_to_window(
@@ -80,7 +82,8 @@ def test_what_an_older_store_lacks_is_added_once_and_said(any_engine: Engine) ->
 
 def test_a_store_that_does_not_exist_is_not_created(tmp_path: Path) -> None:
     url = f"sqlite:///{tmp_path / 'chat.db'}"
-    SqlChatMemoryRepository.from_url(url).close()  # the file, with other tables
+    with SqlChatMemoryRepository.from_url(url) as made:
+        made.create_schema()  # the file, with other tables
     with SqlChatMemoryRepository.from_url(
         url, table_name="mistyped", create_schema=False
     ) as repository:

@@ -2,6 +2,7 @@
 # sync rename: sqlalchemy.ext.asyncio -> sqlalchemy
 # sync rename: create_async_engine -> create_engine
 # sync rename: asyncio -> time
+# sync rename: Once -> BlockingOnce
 """Chat memory in a SQL database, through SQLAlchemy Core's ``AsyncEngine``.
 
 Example (needs a PostgreSQL server):
@@ -28,9 +29,14 @@ The same code runs on the database's async driver too:
 ``sqlite+aiosqlite``, ``mysql+asyncmy`` and ``mysql+aiomysql`` (MariaDB too,
 also as ``mariadb+...``). A dialect's hooks, written for a sync connection, run
 there through SQLAlchemy's ``run_sync`` bridge, on the same connection and
-driver, and nothing does I/O before the first call: the dialect, when it can
-only be told after connecting (MariaDB behind ``mysql+...://``), is detected
-then, and the tables are created then, once, behind a lock.
+driver.
+
+Neither the sync nor the async repository does I/O before its first call, so
+one made at import time does not need the database up: the dialect, when it
+can only be told after connecting (MariaDB behind ``mysql+...://``), is
+detected then, with its warnings, and the tables are created then, once,
+behind a lock that concurrent first calls wait on. A server that is down
+fails that first call, with the driver's error.
 """
 
 from __future__ import annotations
@@ -110,7 +116,7 @@ from chatledger_sql.log_steps import (
     system_range,
     untally,
 )
-from chatledger_sql.once import Once  # async-only
+from chatledger_sql.once import Once
 from chatledger_sql.rows import check_ids, check_sizes, decode_raw
 from chatledger_sql.schema import (
     Tables,
@@ -271,8 +277,7 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         schema: The database schema (namespace) holding the tables; it must
             exist. ``None`` uses the connection's default.
         create_schema: Create the tables if they are missing (idempotent and
-            safe to run from several processes at once); on an async
-            driver, on the first call.
+            safe to run from several processes at once), on the first call.
         ttl: Time to live of a conversation after its last write, as a
             ``datetime.timedelta`` or seconds (``int`` or ``float``); ``None``
             (the default) keeps conversations until they are deleted.
@@ -306,10 +311,9 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
     delete a conversation, and its expiry, clear them.
 
     Attributes:
-        dialect: The dialect in use; on an async driver ``None`` until the
-            first call when the product is only known after connecting
-            (MariaDB behind a ``mysql+...://`` URL; ``mariadb+...://`` is
-            known at once).
+        dialect: The dialect in use; ``None`` until the first call when the
+            product is only known after connecting (MariaDB behind a
+            ``mysql+...://`` URL; ``mariadb+...://`` is known at once).
         engine: The engine.
         tables: The SQLAlchemy ``Table`` objects (once ``dialect`` is known).
         fault_points: Test-only hooks called at the named steps of a write.
@@ -335,8 +339,9 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         ttl: timedelta | float | None = None,
         retention: Retention | int | None = None,
     ) -> None:
-        """Check the options and detect the dialect (on an async driver, when
-        that needs no connection); create the tables unless told not to."""
+        """Check the options, and detect the dialect when that needs no
+        connection; the first call detects it otherwise, and creates the
+        tables unless told not to."""
         self.ttl: timedelta | None = to_ttl(ttl)
         self.retention = to_retention(retention)
         self._table_name = check_table_name(table_name)
@@ -366,17 +371,14 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         self._owns_engine = False
         self._closed = False
         self._statement_limit: int | None = _UNKNOWN
-        if True:  # async
-            self.dialect: SqlDialect | None = None
-            self._create = bool(create_schema)
-            # Run once, by one of the loops that make the first calls at once.
-            self._ready = Once(self._prepare)
-            if _detectable_now(engine):
-                self._use(resolve_dialect(engine.sync_engine, dialect))
-        else:
-            self._use(resolve_dialect(engine, dialect))
-            if create_schema:
-                self.create_schema()
+        self.dialect: SqlDialect | None = None
+        self._create = bool(create_schema)
+        # Each runs once, by one of the callers (loops, threads) that come at
+        # once: the detection (and its warnings), then the tables.
+        self._detection = Once(self._detect)
+        self._ready = Once(self._prepare)
+        if _detectable_now(engine):
+            self._use(resolve_dialect(_engine_of(engine), dialect))
 
     def _use(self, dialect: SqlDialect) -> None:
         self.tables = build_tables(dialect, self._table_name, self._schema)
@@ -386,8 +388,8 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         self._writer_lock = (
             _engine_lock(self.engine) if dialect.serialize_in_process() else None
         )
-        # Last: a call on another thread's loop that finds the dialect set
-        # (on an async driver) goes on to use what was set above.
+        # Last: a call on another thread (or its loop) that finds the dialect
+        # set goes on to use what was set above.
         self.dialect = dialect
 
     @classmethod
@@ -412,8 +414,8 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
 
         :meth:`aclose` disposes the engine made here; so does a failure to make
         the repository. With ``create_schema=False`` a missing SQLite or
-        DuckDB file is an error, never created. On an async driver this
-        does no I/O: the engine connects on the repository's first call.
+        DuckDB file is an error, never created. This does no I/O: the engine
+        connects on the repository's first call.
 
         Raises:
             InvalidOptionError: an option the constructor does not take; the
@@ -538,24 +540,24 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
 
     async def _detected(self) -> SqlDialect:
         """The dialect, detected on a first connect when it needs one."""
-        if True:  # async
-            if self.dialect is None:
-                async with self.engine.connect():
-                    pass  # SQLAlchemy's first connect tells MariaDB from MySQL
-                if self.dialect is None:
-                    self._use(resolve_dialect(self.engine.sync_engine, self._explicit))
-            assert self.dialect is not None
-        return self.dialect
+        if not self._detection.done:
+            await self._detection()
+        return self._dialect()
+
+    async def _detect(self) -> None:
+        """Connect, and tell the product by what the connection learnt."""
+        if self.dialect is None:
+            async with self.engine.connect():
+                pass  # SQLAlchemy's first connect tells MariaDB from MySQL
+            self._use(resolve_dialect(_engine_of(self.engine), self._explicit))
 
     async def _prepared(self) -> SqlDialect:
         """The dialect, once the first call has detected it and made the tables."""
-        if True:  # async
-            if not self._ready.done:
-                await self._ready()
-            assert self.dialect is not None
-        return self.dialect
+        if not self._ready.done:
+            await self._ready()
+        return self._dialect()
 
-    async def _prepare(self) -> None:  # async-only
+    async def _prepare(self) -> None:
         """Detect the dialect and create the tables: the first call's step."""
         await self._detected()
         if self._create:
@@ -571,10 +573,12 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         """Create the tables if missing; idempotent, safe against a racing creator.
 
         Each step runs once more on a fresh connection when its pooled one
-        was dropped by the server, as writes do (:meth:`_schema_step`).
+        was dropped by the server, as writes do (:meth:`_schema_step`). Made
+        here, the tables are not made again by the first call.
         """
         await self._detected()
         await self._create_tables()
+        self._create = False
 
     async def upgrade_schema(self) -> list[str]:
         """Bring tables an earlier release made to this release's schema.
@@ -1864,7 +1868,7 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         return stored, system_seqs
 
 
-def _detectable_now(engine: AsyncEngine) -> bool:  # async-only
+def _detectable_now(engine: AsyncEngine) -> bool:
     """The product is known without connecting (see ``dialects.product_name``)."""
     dialect = engine.dialect
     return dialect.name != "mysql" or dialect.server_version_info is not None

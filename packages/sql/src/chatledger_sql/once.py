@@ -1,13 +1,16 @@
-"""A first-use step that runs once for callers on every event loop at once.
+"""A first-use step that runs once, for callers on many event loops or threads at once.
 
 Example:
-    from chatledger_sql.once import Once
+    from chatledger_sql.once import BlockingOnce, Once
 
     async def create_tables():
         ...
 
     prepared = Once(create_tables)
     await prepared()  # on any loop, in any thread: the step runs once
+
+    ready = BlockingOnce(lambda: None)
+    ready()  # the sync repository's gate: callers in other threads block
 
 An async repository prepares itself on its first call (detects the dialect,
 creates the tables). When that first call comes from several event loops at
@@ -26,6 +29,11 @@ with a ``NullPool`` shared by loops).
 A step that fails (or whose caller is cancelled) leaves the gate open: the
 waiters wake and the next one runs the step again, so a failure is each
 caller's to see, as it would be without the gate.
+
+The sync repository prepares itself on its first call too, so that making it
+does no I/O; :class:`BlockingOnce` is its gate, a thread lock: the threads
+that call at once wait for the one running the step, and a failure leaves
+the gate open likewise.
 """
 
 from __future__ import annotations
@@ -34,8 +42,9 @@ import asyncio
 import contextlib
 import threading
 from collections.abc import Awaitable, Callable
+from typing import Any
 
-__all__ = ["Once"]
+__all__ = ["BlockingOnce", "Once"]
 
 
 class Once:
@@ -87,3 +96,26 @@ class Once:
 def _wake(woken: asyncio.Future[None]) -> None:
     if not woken.done():  # a cancelled waiter is not woken
         woken.set_result(None)
+
+
+class BlockingOnce:
+    """Run ``step`` until it succeeds once, one thread at a time.
+
+    Args:
+        step: The function to run; it must not call this gate.
+    """
+
+    def __init__(self, step: Callable[[], Any]) -> None:
+        """Hold ``step``; nothing runs yet."""
+        self._step = step
+        self._guard = threading.Lock()
+        self.done = False
+
+    def __call__(self) -> None:
+        """Return once ``step`` has succeeded, running it if it has not."""
+        if self.done:
+            return
+        with self._guard:
+            if not self.done:
+                self._step()
+                self.done = True

@@ -25,9 +25,14 @@ The same code runs on the database's async driver too:
 ``sqlite+aiosqlite``, ``mysql+asyncmy`` and ``mysql+aiomysql`` (MariaDB too,
 also as ``mariadb+...``). A dialect's hooks, written for a sync connection, run
 there through SQLAlchemy's ``run_sync`` bridge, on the same connection and
-driver, and nothing does I/O before the first call: the dialect, when it can
-only be told after connecting (MariaDB behind ``mysql+...://``), is detected
-then, and the tables are created then, once, behind a lock.
+driver.
+
+Neither the sync nor the async repository does I/O before its first call, so
+one made at import time does not need the database up: the dialect, when it
+can only be told after connecting (MariaDB behind ``mysql+...://``), is
+detected then, with its warnings, and the tables are created then, once,
+behind a lock that concurrent first calls wait on. A server that is down
+fails that first call, with the driver's error.
 """
 
 from __future__ import annotations
@@ -104,6 +109,7 @@ from chatledger_sql.log_steps import (
     system_range,
     untally,
 )
+from chatledger_sql.once import BlockingOnce
 from chatledger_sql.rows import check_ids, check_sizes, decode_raw
 from chatledger_sql.schema import (
     Tables,
@@ -235,8 +241,7 @@ class SqlChatMemoryRepository(ClosingContext):
         schema: The database schema (namespace) holding the tables; it must
             exist. ``None`` uses the connection's default.
         create_schema: Create the tables if they are missing (idempotent and
-            safe to run from several processes at once); on an async
-            driver, on the first call.
+            safe to run from several processes at once), on the first call.
         ttl: Time to live of a conversation after its last write, as a
             ``datetime.timedelta`` or seconds (``int`` or ``float``); ``None``
             (the default) keeps conversations until they are deleted.
@@ -270,10 +275,9 @@ class SqlChatMemoryRepository(ClosingContext):
     delete a conversation, and its expiry, clear them.
 
     Attributes:
-        dialect: The dialect in use; on an async driver ``None`` until the
-            first call when the product is only known after connecting
-            (MariaDB behind a ``mysql+...://`` URL; ``mariadb+...://`` is
-            known at once).
+        dialect: The dialect in use; ``None`` until the first call when the
+            product is only known after connecting (MariaDB behind a
+            ``mysql+...://`` URL; ``mariadb+...://`` is known at once).
         engine: The engine.
         tables: The SQLAlchemy ``Table`` objects (once ``dialect`` is known).
         fault_points: Test-only hooks called at the named steps of a write.
@@ -299,8 +303,9 @@ class SqlChatMemoryRepository(ClosingContext):
         ttl: timedelta | float | None = None,
         retention: Retention | int | None = None,
     ) -> None:
-        """Check the options and detect the dialect (on an async driver, when
-        that needs no connection); create the tables unless told not to."""
+        """Check the options, and detect the dialect when that needs no
+        connection; the first call detects it otherwise, and creates the
+        tables unless told not to."""
         self.ttl: timedelta | None = to_ttl(ttl)
         self.retention = to_retention(retention)
         self._table_name = check_table_name(table_name)
@@ -327,9 +332,14 @@ class SqlChatMemoryRepository(ClosingContext):
         self._owns_engine = False
         self._closed = False
         self._statement_limit: int | None = _UNKNOWN
-        self._use(resolve_dialect(engine, dialect))
-        if create_schema:
-            self.create_schema()
+        self.dialect: SqlDialect | None = None
+        self._create = bool(create_schema)
+        # Each runs once, by one of the callers (loops, threads) that come at
+        # once: the detection (and its warnings), then the tables.
+        self._detection = BlockingOnce(self._detect)
+        self._ready = BlockingOnce(self._prepare)
+        if _detectable_now(engine):
+            self._use(resolve_dialect(_engine_of(engine), dialect))
 
     def _use(self, dialect: SqlDialect) -> None:
         self.tables = build_tables(dialect, self._table_name, self._schema)
@@ -339,8 +349,8 @@ class SqlChatMemoryRepository(ClosingContext):
         self._writer_lock = (
             _engine_lock(self.engine) if dialect.serialize_in_process() else None
         )
-        # Last: a call on another thread's loop that finds the dialect set
-        # (on an async driver) goes on to use what was set above.
+        # Last: a call on another thread (or its loop) that finds the dialect
+        # set goes on to use what was set above.
         self.dialect = dialect
 
     @classmethod
@@ -365,8 +375,8 @@ class SqlChatMemoryRepository(ClosingContext):
 
         :meth:`close` disposes the engine made here; so does a failure to make
         the repository. With ``create_schema=False`` a missing SQLite or
-        DuckDB file is an error, never created. On an async driver this
-        does no I/O: the engine connects on the repository's first call.
+        DuckDB file is an error, never created. This does no I/O: the engine
+        connects on the repository's first call.
 
         Raises:
             InvalidOptionError: an option the constructor does not take; the
@@ -449,11 +459,28 @@ class SqlChatMemoryRepository(ClosingContext):
 
     def _detected(self) -> SqlDialect:
         """The dialect, detected on a first connect when it needs one."""
-        return self.dialect
+        if not self._detection.done:
+            self._detection()
+        return self._dialect()
+
+    def _detect(self) -> None:
+        """Connect, and tell the product by what the connection learnt."""
+        if self.dialect is None:
+            with self.engine.connect():
+                pass  # SQLAlchemy's first connect tells MariaDB from MySQL
+            self._use(resolve_dialect(_engine_of(self.engine), self._explicit))
 
     def _prepared(self) -> SqlDialect:
         """The dialect, once the first call has detected it and made the tables."""
-        return self.dialect
+        if not self._ready.done:
+            self._ready()
+        return self._dialect()
+
+    def _prepare(self) -> None:
+        """Detect the dialect and create the tables: the first call's step."""
+        self._detected()
+        if self._create:
+            self._create_tables()
 
     def _dialect(self) -> SqlDialect:
         """The dialect of a repository that has detected it."""
@@ -465,10 +492,12 @@ class SqlChatMemoryRepository(ClosingContext):
         """Create the tables if missing; idempotent, safe against a racing creator.
 
         Each step runs once more on a fresh connection when its pooled one
-        was dropped by the server, as writes do (:meth:`_schema_step`).
+        was dropped by the server, as writes do (:meth:`_schema_step`). Made
+        here, the tables are not made again by the first call.
         """
         self._detected()
         self._create_tables()
+        self._create = False
 
     def upgrade_schema(self) -> list[str]:
         """Bring tables an earlier release made to this release's schema.
@@ -1701,6 +1730,12 @@ class SqlChatMemoryRepository(ClosingContext):
 
         stored = stored_window(StoredWindow, window, state, system, read_oldest)
         return stored, system_seqs
+
+
+def _detectable_now(engine: Engine) -> bool:
+    """The product is known without connecting (see ``dialects.product_name``)."""
+    dialect = engine.dialect
+    return dialect.name != "mysql" or dialect.server_version_info is not None
 
 
 @contextlib.contextmanager
