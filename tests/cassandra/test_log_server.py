@@ -140,8 +140,9 @@ def test_cassandra_log_calls_cost_the_same_round_trips_on_any_log(
     writer = make()
     _log_of(writer, "c", size)
     counting = CountingSession(session)
+    # The writer made the table: the first call counted below only reads.
     repository = CassandraChatMemoryRepository(
-        counting, keyspace=writer.keyspace, table=writer.table
+        counting, keyspace=writer.keyspace, table=writer.table, create_schema=False
     )
     window = MessageWindow(20)
     with counting.counting() as calls:
@@ -172,7 +173,7 @@ def test_cassandra_log_calls_cost_the_same_round_trips_on_any_log(
     assert (calls.requests, calls.round_trips) == (5, 3)
     # A repository that knows nothing reads first: two round trips.
     cold = CassandraChatMemoryRepository(
-        counting, keyspace=writer.keyspace, table=writer.table
+        counting, keyspace=writer.keyspace, table=writer.table, create_schema=False
     )
     with counting.counting() as calls:
         cold.append_to_log("c", [Message.user("cold")])
@@ -202,8 +203,8 @@ def test_cassandra_log_append_with_a_system_message_reads_the_current_set(
     prompts = [Message.system(f"rule {n}") for n in range(NEWEST_SYSTEM_ROWS + 3)]
     writer.append_to_log("c", [*prompts, Message.user("u")])
     counting = CountingSession(session)
-    cold = CassandraChatMemoryRepository(
-        counting, keyspace=writer.keyspace, table=writer.table
+    cold = CassandraChatMemoryRepository(  # on the writer's table: it only reads
+        counting, keyspace=writer.keyspace, table=writer.table, create_schema=False
     )
     with counting.counting() as calls:
         same = [Message.system(f"rule {n}") for n in range(len(prompts))]

@@ -109,11 +109,15 @@ def test_cassandra_from_url_bad_name_fails_before_connecting() -> None:
 def test_cassandra_unreachable_server_raises_the_driver_error() -> None:
     from cassandra.cluster import NoHostAvailable
 
-    # Nothing listens on port 1: the driver's own error comes through unchanged.
-    with pytest.raises(NoHostAvailable):
+    # Nothing listens on port 1: opening does not notice, and the first call
+    # raises the driver's own error unchanged.
+    with (
         CassandraChatMemoryRepository.from_url(
             "cassandra://127.0.0.1:1/ks?connect_timeout=2&protocol_version=4"
-        )
+        ) as repository,
+        pytest.raises(NoHostAvailable),
+    ):
+        repository.find_conversation_ids()
 
 
 def test_cassandra_async_entry_point_resolves_to_from_url() -> None:

@@ -132,14 +132,16 @@ for the server's answer before the cancellation returns
 (:func:`chatledger.adapters.settled`), so the batch cannot land later: the
 conversation holds the old state or the new, never a part, for good. The
 repository still forgets what it remembered of the conversation after a
-cancelled commit and reads it again on the next write. It opens nothing when
-it is made: its ``from_url`` only checks the URL and the options, and the
-first call connects, creates the keyspace and the table when asked, once,
-behind a lock that concurrent first calls wait on. cassandra-driver has no
-asynchronous form of connecting, preparing or shutting down, so those run on a
-thread of their own (:func:`chatledger_cassandra.bridge.off_loop`), once each
-in the repository's life. The sync repository connects and makes the schema
-when it is made. Both prepare each statement once, on first use.
+cancelled commit and reads it again on the next write. cassandra-driver has
+no asynchronous form of connecting, preparing or shutting down, so those run
+on a thread of their own (:func:`chatledger_cassandra.bridge.off_loop`), once
+each in the repository's life.
+
+Neither repository opens anything when it is made, so one made at import time
+does not need the cluster up: ``from_url`` only checks the URL and the
+options, and the first call connects, creates the keyspace and the table when
+asked (or finds the keyspace missing), once, behind a lock that concurrent
+first calls wait on. Both prepare each statement once, on first use.
 """
 
 from __future__ import annotations
@@ -149,7 +151,13 @@ from dataclasses import replace
 from datetime import timedelta
 from typing import Any
 
-from cassandra import ConsistencyLevel, InvalidRequest, ReadTimeout, WriteTimeout
+from cassandra import (
+    ConsistencyLevel,
+    DriverException,
+    InvalidRequest,
+    ReadTimeout,
+    WriteTimeout,
+)
 
 from chatledger.adapters import (
     DEFAULT_MESSAGE_PAGE_SIZE,
@@ -254,8 +262,6 @@ from chatledger_cassandra.steps import (
 if True:  # async
     import asyncio
 
-    from cassandra import DriverException
-
     from chatledger.adapters import settled
     from chatledger_cassandra.bridge import all_rows, off_loop
 else:
@@ -309,8 +315,7 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
         table: The table name.
         ttl: Sliding time-to-live of a whole conversation (a ``timedelta`` or
             seconds), refreshed by every write; ``None`` keeps forever.
-        create_schema: Run ``CREATE TABLE IF NOT EXISTS`` (the sync repository
-            when it is made, the asyncio one on its first call).
+        create_schema: Run ``CREATE TABLE IF NOT EXISTS`` on the first call.
         create_keyspace: Run ``CREATE KEYSPACE IF NOT EXISTS`` first.
         replication: Replication options for a created keyspace, e.g.
             ``{"class": "NetworkTopologyStrategy", "dc1": 3}``; the default,
@@ -362,7 +367,7 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
         max_write_bytes: int = DEFAULT_MAX_WRITE_BYTES,
         retention: Retention | int | None = None,
     ) -> None:
-        """Check the options; the sync repository then makes the schema."""
+        """Check the options; nothing is sent before the first call."""
         if session is None:
             raise TypeError("session must be a connected cassandra Session")
         if isinstance(max_attempts, bool) or not isinstance(max_attempts, int):
@@ -403,16 +408,17 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
         if True:  # async
             self._opening: asyncio.Future[tuple[Any, Any]] | None = None
         else:
-            self._made_ready()
+            self._opening_lock = threading.Lock()
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> AsyncCassandraChatMemoryRepository:
         """A repository for ``cassandra://[user:pass@]host[:port][,host...][/keyspace]``.
 
         The repository owns the cluster it opens: :meth:`aclose` (or leaving
-        its ``async with`` block) shuts it down. The sync repository connects
-        now; the asyncio one checks the URL and the options now and connects
-        on its first call. Query options (``table``, ``ttl``, ``retention``,
+        its ``async with`` block) shuts it down. The URL and the options are
+        checked now; the repository connects on its first call (a cluster
+        that is down fails that call with the driver's ``NoHostAvailable``).
+        Query options (``table``, ``ttl``, ``retention``,
         ``create_schema``, ``create_keyspace``, ``replication_factor``,
         ``local_dc``, ``protocol_version``, ``connect_timeout``) are applied
         first, then ``options`` override them.
@@ -424,19 +430,8 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
             InvalidRetentionError: for a bad ``retention``.
         """
         cluster_args, settings = url_settings(url, options)
-        if True:  # async
-            repository = cls(_NOT_OPENED, **settings)
-            repository._cluster_args = cluster_args
-        else:
-            from cassandra.cluster import Cluster
-
-            cluster = Cluster(**cluster_args)
-            try:
-                repository = cls(cluster.connect(), **settings)
-            except BaseException:
-                cluster.shutdown()
-                raise
-            repository._cluster = cluster
+        repository = cls(_NOT_OPENED, **settings)
+        repository._cluster_args = cluster_args
         return repository
 
     def __repr__(self) -> str:
@@ -448,9 +443,21 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
 
     @property
     def session(self) -> Any:
-        """The driver session every statement runs on (``None`` until a
-        repository for asyncio made by ``from_url`` has connected)."""
-        return self._session
+        """The driver session every statement runs on.
+
+        The sync repository does its first call's work on the first read of
+        this property, when no call has yet: it connects (a repository
+        ``from_url`` made), creates the keyspace and the table asked for,
+        and returns the session, ``None`` once closed without connecting.
+        The asyncio repository cannot connect here: its session is ``None``
+        until its first call has connected.
+        """
+        if True:  # async
+            return self._session
+        else:
+            if not self._ready and not self._closed:
+                self._made_ready()
+            return self._session
 
     @property
     def fault_points(self) -> FaultPoints:
@@ -483,12 +490,12 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
         The keyspace first, if ``create_keyspace`` asked for it and it is not
         made yet.
         """
-        await self._connected()  # async-only
+        await self._connected()
         await self._make_schema(table=True)
 
     async def drop_schema(self) -> None:
         """Drop the table and every conversation in it (the keyspace stays)."""
-        await self._connected()  # async-only
+        await self._connected()
         ddl = f"DROP TABLE IF EXISTS {self._cql.qualified}"
         await all_rows(self._session.execute_async(ddl))
 
@@ -523,7 +530,7 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
             StoreNotFoundError: the keyspace or the table does not exist;
                 nothing is created.
         """
-        await self._connected()  # async-only
+        await self._connected()
         if not await self._table_columns():
             raise StoreNotFoundError(
                 f"the Cassandra table {self.keyspace}.{self.table} does not "
@@ -1419,27 +1426,38 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
             return
         async with self._setup_lock:
             if not self._ready:
-                await self._connected()  # async-only
+                await self._connected()
                 await self._make_schema(table=self._create_schema)
                 self._ready = True
 
-    async def _connected(self) -> Any:  # async-only
-        """The session; a repository made by ``from_url`` connects on first use."""
+    async def _connected(self) -> Any:
+        """The session; a repository made by ``from_url`` connects on first use.
+
+        Once: the first calls that come together share one connection (a
+        failed one leaves it to the next call).
+        """
         if self._session is not None:
             return self._session
-        if self._closed or self._cluster_args is None:
-            raise DriverException("Cluster is already shut down")
-        opening = self._opening
-        if opening is None or (opening.done() and opening.exception() is not None):
-            opening = self._opening = off_loop(self._open, _shutdown)
-        # Shielded: a cancelled first call leaves the connection to the next.
-        cluster, session = await asyncio.shield(opening)
-        if self._session is None:
-            self._cluster, self._session = cluster, session
+        if True:  # async
+            if self._closed or self._cluster_args is None:
+                raise DriverException("Cluster is already shut down")
+            opening = self._opening
+            if opening is None or (opening.done() and opening.exception() is not None):
+                opening = self._opening = off_loop(self._open, _shutdown)
+            # Shielded: a cancelled first call leaves the connection to the next.
+            cluster, session = await asyncio.shield(opening)
+            if self._session is None:
+                self._cluster, self._session = cluster, session
+        else:
+            with self._opening_lock:
+                if self._session is None:
+                    if self._closed or self._cluster_args is None:
+                        raise DriverException("Cluster is already shut down")
+                    self._cluster, self._session = self._open()
         return self._session
 
-    def _open(self) -> tuple[Any, Any]:  # async-only
-        """Make the cluster and connect it (on a thread of its own)."""
+    def _open(self) -> tuple[Any, Any]:
+        """Make the cluster and connect it (off the loop, for asyncio)."""
         from cassandra.cluster import Cluster
 
         assert self._cluster_args is not None

@@ -9,10 +9,10 @@ Example:
     cluster_args["contact_points"]   # [('db1', 9042), ('db2', 9042)]
     options                          # keyspace, table, ttl and create_keyspace
 
-Both repositories' ``from_url`` split a URL here, without I/O: the sync one
-then makes the ``cassandra.cluster.Cluster`` and connects at once, the async
-one on its first call. Names, the TTL and the replication are checked here
-too, so a bad one fails before anything is opened.
+Both repositories' ``from_url`` split a URL here, without I/O; each makes the
+``cassandra.cluster.Cluster`` and connects on its first call. Names, the TTL
+and the replication are checked here too, so a bad one fails before anything
+is opened.
 """
 
 from __future__ import annotations
