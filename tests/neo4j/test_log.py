@@ -57,6 +57,8 @@ def _open(url: str) -> Neo4jChatMemoryRepository:
 @pytest.fixture
 def repository(neo4j_url: str) -> Iterator[Neo4jChatMemoryRepository]:
     repository = _open(neo4j_url)
+    # The first call makes the schema: made here, what a test counts is its own.
+    repository.find_conversation_ids()
     try:
         yield repository
     finally:

@@ -34,6 +34,8 @@ def repository(neo4j_url: str) -> Iterator[Neo4jChatMemoryRepository]:
         conversation_label=f"ConversationP{tag}",
         message_label=f"MessageP{tag}",
     )
+    # The first call makes the schema: made here, the plans below use it.
+    repository.find_conversation_ids()
     try:
         yield repository
     finally:

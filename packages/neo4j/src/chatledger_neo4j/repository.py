@@ -180,11 +180,11 @@ class Neo4jChatMemoryRepository(ClosingContext):
         conversation_label: Label of conversation nodes.
         message_label: Label of message nodes.
         create_schema: Create the constraints and indexes if missing
-            (idempotent, safe from several processes at once): the sync
-            repository when it is made, the async one on its first call,
-            once however many calls arrive together on its event loop.
-            Pass ``False`` when they are managed elsewhere;
-            :meth:`create_schema` creates them at a time you choose.
+            (idempotent, safe from several processes at once) on the first
+            call, once however many calls arrive together (on the async
+            repository, together on its event loop). Pass ``False`` when
+            they are managed elsewhere; :meth:`create_schema` creates them at
+            a time you choose.
         retention: What each conversation's log keeps:
             ``Retention.everything()`` (the default) or ``Retention.last(n)``
             (``n`` for short); see :mod:`chatledger.retention`.
@@ -209,7 +209,7 @@ class Neo4jChatMemoryRepository(ClosingContext):
         create_schema: bool = True,
         retention: Retention | int | None = None,
     ) -> None:
-        """Validate the labels and the driver, and keep the driver."""
+        """Validate the labels and the driver, and keep the driver; no I/O."""
         self._statements = Statements(conversation_label, message_label)
         self.retention = to_retention(retention)
         if not isinstance(driver, Driver):
@@ -225,8 +225,6 @@ class Neo4jChatMemoryRepository(ClosingContext):
         self.fault_points = FaultPoints()
         # How many rows a window view reads, first and then further back.
         self._view_reads: Callable[[Window], Iterator[int]] = view_reads
-        # Made now, so a wrong address or password shows at once.
-        self._prepared()
 
     @classmethod
     def from_url(
@@ -247,7 +245,8 @@ class Neo4jChatMemoryRepository(ClosingContext):
         (``/chat``) unless ``database`` is given; ``retention`` from the
         URL's query (``?retention=100``) unless given. Other keyword
         arguments go to ``GraphDatabase.driver``. The repository owns
-        that driver: :meth:`close` closes it.
+        that driver: :meth:`close` closes it. No I/O: the driver connects on
+        the first call, which a server that is down or a wrong password fails.
         """
         settings = parse_url(url)
         statements = Statements(conversation_label, message_label)
@@ -263,7 +262,7 @@ class Neo4jChatMemoryRepository(ClosingContext):
                 retention=keep,
             )
         except BaseException:
-            driver.close()
+            driver.close()  # no connection yet: nothing is sent
             raise
         repository._owns_driver = True
         return repository
