@@ -91,11 +91,16 @@ class _Answered:
 
 
 def _repository(**options: Any) -> MongoDBChatMemoryRepository:
-    return MongoDBChatMemoryRepository(
+    repository = MongoDBChatMemoryRepository(
         StandInClient(),  # type: ignore[arg-type]
         collection=f"c_{uuid.uuid4().hex}",
         **options,
     )
+    if options.get("create_indexes", True):
+        # The first write would make the index: made here, what a test
+        # records is its own commands.
+        repository.create_schema()
+    return repository
 
 
 def _recorded(repository: MongoDBChatMemoryRepository) -> _Recorded:

@@ -93,7 +93,9 @@ def test_mongodb_ttl_seconds_mean_a_timedelta() -> None:
 def test_mongodb_ttl_index_is_created_idempotently() -> None:
     client = mongomock.MongoClient()
     MongoDBChatMemoryRepository(client, collection="idx")
-    MongoDBChatMemoryRepository(client, collection="idx", ttl=5)
+    assert client["chatledger"]["idx"].index_information() == {}  # not when made
+    MongoDBChatMemoryRepository(client, collection="idx").create_schema()
+    MongoDBChatMemoryRepository(client, collection="idx", ttl=5).create_schema()
     indexes = client["chatledger"]["idx"].index_information()
     assert indexes["chatledger_expires_at"]["key"] == [("expires_at", 1)]
     assert indexes["chatledger_expires_at"]["expireAfterSeconds"] == 0

@@ -147,6 +147,11 @@ command: a cancelled async write either reached the server whole or not at
 all, and one that was sent waits for its answer
 (:func:`chatledger.adapters.settled`), so it cannot land after the
 cancellation returned.
+
+Neither repository does I/O when it is made, so one made at import time does
+not need the server up: the client connects on the first call (a server that
+is down fails it, after ``serverSelectionTimeoutMS``), and the TTL index is
+made before the first write, once.
 """
 
 from __future__ import annotations
@@ -202,6 +207,7 @@ from chatledger_mongodb.steps import (
     append_outcome,
     append_update,
     backfill,
+    connect_given,
     contention_error,
     count_of,
     count_pipeline,
@@ -252,9 +258,8 @@ class MongoDBChatMemoryRepository(ClosingContext):
         ttl: Sliding time to live of a whole conversation (a ``timedelta`` or
             seconds); ``None`` keeps conversations until deleted.
         create_indexes: Create the TTL index (idempotent) before the first
-            write, and again before the first write after :meth:`drop_schema`.
-            The sync repository creates it at construction; the async one,
-            which cannot wait there, does no I/O before its first call.
+            write, and again before the first write after :meth:`drop_schema`;
+            once, however many first writes come together.
         retention: What each conversation's log keeps:
             ``Retention.everything()`` (the default) or ``Retention.last(n)``
             (``n`` for short); see :mod:`chatledger.retention` and
@@ -300,7 +305,6 @@ class MongoDBChatMemoryRepository(ClosingContext):
         self._create_indexes = bool(create_indexes)
         self._indexes_ready = not self._create_indexes
         self._ready_lock = threading.Lock()
-        self._prepared()
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> MongoDBChatMemoryRepository:
@@ -312,21 +316,21 @@ class MongoDBChatMemoryRepository(ClosingContext):
         also as ``?retention=100`` in the URL's query) go to it, checked
         before a client exists; every other option goes to
         ``MongoClient`` (``serverSelectionTimeoutMS=3000``, say), which
-        refuses one it does not know. :meth:`close` closes the client. The
-        async repository does no I/O here (a ``mongodb+srv://`` name is
-        resolved on the first call).
+        refuses one it does not know. :meth:`close` closes the client. This
+        does no I/O (a ``mongodb+srv://`` name is resolved on the first
+        call): the sync repository's client is made with ``connect=False``,
+        unless the options or the URL set ``connect``, so that it does not
+        connect in the background.
         """
         url, client_options, own = split_url_options(url, options)
         validate_database_name(own.get("database", "chatledger"))
         validate_collection_name(own.get("collection", "chat_memory"))
         to_ttl(own.get("ttl"))
         to_retention(own.get("retention"))
+        if not connect_given(url, client_options):
+            client_options["connect"] = False
         client: MongoClient[Any] = MongoClient(url, **client_options)
-        try:  # the constructor creates the TTL index
-            repository = cls(client, **own)
-        except BaseException:
-            client.close()
-            raise
+        repository = cls(client, **own)
         repository._owns_client = True
         return repository
 

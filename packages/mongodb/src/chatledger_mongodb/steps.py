@@ -36,7 +36,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 import bson
 from pymongo.errors import OperationFailure
@@ -82,6 +82,7 @@ __all__ = [
     "append_outcome",
     "append_update",
     "backfill",
+    "connect_given",
     "contention_error",
     "count_of",
     "count_pipeline",
@@ -237,6 +238,17 @@ def _without_retention(url: str) -> tuple[str, str | None]:
         raise InvalidOptionError("the URL's query gives retention more than once")
     query = "&".join(kept)
     return url[:start] + ("?" + query if query else "") + url[end:], values[0]
+
+
+def connect_given(url: str, client_options: Mapping[str, Any]) -> bool:
+    """Whether the client options or the URL's query set pymongo's ``connect``.
+
+    Either spelling counts in any case, as pymongo reads them.
+    """
+    query = urlsplit(url).query
+    named = {key.lower() for key in client_options}
+    named.update(key.lower() for key, _ in parse_qsl(query, keep_blank_values=True))
+    return "connect" in named
 
 
 def live(now: datetime) -> dict[str, Any]:
