@@ -333,11 +333,17 @@ def test_entry_points_resolve_redis_urls(redis_url: str, prefix: str) -> None:
 
 @pytest.mark.parametrize("url", ["redis+cluster://127.0.0.1:1/0"])
 def test_cluster_urls_make_a_cluster_client(url: str) -> None:
-    """The +cluster scheme asks for RedisCluster (which needs a reachable node)."""
+    """The +cluster scheme asks for RedisCluster (which needs a reachable node).
+
+    A sync RedisCluster connects as it is made: the first call makes it.
+    """
     from redis.exceptions import RedisClusterException
 
-    with pytest.raises(RedisClusterException):
-        RedisChatMemoryRepository.from_url(url)
+    with (
+        RedisChatMemoryRepository.from_url(url) as repository,
+        pytest.raises(RedisClusterException),
+    ):
+        repository.find_conversation_ids()
 
 
 class Crash(Exception):

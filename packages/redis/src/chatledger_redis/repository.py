@@ -68,6 +68,13 @@ an administrative listing and never touches the append path. During a Cluster
 resharding a scan may miss a key that moves; repeat the listing if that
 matters.
 
+Neither repository does I/O when it is made, so one made at import time does
+not need the server up: the client connects on the first call, which a server
+that is down fails with the driver's error. redis-py's sync ``RedisCluster``
+connects to a node as it is made, to learn the slots, so the sync repository
+that ``from_url`` makes for a cluster makes that client on its first call,
+once, however many threads make it together.
+
 Durability is the server's: with asynchronous replication or
 ``appendfsync everysec`` about a second of acknowledged writes can be lost in a
 crash. Call ``client.wait(...)`` after a write if you need more.
@@ -75,6 +82,7 @@ crash. Call ``client.wait(...)`` after a write if you need more.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from datetime import timedelta
 from typing import Any
@@ -157,6 +165,9 @@ from chatledger_redis.steps import (
 __all__ = ["RedisChatMemoryRepository"]
 
 Client = Redis | RedisCluster
+#: Stands for the client the sync repository's ``from_url`` leaves to the
+#: first call (a cluster's).
+_NOT_MADE: Any = object()
 
 
 class RedisChatMemoryRepository(ClosingContext):
@@ -197,10 +208,21 @@ class RedisChatMemoryRepository(ClosingContext):
         self._ttl_ms = ttl_milliseconds(ttl)
         self.ttl = None if ttl is None else timedelta(milliseconds=self._ttl_ms)
         self.retention = to_retention(retention)
-        self._client = client
+        self._client = None if client is _NOT_MADE else client
+        #: Makes the client on the first call, when from_url left it to it.
+        self._make_client: Callable[[], Redis | RedisCluster] | None = None
+        self._client_lock = threading.Lock()
+        if self._client is not None:
+            self._register_scripts(self._client)
         self.fault_points = FaultPoints()
         self._owns_client = False
-        # Registered once; each call names the client it runs on.
+        # How many rows a window view reads, first and then further back.
+        self._tail_reads: Callable[[Window], Iterator[int]] = view_reads
+        #: The server's proto-max-bulk-len, once a large argument needed it.
+        self._max_bulk_bytes: int | None = None
+
+    def _register_scripts(self, client: Client) -> None:
+        """Register the scripts, once; each call names the client it runs on."""
         self._append = client.register_script(APPEND)
         self._append_log = client.register_script(APPEND_LOG)
         self._save = client.register_script(SAVE)
@@ -210,16 +232,13 @@ class RedisChatMemoryRepository(ClosingContext):
         self._page = client.register_script(PAGE)
         self._trim = client.register_script(TRIM)
         self._remove = client.register_script(REMOVE)
-        # How many rows a window view reads, first and then further back.
-        self._tail_reads: Callable[[Window], Iterator[int]] = view_reads
-        #: The server's proto-max-bulk-len, once a large argument needed it.
-        self._max_bulk_bytes: int | None = None
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> RedisChatMemoryRepository:
         """Connect to ``url`` with a client this repository owns (see :meth:`close`).
 
-        No I/O: the client connects on the first call. ``redis://``,
+        No I/O: the client connects on the first call (the sync repository
+        makes a cluster's client then, see the module). ``redis://``,
         ``rediss://`` and ``unix://`` URLs make a ``redis.Redis``;
         ``redis+cluster://`` and ``rediss+cluster://`` (or ``cluster=True``)
         make a ``redis.cluster.RedisCluster``. ``key_prefix``,
@@ -241,9 +260,15 @@ class RedisChatMemoryRepository(ClosingContext):
         """
         # Our own options are validated before a client (and its pool) exists.
         url, cluster, repository_options = client_url(url, options)
-        client = redis_client(url, cluster=cluster, options=options)
+
+        def make() -> Client:
+            return redis_client(url, cluster=cluster, options=options)
+
+        # A sync RedisCluster connects as it is made: the first call makes it.
+        client = _NOT_MADE if cluster else make()
         repository = cls(client, **repository_options)
         repository._owns_client = True
+        repository._make_client = make
         return repository
 
     @property
@@ -254,13 +279,23 @@ class RedisChatMemoryRepository(ClosingContext):
         made by ``from_url`` makes a client for each loop that calls it
         (``asyncio.run`` twice, threads each running a loop), the first loop
         taking the first one (:mod:`chatledger_redis.loop_clients`). A client
-        given to the constructor serves every call as given.
+        given to the constructor serves every call as given. The sync
+        repository that ``from_url`` made for a cluster makes its client on
+        the first call (or the first read of this property).
         """
+        if self._client is None:
+            with self._client_lock:
+                if self._client is None:
+                    assert self._make_client is not None
+                    made = self._make_client()
+                    self._register_scripts(made)
+                    self._client = made
         return self._client
 
     def close(self) -> None:
         """Close the client if :meth:`from_url` made it; a given client stays open."""
-        if self._owns_client:
+        # A cluster's client may not be made yet.
+        if self._owns_client and self._client is not None:
             self._client.close()
 
     def __repr__(self) -> str:
