@@ -103,29 +103,62 @@ def test_compacted_items_that_cannot_be_stored_leave_the_history_as_it_was(
     run(scenario)
 
 
-def test_a_run_compacts_the_session_after_its_turn(run: Run[Any]) -> None:
-    model = ScriptedModel([[assistant_message("Paris.", item_id="msg_1")]])
+def test_each_run_compacts_the_whole_history_the_model_saw(run: Run[Any]) -> None:
+    model = ScriptedModel(
+        [
+            [assistant_message("Paris.", item_id="msg_1")],
+            [assistant_message("Rome.", item_id="msg_2")],
+        ]
+    )
     agent = Agent(name="Assistant", model=model)
 
     async def scenario(repository: Any) -> list[Any]:
         recording = Recording(repository)
         chat: Any = ChatLedgerSession("s1", recording)
         compaction = compacting(chat, COMPACTED)
+        config = RunConfig(tracing_disabled=True)
         await Runner.run(
-            agent,
-            "Capital of France?",
-            session=compaction,
-            run_config=RunConfig(tracing_disabled=True),
+            agent, "Capital of France?", session=compaction, run_config=config
         )
-        [request] = compaction.client.responses.requests
-        assert [item.get("role") for item in request["input"]] == ["user", "assistant"]
+        # The next turn's model call sees the compacted history, which is then
+        # the whole stored history again: it is compacted in turn.
+        await Runner.run(agent, "And of Italy?", session=compaction, run_config=config)
+        assert model.calls[1].input == [
+            *COMPACTED,
+            {"role": "user", "content": "And of Italy?"},
+        ]
+        first, second = compaction.client.responses.requests
+        assert [item.get("role") for item in first["input"]] == ["user", "assistant"]
+        assert second["input"][-2]["content"] == "And of Italy?"
         writes = [n for n in recording.names() if not n.startswith("find_")]
-        # The input, then the output, then the compacted items in one write.
-        assert writes == ["append_to_log", "append_to_log", "save_all"]
+        # Per turn: the input, then the output, then the compacted items in one write.
+        assert writes == ["append_to_log", "append_to_log", "save_all"] * 2
         items: list[Any] = await chat.get_items()
         return items
 
     assert run(scenario) == COMPACTED
+
+
+def test_history_the_model_did_not_see_is_kept_and_nothing_compacted(
+    run: Run[Any],
+) -> None:
+    # Without a suffix snapshot, the SDK compacts only a history the model saw
+    # whole; with a limit it saw the newest items only, so it skips.
+    model = ScriptedModel([[assistant_message("Rome.", item_id="msg_2")]])
+    agent = Agent(name="Assistant", model=model)
+
+    async def scenario(repository: Any) -> None:
+        chat: Any = ChatLedgerSession("s1", repository, session_settings={"limit": 2})
+        await chat.add_items(HISTORY)
+        compaction = compacting(chat, COMPACTED)
+        config = RunConfig(tracing_disabled=True)
+        await Runner.run(agent, "And of Italy?", session=compaction, run_config=config)
+        assert compaction.client.responses.requests == []
+        items = await chat.get_items(limit=100)
+        assert items[:3] == HISTORY
+        assert [item.get("role") for item in items[3:]] == ["user", "assistant"]
+
+    run(scenario)
 
 
 def test_a_subclass_is_left_to_the_sdks_clear_and_add(run: Run[Any]) -> None:

@@ -40,12 +40,12 @@ the message is a readable copy for every other reader of the conversation
   hosted and computer tool calls, and every type this module does not know):
   an assistant message with ``content=None`` and nothing but the item.
 
-Two rules of chatledger's window are why no item becomes a system message and
-why a batch never starts with a tool message. The atomic append applies them
-even to a window that keeps everything: a new system message that differs
-from a stored one replaces the stored ones, an equal one is not stored twice,
-and a tool message that opens a conversation is evicted. A session keeps
-every item as added, so no item is stored in a form those rules act on.
+Two rules of chatledger are why no item becomes a system message and why a
+batch never starts with a tool message: an append to a conversation's log
+skips a system message equal to one its view shows, and a window view shows
+only the newest system messages and never opens with a tool message. A
+session keeps every item as added, and other readers see the conversation
+through windows, so no item is stored in a form those rules act on.
 
 The item is stored twice in effect (readable copy and exact item), so a
 conversation takes about twice the space of its items.

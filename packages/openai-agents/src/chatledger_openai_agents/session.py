@@ -154,9 +154,10 @@ class ChatLedgerSession:
     is still the one compacted, so an append of another process that lands
     during a compaction is replaced with the rest. This session offers no
     compaction snapshot (``_get_compaction_snapshot``): chatledger has no
-    conditional replacement of the newest messages, so compaction runs only
-    when the stored history is the whole latest model exchange, and is
-    skipped, history kept, otherwise.
+    conditional replacement of the newest messages, so compaction after a
+    turn runs when the turn's model call saw the whole stored history (no
+    ``limit``), and is skipped, the history kept, when it saw only the
+    newest items.
 
     Raises:
         InvalidConversationIdError: for a bad ``session_id``.
