@@ -433,7 +433,7 @@ def test_a_message_stored_by_something_else_is_named(run: Run[Any]) -> None:
             await session.get_items()
         with pytest.raises(ForeignMessageError, match="foreign-1"):
             await session.pop_item()
-        # Nothing was removed.
+        # The other client's message is still the newest (popped, put back).
         assert [m.id for m in await repository.find_by_conversation_id("s1")][-1] == (
             "foreign-1"
         )
