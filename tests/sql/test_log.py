@@ -6,6 +6,7 @@ import logging
 import random
 import threading
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -22,6 +23,7 @@ from chatledger.tokens import estimate_tokens
 from chatledger.window import MessageWindow, TokenWindow, Window
 from chatledger_sql import SqlChatMemoryRepository
 from chatledger_sql.schema import LOG_COLUMNS
+from tests.backends import backend_url
 from tests.sql.conftest import make_url, unique_table
 
 T = TypeVar("T")
@@ -269,11 +271,14 @@ def _statements(engine: Engine) -> list[str]:
 
 #: The statements of an append without a system message, by database.
 _PLAIN_APPEND = {
-    "sqlite": ["INSERT", "INSERT", "UPDATE"],
+    # In BEGIN IMMEDIATE: the upsert that advances the row, the insert.
+    "sqlite": ["INSERT", "INSERT"],
     # One statement that locks, inserts and commits alone.
     "postgresql": ["WITH"],
-    "mariadb": ["BEGIN", "INSERT", "UPDATE"],
-    "mysql": ["BEGIN", "INSERT", "UPDATE"],
+    # One compound statement (BEGIN NOT ATOMIC ... END) that commits; the
+    # server behind mysql:// here is MariaDB.
+    "mariadb": ["BEGIN"],
+    "mysql": ["BEGIN"],
     # A locking read, then the probe of the ids.
     "duckdb": ["SELECT", "SELECT", "INSERT", "UPDATE"],
 }
@@ -298,8 +303,6 @@ def test_a_view_and_a_page_are_one_query_each(any_engine: Engine) -> None:
         assert seen == ["SELECT"]
         seen.clear()
         repository.append_to_log("c", [Message.assistant("a60")])
-        # The lock (which probes the ids where the dialect can), the insert,
-        # the row's update.
         assert seen == _PLAIN_APPEND[any_engine.dialect.name]
         seen.clear()
         repository.append_to_log("c", [Message.system("S"), Message.user("u61")])
@@ -373,6 +376,122 @@ def test_a_batch_sent_by_several_writers_at_once_is_stored_once(
         assert sorted(stored) == [0] * 25 + [2] * 5
         contents = [m.content for m in repository.find_by_conversation_id("dup")]
         assert contents == [f"r{r} {k}" for r in range(5) for k in ("u", "a")]
+    finally:
+        repository.drop_schema()
+        repository.close()
+
+
+def test_a_sqlite_append_is_one_transaction_of_two_statements(tmp_path: Path) -> None:
+    """On the driver's own connection (no SQLAlchemy listener), as SQLite runs
+    it: the write lock, the upsert that advances the row, the insert, the
+    commit; the busy timeout is set once per connection, not per append."""
+    repository = SqlChatMemoryRepository.from_url(f"sqlite:///{tmp_path / 'chat.db'}")
+    seen: list[str] = []
+
+    def trace(dbapi_connection: Any, record: Any) -> None:
+        dbapi_connection.set_trace_callback(seen.append)
+
+    event.listen(repository.engine, "connect", trace)
+    repository.engine.dispose()
+    try:
+        repository.append_to_log("c", [Message.system("S"), Message.user("u0")])
+        seen.clear()
+        for n in range(3):
+            repository.append_to_log("c", [Message.assistant(f"a{n}")])
+        words = [statement.split(None, 1)[0].upper() for statement in seen]
+        assert words == ["BEGIN", "INSERT", "INSERT", "COMMIT"] * 3
+        assert seen[0] == "BEGIN IMMEDIATE"
+        assert [m.content for m in repository.find_by_conversation_id("c")] == [
+            "S",
+            "u0",
+            "a0",
+            "a1",
+            "a2",
+        ]
+    finally:
+        repository.drop_schema()
+        repository.close()
+
+
+def _questions(repository: SqlChatMemoryRepository) -> int:
+    """How many statements the server has had from the repository's one
+    pooled connection, this one included."""
+    # On the pooled connection's own cursor: SQLAlchemy would add a
+    # ROLLBACK after the SHOW.
+    connection = repository.engine.raw_connection()
+    try:
+        cursor = connection.cursor()
+        cursor.execute("SHOW SESSION STATUS LIKE 'Questions'")
+        row = cursor.fetchone()
+        assert row is not None
+        return int(row[1])
+    finally:
+        connection.close()
+
+
+def test_a_mariadb_append_is_one_round_trip() -> None:
+    """The server counts one statement from the client per append (the
+    compound statement; what runs inside it is not counted), for a new
+    conversation and an existing one, and no ROLLBACK after it."""
+    repository = SqlChatMemoryRepository.from_url(
+        backend_url("mariadb"),
+        table_name=unique_table(),
+        engine_options={"pool_size": 1, "max_overflow": 0},
+    )
+
+    try:
+        repository.append_to_log("warm", [Message.user("u")])
+        for cid in ("new", "new"):
+            before = _questions(repository)
+            repository.append_to_log(cid, [Message.user("u"), Message.assistant("a")])
+            # The append, then this SHOW itself.
+            assert _questions(repository) - before == 2
+        assert [m.content for m in repository.find_by_conversation_id("new")] == [
+            "u",
+            "a",
+            "u",
+            "a",
+        ]
+    finally:
+        repository.drop_schema()
+        repository.close()
+
+
+def test_a_mariadb_view_is_one_round_trip() -> None:
+    """The view's read and the end of its transaction go as one compound
+    statement: one statement from the client, where a ROLLBACK after the
+    SELECT was a second."""
+    repository = SqlChatMemoryRepository.from_url(
+        backend_url("mariadb"),
+        table_name=unique_table(),
+        engine_options={"pool_size": 1, "max_overflow": 0},
+    )
+    window = MessageWindow(5)
+    try:
+        repository.append_to_log("c", [Message.system("S"), Message.user("u")])
+        repository.find_window("c", window)
+        before = _questions(repository)
+        assert [m.content for m in repository.find_window("c", window)] == ["S", "u"]
+        assert _questions(repository) - before == 2  # the view, then this SHOW
+    finally:
+        repository.drop_schema()
+        repository.close()
+
+
+def test_a_raw_write_stores_times_as_sqlalchemy_does(tmp_path: Path) -> None:
+    """A created_at written on the driver's connection is SQLAlchemy's text
+    form of it on SQLite, microseconds included when they are zero, so that
+    times compare as text alike whichever path wrote them."""
+    repository = SqlChatMemoryRepository.from_url(f"sqlite:///{tmp_path / 'chat.db'}")
+    moment = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
+    try:
+        repository.append_to_log("c", [Message.user("u").stamped(moment)])
+        with repository.engine.connect() as connection:
+            stored = connection.exec_driver_sql(
+                f"SELECT created_at FROM {repository.tables.messages.name}"
+            ).scalar()
+        assert stored == "2026-01-02 03:04:05.000000"
+        assert repository.find_by_conversation_id("c")[0].created_at == moment
     finally:
         repository.drop_schema()
         repository.close()

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from sqlalchemy import text
 
-from chatledger import Message, MessageWindowChatMemory
+from chatledger import Message, MessageWindow, MessageWindowChatMemory
 from chatledger_sql import SqlChatMemoryRepository
 from tests.backends import backend_url
 from tests.sql.conftest import unique_table
@@ -60,13 +60,30 @@ def test_a_committed_append_is_not_rolled_back_again(
     assert [m.content for m in memory.get("c")] == ["u4", "a4", "u5", "a5"]
 
 
-def test_a_read_that_opened_a_transaction_is_rolled_back(
+def test_a_read_ends_the_transaction_it_opened(
     repository: SqlChatMemoryRepository, rollbacks: list[str]
 ) -> None:
+    """InnoDB opens a transaction for a read without flagging it in the status
+    the pool checks: the read ends it itself, in the compound statement it
+    is sent in, so no ROLLBACK follows it and none is left open."""
+    engine = repository.engine
     repository.save_all("c", [Message.user("u")])
     rollbacks.clear()
     repository.find_by_conversation_id("c")
-    assert rollbacks == ["ROLLBACK"]
+    repository.find_window("c", MessageWindow(4))
+    assert rollbacks == []
+    assert engine.pool.checkedin() == 1  # type: ignore[attr-defined]
+    raw = engine.raw_connection()  # the one connection the reads used
+    try:
+        cursor = raw.cursor()
+        cursor.execute(
+            "SELECT COUNT(*) FROM information_schema.innodb_trx "
+            "WHERE trx_mysql_thread_id = CONNECTION_ID()"
+        )
+        assert cursor.fetchone() == (0,)
+        cursor.close()
+    finally:
+        raw.close()
 
 
 def test_an_open_transaction_is_still_rolled_back_on_return(

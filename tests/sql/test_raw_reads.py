@@ -1,8 +1,9 @@
-"""Window reads on the DBAPI cursor: the same messages, errors and pool state.
+"""Reads on the DBAPI cursor: the same messages, errors and pool state.
 
-``find_by_conversation_id`` runs its SELECT, compiled once, on the pooled
-DBAPI cursor for SQLite, psycopg and PyMySQL; any other driver, ``echo``, or a
-cursor-execute listener (logging, tracing) keeps SQLAlchemy's own path.
+``find_by_conversation_id`` and the window's view run their SELECTs, compiled
+once, on the pooled DBAPI cursor for SQLite, psycopg and PyMySQL; any other
+driver, ``echo``, or a cursor-execute listener (logging, tracing) keeps
+SQLAlchemy's own path.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pytest
 from sqlalchemy import event
 from sqlalchemy.engine import Engine
 
-from chatledger import Message, StoreNotFoundError
+from chatledger import Message, MessageWindow, StoreNotFoundError
 from chatledger.testing import every_kind
 from chatledger_sql import SqlChatMemoryRepository
 from chatledger_sql.compiled import RAW_DRIVERS, runs_raw
@@ -44,7 +45,7 @@ def test_both_paths_read_the_same_messages(repository: SqlChatMemoryRepository) 
     repository.save_all("c", history)
     assert runs_raw(engine) is _raw(engine)
     direct = repository.find_by_conversation_id("c")
-    assert (repository._raw_read is not None) is _raw(engine)
+    assert (("read",) in repository._raw_reads) is _raw(engine)
     seen: list[str] = []
 
     def listener(*args: Any) -> None:
@@ -112,10 +113,17 @@ def test_a_read_keeps_no_snapshot_for_the_next_one(any_engine: Engine) -> None:
     reader = SqlChatMemoryRepository.from_url(url, table_name=table)
     writer = SqlChatMemoryRepository.from_url(url, table_name=table)
     try:
+        window = MessageWindow(5)
         reader.save_all("c", [Message.user("before")])
         assert [m.content for m in reader.find_by_conversation_id("c")] == ["before"]
         writer.save_all("c", [Message.user("after")])
         assert [m.content for m in reader.find_by_conversation_id("c")] == ["after"]
+        assert [m.content for m in reader.find_window("c", window)] == ["after"]
+        writer.append_to_log("c", [Message.assistant("later")])
+        assert [m.content for m in reader.find_window("c", window)] == [
+            "after",
+            "later",
+        ]
     finally:
         writer.close()
         reader.drop_schema()

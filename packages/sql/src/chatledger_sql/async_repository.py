@@ -46,6 +46,7 @@ import contextlib
 import functools
 import inspect
 import logging
+import operator
 import threading
 import weakref
 from collections.abc import (
@@ -99,7 +100,12 @@ from chatledger.adapters import (
     validate_removal_count,
     view_reads,
 )
-from chatledger_sql.compiled import CompiledStatement, fetch_all, runs_raw
+from chatledger_sql.compiled import (
+    CompiledStatement,
+    fetch_all,
+    raw_calls,
+    runs_raw,
+)
 from chatledger_sql.dialects import DialectSpec, resolve_dialect
 from chatledger_sql.dialects.base import (
     MAX_IDS_PER_STATEMENT,
@@ -110,9 +116,13 @@ from chatledger_sql.dialects.base import (
 from chatledger_sql.floor import AsyncSqlBenchmarkFloor, open_floor_async
 from chatledger_sql.log_steps import (
     log_append_parameters,
+    log_append_rows,
     log_row,
     log_trim,
     log_writes,
+    numbered_from,
+    numbered_rows,
+    row_arrays,
     system_range,
     untally,
 )
@@ -161,10 +171,13 @@ else:
 __all__ = ["AsyncSqlChatMemoryRepository"]
 
 _UNKNOWN: Any = object()
+_SYSTEM = Role.SYSTEM.value
+#: A read row's sequence number (its first column).
+_SEQUENCE = operator.itemgetter(0)
 #: The read options a read on the DBAPI cursor can honour (see ``fetch_all``).
 _RAW_READ_OPTIONS: tuple[dict[str, Any], ...] = ({}, {"isolation_level": "AUTOCOMMIT"})
-#: How many batch sizes of the one-statement log append stay compiled.
-_KEPT_RAW_LOG_APPENDS = 64
+#: How many statements of each kind, appends and reads, stay compiled.
+_KEPT_RAW_STATEMENTS = 128
 #: The MySQL protocol's status bit for an open transaction.
 _SERVER_STATUS_IN_TRANS = 1
 
@@ -359,13 +372,14 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
             _roll_back_before_discarding(engine)
         self.fault_points = FaultPoints()
         self._explicit = dialect
-        #: ``self._sql.read`` compiled for the engine on first use.
-        self._raw_read: CompiledStatement | None = None
+        #: Reads on the DBAPI cursor, as the dialect sends them, by what they
+        #: are and their size (see ``_fetch_raw``).
+        self._raw_reads: dict[Any, tuple[CompiledStatement, bool]] = {}
         #: The append routine's call, compiled likewise.
         self._raw_routine: CompiledStatement | None = None
-        #: The dialect's one-statement log appends, compiled likewise, by
-        #: batch size.
-        self._raw_log_appends: dict[int, CompiledStatement] = {}
+        #: The log's append statements, compiled likewise, by what they are
+        #: and their size.
+        self._raw_statements: dict[Any, CompiledStatement] = {}
         #: How many rows a view reads, first and further (tests read fewer).
         self._view_reads: Callable[[Window], Iterator[int]] = view_reads
         self._owns_engine = False
@@ -746,15 +760,8 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
             options = dialect.read_options(_sync(connection))
             # Never on an asyncio driver: runs_raw knows sync drivers only.
             if options in _RAW_READ_OPTIONS and runs_raw(self.engine):
-                if self._raw_read is None:
-                    self._raw_read = CompiledStatement(
-                        connection.dialect, [self._sql.read]
-                    )
-                rows: Sequence[Any] = fetch_all(
-                    _sync(connection),
-                    self._raw_read,
-                    parameters,
-                    autocommit=bool(options),
+                rows: Sequence[Any] = self._fetch_raw(
+                    connection, ("read",), self._sql.read, parameters, bool(options)
                 )
             else:
                 if options:
@@ -984,16 +991,11 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
             return AppendResult()
         await self._prepared()
         await self._check_sizes(batch)
-        statement = self._sql.log_append(len(batch))
         done: tuple[AppendResult, int] | None = None
-        if (
-            statement is not None
-            and not self.fault_points.armed
-            and all(m.role is not Role.SYSTEM for m in batch)
+        if not self.fault_points.armed and all(
+            m.role is not Role.SYSTEM for m in batch
         ):
-            done = await self._append_log_at_once(
-                statement, conversation_id, batch, window
-            )
+            done = await self._append_log_at_once(conversation_id, batch, window)
         if done is None:
             done = await self._write(
                 conversation_id,
@@ -1022,42 +1024,75 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
 
     async def _append_log_at_once(
         self,
-        statement: Any,
         conversation_id: str,
         batch: list[Message],
         window: Window | None,
     ) -> tuple[AppendResult, int] | None:
-        """A log append in the dialect's one statement, committed alone.
+        """A log append of a batch without a system message, the dialect's short way.
 
-        Returns the result and the last sequence number stored, or ``None``
-        when the statement left it to the transaction: an id the
-        conversation holds or held, an expired conversation, or a server
-        that is not the dialect's own product.
+        One statement that commits alone (the dialect's
+        ``log_append_statement``), or, where a write transaction excludes
+        every other writer, one statement that advances the conversation row
+        and the insert after it (``log_advance_statement``). Returns the
+        result and the last sequence number stored, or ``None`` when the
+        dialect has neither, or left the append to the transaction: an id
+        the conversation holds or held, an expired conversation, a batch the
+        statement cannot carry, or a server that is not the dialect's own
+        product.
         """
         dialect = self._dialect()
+        size = len(batch)
+        statement = self._sql.log_append(size)
+        advance = None if statement is not None else self._sql.log_advance(size)
+        if statement is None and advance is None:
+            return None
         now = utc_now()
         stamped = stamp_messages(batch, now)
-        parameters = log_append_parameters(
-            conversation_id, stamped, window, now, self.ttl
-        )
+        rows = log_append_rows(conversation_id, stamped, window)
+        if not dialect.log_append_takes(rows):
+            return None
+        parameters = log_append_parameters(conversation_id, rows, window, now, self.ttl)
+        if statement is not None:
+            if dialect.log_append_numbered_rows:
+                parameters.update(numbered_rows(rows))
+            else:
+                parameters.update(row_arrays(rows))
+            last = await self._log_append_alone(
+                conversation_id, statement, size, parameters
+            )
+        else:
+            last = await self._log_append_advancing(
+                conversation_id, advance, rows, parameters
+            )
+        if last is None:
+            return None
+        return AppendResult(stamped), last
+
+    async def _log_append_alone(
+        self,
+        conversation_id: str,
+        statement: Any,
+        size: int,
+        parameters: dict[str, Any],
+    ) -> int | None:
+        """Run the dialect's one-statement log append; the last number it stored."""
+        dialect = self._dialect()
+        commits_itself = dialect.log_append_commits_itself
 
         async def call(connection: AsyncConnection) -> list[Any] | None:
             if not dialect.native(_sync(connection)):
                 return None
             # Never on an asyncio driver: runs_raw knows sync drivers only.
             if runs_raw(self.engine):
-                compiled = self._raw_log_appends.get(len(batch))
-                if compiled is None:
-                    compiled = CompiledStatement(connection.dialect, [statement])
-                    if len(self._raw_log_appends) < _KEPT_RAW_LOG_APPENDS:
-                        self._raw_log_appends[len(batch)] = compiled
                 return fetch_all(
                     _sync(connection),
-                    compiled,
+                    self._compiled(connection, ("log append", size), statement),
                     parameters,
-                    autocommit=True,
+                    autocommit=not commits_itself,
+                    commits_itself=commits_itself,
                 )
-            await connection.execution_options(isolation_level="AUTOCOMMIT")
+            if not commits_itself:
+                await connection.execution_options(isolation_level="AUTOCOMMIT")
             return list(await connection.execute(statement, parameters))
 
         if True:  # async
@@ -1066,9 +1101,70 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
             )
         else:
             rows = self._write(conversation_id, call, commits_itself=True)
-        if not rows:
-            return None
-        return AppendResult(stamped), max(int(row[0]) for row in rows)
+        stored = [int(row[0]) for row in rows or () if row[0] is not None]
+        return max(stored) if stored else None
+
+    async def _log_append_advancing(
+        self,
+        conversation_id: str,
+        advance: Any,
+        rows: list[dict[str, Any]],
+        parameters: dict[str, Any],
+    ) -> int | None:
+        """Advance the conversation row, then insert ``rows``, in one write
+        transaction; the last number stored, ``None`` if the row refused."""
+        dialect = self._dialect()
+        size = len(rows)
+
+        async def write(connection: AsyncConnection) -> int | None:
+            found = (await connection.execute(advance, parameters)).first()
+            if found is None:
+                return None  # nothing changed: the commit is empty
+            base, sized = int(found[0]), bool(found[1])
+            await connection.execute(
+                self._sql.insert_messages, numbered_from(rows, base, sized)
+            )
+            return base + size - 1
+
+        def write_raw(connection: AsyncConnection) -> int | None:
+            # The same, on the driver's connection: the write transaction is
+            # the dialect's begin (SQLite's BEGIN IMMEDIATE) and the driver's
+            # commit, with no statement of SQLAlchemy's in between.
+            sync = _sync(connection)
+            advancing = self._compiled(connection, ("log advance", size), advance)
+            inserting = self._compiled(
+                connection, ("insert messages",), self._sql.insert_messages
+            )
+            with raw_calls(sync) as calls:
+                dialect.begin_write(sync)
+                found = calls.execute(advancing, parameters).fetchone()
+                if found is None:
+                    calls.driver.rollback()
+                    return None
+                base, sized = int(found[0]), bool(found[1])
+                calls.execute_many(inserting, numbered_from(rows, base, sized))
+                calls.driver.commit()
+            return base + size - 1
+
+        # Never on an asyncio driver: runs_raw knows sync drivers only.
+        if runs_raw(self.engine):
+
+            async def raw(connection: AsyncConnection) -> int | None:
+                return write_raw(connection)
+
+            return await self._write(conversation_id, raw, commits_itself=True)
+        return await self._write(conversation_id, write)
+
+    def _compiled(
+        self, connection: AsyncConnection, key: Any, statement: Any
+    ) -> CompiledStatement:
+        """``statement`` compiled for the engine's driver, kept under ``key``."""
+        compiled = self._raw_statements.get(key)
+        if compiled is None:
+            compiled = CompiledStatement(connection.dialect, [statement])
+            if len(self._raw_statements) < _KEPT_RAW_STATEMENTS:
+                self._raw_statements[key] = compiled
+        return compiled
 
     async def _append_log(
         self,
@@ -1354,9 +1450,13 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
             # round trip, no BEGIN and ROLLBACK): a read further back checks
             # that the row it continues from is still stored.
             options = dialect.read_options(_sync(connection))
-            if options:
+            # Never on an asyncio driver: runs_raw knows sync drivers only.
+            raw = options in _RAW_READ_OPTIONS and runs_raw(self.engine)
+            if options and not raw:
                 await connection.execution_options(**options)
-            view = await self._tail_view(connection, window, parameters)
+            view = await self._tail_view(
+                connection, window, parameters, raw=bool(options) if raw else None
+            )
             return None if view is None else view.messages()
 
         while True:
@@ -1365,34 +1465,82 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
                 return shown
 
     async def _tail_view(
-        self, connection: AsyncConnection, window: Window, parameters: dict[str, Any]
+        self,
+        connection: AsyncConnection,
+        window: Window,
+        parameters: dict[str, Any],
+        *,
+        raw: bool | None = None,
     ) -> TailView | None:
-        """The view of ``window``, read newest first; ``None`` if replaced meanwhile."""
+        """The view of ``window``, read newest first; ``None`` if replaced meanwhile.
+
+        With ``raw`` each query runs on the DBAPI cursor (``raw`` says
+        whether in autocommit, see ``fetch_all``), each in its own
+        transaction; never inside a write. A row is decoded when the view
+        takes it: those past the one that settles the view never are.
+        """
         reads = self._view_reads(window)
         rows = next(reads)
-        found = (await connection.execute(self._sql.view(rows), parameters)).all()
-        logged = [log_row(row) for row in found]
-        system = sorted(
-            (row for row in logged if row.message.role is Role.SYSTEM),
-            key=lambda row: row.sequence,
+        found = await self._view_rows(
+            connection, ("view", rows), self._sql.view(rows), parameters, raw
         )
-        tail = sorted(
-            (row for row in logged if row.message.role is not Role.SYSTEM),
-            key=lambda row: row.sequence,
-            reverse=True,
+        system = sorted((row for row in found if row[2] == _SYSTEM), key=_SEQUENCE)
+        tail: Sequence[Any] = sorted(
+            (row for row in found if row[2] != _SYSTEM), key=_SEQUENCE, reverse=True
         )
-        view = TailView(window, system)
-        while not view.feed(tail) and len(tail) == rows:
+        view = TailView(window, [log_row(row) for row in system])
+        while not view.feed(map(log_row, tail)) and len(tail) == rows:
             rows = next(reads)
             older = self._sql.limited(self._sql.log_older, rows + 1)
-            further = await connection.execute(
-                older, {**parameters, "before": tail[-1].sequence}
+            before = int(tail[-1][0])
+            read = await self._view_rows(
+                connection,
+                ("view older", rows),
+                older,
+                {**parameters, "before": before},
+                raw,
             )
-            read = [log_row(row) for row in further]
-            if not read or read[0].sequence != tail[-1].sequence:
+            if not read or int(read[0][0]) != before:
                 return None  # replaced meanwhile: read the view again
             tail = read[1:]
         return view
+
+    async def _view_rows(
+        self,
+        connection: AsyncConnection,
+        key: Any,
+        statement: Any,
+        parameters: dict[str, Any],
+        raw: bool | None,
+    ) -> Sequence[Any]:
+        """The rows of one of a view's queries (see :meth:`_tail_view`)."""
+        if raw is None:
+            return (await connection.execute(statement, parameters)).all()
+        return self._fetch_raw(connection, key, statement, parameters, raw)
+
+    def _fetch_raw(
+        self,
+        connection: AsyncConnection,
+        key: Any,
+        statement: Any,
+        parameters: dict[str, Any],
+        autocommit: bool,
+    ) -> list[Any]:
+        """Read on the DBAPI cursor, as the dialect sends a read (its
+        ``raw_read``), compiled once under ``key``."""
+        found = self._raw_reads.get(key)
+        if found is None:
+            found = self._dialect().raw_read(_sync(connection), statement)
+            if len(self._raw_reads) < _KEPT_RAW_STATEMENTS:
+                self._raw_reads[key] = found
+        compiled, ends = found
+        return fetch_all(
+            _sync(connection),
+            compiled,
+            parameters,
+            autocommit=autocommit and not ends,
+            commits_itself=ends,
+        )
 
     async def find_messages_page(
         self,

@@ -25,7 +25,8 @@ listener (logging, tracing) would miss the statement.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import exc
@@ -40,7 +41,9 @@ __all__ = [
     "PARAMSTYLES",
     "RAW_DRIVERS",
     "CompiledStatement",
+    "RawCalls",
     "fetch_all",
+    "raw_calls",
     "runs_raw",
 ]
 
@@ -108,7 +111,10 @@ class CompiledStatement:
                 assert compiled.positiontup is not None
                 self._order.extend(compiled.positiontup)
             for name, bind in compiled.binds.items():
-                processor = bind.type.bind_processor(dialect)
+                # The dialect's own implementation of the type, as SQLAlchemy
+                # binds it: a TypeDecorator's processor alone would skip its
+                # column type's (SQLite's text form of a timestamp).
+                processor = bind.type.dialect_impl(dialect).bind_processor(dialect)
                 if processor is not None:
                     processors[name] = processor
                 if bind.required:
@@ -202,6 +208,79 @@ def fetch_all(
         connection.invalidate(error if isinstance(error, Exception) else None)
         raise
     return rows
+
+
+class RawCalls:
+    """Compiled statements run one after another on a connection's DBAPI cursor.
+
+    Made by :func:`raw_calls`, which raises a failing statement's error as
+    SQLAlchemy would. :attr:`driver` is the driver's connection, for its
+    own ``commit`` and ``rollback``.
+    """
+
+    __slots__ = ("_cursor", "_parameters", "_sql", "driver")
+
+    def __init__(self, connection: Connection) -> None:
+        """Take ``connection``'s DBAPI connection; no cursor yet."""
+        self.driver: Any = connection.connection.driver_connection
+        self._cursor: Any = None
+        self._sql = ""
+        self._parameters: Any = None
+
+    def execute(self, statement: CompiledStatement, values: dict[str, Any]) -> Any:
+        """Run ``statement`` with ``values``; return the cursor, to fetch from."""
+        cursor = self._cursor
+        if cursor is None:
+            cursor = self._cursor = self.driver.cursor()
+        self._sql = statement.sql
+        self._parameters = parameters = statement.parameters(values)
+        cursor.execute(statement.sql, parameters)
+        return cursor
+
+    def execute_many(
+        self, statement: CompiledStatement, rows: Sequence[dict[str, Any]]
+    ) -> None:
+        """Run ``statement`` once per row of ``rows`` (one call when one row)."""
+        if len(rows) == 1:
+            self.execute(statement, rows[0])
+            return
+        cursor = self._cursor
+        if cursor is None:
+            cursor = self._cursor = self.driver.cursor()
+        self._sql = statement.sql
+        self._parameters = parameters = [statement.parameters(row) for row in rows]
+        cursor.executemany(statement.sql, parameters)
+
+    def close(self) -> None:
+        """Close the cursor, if one was opened."""
+        if self._cursor is not None:
+            self._cursor.close()
+            self._cursor = None
+
+
+@contextlib.contextmanager
+def raw_calls(connection: Connection) -> Iterator[RawCalls]:
+    """Run statements on ``connection``'s DBAPI cursor (see :func:`runs_raw`).
+
+    A DBAPI error is raised as SQLAlchemy raises it, the statement named,
+    and the connection is invalidated, so whatever transaction the calls
+    had begun ends with it; so is it after any other interruption.
+
+    Raises:
+        sqlalchemy.exc.DBAPIError: as SQLAlchemy raises it.
+    """
+    calls = RawCalls(connection)
+    try:
+        yield calls
+        calls.close()
+    except connection.dialect.loaded_dbapi.Error as error:
+        raise _as_sqlalchemy_error(
+            connection, calls._sql, calls._parameters, error, calls._cursor
+        ) from error
+    except BaseException as error:
+        # Interrupted mid-statement: the connection's state is unknown.
+        connection.invalidate(error if isinstance(error, Exception) else None)
+        raise
 
 
 def _as_sqlalchemy_error(

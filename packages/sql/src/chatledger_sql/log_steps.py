@@ -30,15 +30,25 @@ from chatledger_sql.rows import decode_raw, encode
 from chatledger_sql.steps import update_parameters
 
 __all__ = [
+    "NUMBERED_COLUMNS",
     "LogTrim",
     "LogWrites",
     "log_append_parameters",
+    "log_append_rows",
     "log_row",
     "log_trim",
     "log_writes",
+    "numbered_from",
+    "numbered_rows",
+    "row_arrays",
     "system_range",
     "untally",
 ]
+
+
+#: The columns of each row a numbered log append binds (``r<i>_<column>``);
+#: the statement gives the others.
+NUMBERED_COLUMNS = ("message_id", "role", "content", "payload", "weight", "created_at")
 
 
 @dataclass(frozen=True, slots=True)
@@ -138,46 +148,79 @@ def log_writes(
     return LogWrites(rows, update)
 
 
+def log_append_rows(
+    conversation_id: str, stamped: Sequence[Message], window: Window | None
+) -> list[dict[str, Any]]:
+    """The ``Statements.insert_messages`` values of a one-statement log append.
+
+    Numbered from 0 (the statement numbers them); each message's size is
+    measured when the window has a counter, and kept if the conversation's
+    sizes are all under that counter.
+    """
+    counter = None if window is None else window.counter_id
+    if window is None or counter is None:
+        return [encode(conversation_id, 0, message, None) for message in stamped]
+    return [
+        encode(conversation_id, 0, message, window.measure(message))
+        for message in stamped
+    ]
+
+
 def log_append_parameters(
     conversation_id: str,
-    stamped: Sequence[Message],
+    rows: Sequence[dict[str, Any]],
     window: Window | None,
     now: datetime,
     ttl: timedelta | None,
 ) -> dict[str, Any]:
-    """The parameters of a dialect's one-statement log append of ``stamped``.
+    """The parameters of a dialect's one-statement log append of ``rows``,
+    but the rows' own values (:func:`row_arrays`, :func:`numbered_rows`).
 
-    The batch holds no system message; each message's size is measured when
-    the window has a counter (the statement keeps it if the conversation's
-    sizes are all under that counter).
+    ``rows`` are :func:`log_append_rows`' (the batch holds no system
+    message). The ids go as ``id_<i>``.
     """
-    counter = None if window is None else window.counter_id
-    rows = [
-        encode(
-            conversation_id,
-            0,
-            message,
-            None if window is None or counter is None else window.measure(message),
-        )
-        for message in stamped
-    ]
-    weights = [row["weight"] for row in rows]
-    ids = {f"id_{index}": row["message_id"] for index, row in enumerate(rows)}
+    parameters: dict[str, Any] = {
+        f"id_{index}": row["message_id"] for index, row in enumerate(rows)
+    }
+    parameters["cid"] = conversation_id
+    parameters["n"] = len(rows)
+    parameters["counter"] = None if window is None else window.counter_id
+    parameters["size"] = sum(row["weight"] or 0 for row in rows)
+    parameters["now"] = now
+    parameters["p_expires_at"] = None if ttl is None else now + ttl
+    return parameters
+
+
+def row_arrays(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The values of ``rows`` as one array per column (PostgreSQL's ``unnest``)."""
     return {
-        **ids,
-        "cid": conversation_id,
-        "n": len(rows),
-        "counter": counter,
-        "size": sum(weight or 0 for weight in weights),
-        "now": now,
-        "p_expires_at": None if ttl is None else now + ttl,
         "message_ids": [row["message_id"] for row in rows],
         "roles": [row["role"] for row in rows],
         "contents": [row["content"] for row in rows],
         "payloads": [row["payload"] for row in rows],
-        "weights": weights,
+        "weights": [row["weight"] for row in rows],
         "created": [row["created_at"] for row in rows],
     }
+
+
+def numbered_rows(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The values of ``rows`` as parameters of their own, ``r<i>_<column>``
+    (:data:`NUMBERED_COLUMNS`), for a statement made per batch size."""
+    return {
+        f"r{index}_{column}": row[column]
+        for index, row in enumerate(rows)
+        for column in NUMBERED_COLUMNS
+    }
+
+
+def numbered_from(
+    rows: Sequence[dict[str, Any]], base: int, sized: bool
+) -> list[dict[str, Any]]:
+    """``rows`` numbered from ``base``, their sizes kept only if ``sized``."""
+    return [
+        {**row, "seq": base + index, "weight": row["weight"] if sized else None}
+        for index, row in enumerate(rows)
+    ]
 
 
 def log_row(row: Any) -> LogRow:

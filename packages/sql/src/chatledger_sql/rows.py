@@ -109,15 +109,22 @@ def decode_raw(
     message_id: str, role: str, content: str | None, payload: str, created: Any
 ) -> Message:
     """The message of a raw read row (``Statements.read``): ids, text, JSON, time."""
-    data = _loads(payload)
+    if payload == _PLAIN_PAYLOAD:
+        # A message with text and nothing else: the dict its payload parses
+        # to, without parsing it.
+        data: dict[str, Any] = {"v": codec.CODEC_VERSION, "content": content}
+    else:
+        data = _loads(payload)
+        data.setdefault("content", content)
     data["id"] = message_id
     data["role"] = role
-    data.setdefault("content", content)
     data["created_at"] = moment(created)
     return _from_dict(data)
 
 
 _dumps, _loads, _from_dict = codec.dumps, codec.loads, codec.from_dict
+#: What :func:`encode` stores as the payload of a message with text alone.
+_PLAIN_PAYLOAD = _dumps({"v": codec.CODEC_VERSION})
 _NAIVE_EPOCH = datetime(1970, 1, 1)
 _UTC_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 

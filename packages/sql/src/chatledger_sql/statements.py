@@ -441,6 +441,10 @@ class Statements:
         #: The dialect's one-statement log append of one message, if it has
         #: one (``log_append`` gives it for any batch size).
         self.append_log: Any = dialect.log_append_statement(self, 1)
+        #: The dialect's advance of the row for a log append of one message in
+        #: the write transaction, if it has one (``log_advance`` gives it for
+        #: any batch size).
+        self.advance_log: Any = dialect.log_advance_statement(self, 1)
         self._dialect = dialect
         #: The dialect's server-side append routine, if it has one.
         self.append_routine: AppendRoutine | None = dialect.append_routine(self)
@@ -485,6 +489,15 @@ class Statements:
         return self.driver_statement(
             ("log append", ids),
             lambda: self._dialect.log_append_statement(self, ids),
+        )
+
+    def log_advance(self, ids: int) -> Any:
+        """The dialect's advance of the row for ``ids`` messages, or ``None``."""
+        if self.advance_log is None:
+            return None
+        return self.driver_statement(
+            ("log advance", ids),
+            lambda: self._dialect.log_advance_statement(self, ids),
         )
 
     def view(self, rows: int) -> CompoundSelect[Any]:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
@@ -40,8 +40,10 @@ from sqlalchemy import (
     type_coerce,
 )
 from sqlalchemy.schema import CreateTable, ExecutableDDLElement
+from sqlalchemy.sql.elements import ClauseElement
 from sqlalchemy.types import NullType, TypeEngine
 
+from chatledger_sql.compiled import CompiledStatement
 from chatledger_sql.types import UtcDateTime
 
 if TYPE_CHECKING:
@@ -309,6 +311,17 @@ class SqlDialect:
         """Execution options for a one-statement read (none by default)."""
         return {}
 
+    def raw_read(
+        self, connection: Connection, statement: ClauseElement
+    ) -> tuple[CompiledStatement, bool]:
+        """``statement`` compiled for a read on the DBAPI cursor, and whether
+        what is sent also ends the read's transaction.
+
+        The default: the statement alone, its transaction ended after it
+        (``chatledger_sql.compiled.fetch_all``).
+        """
+        return CompiledStatement(connection.dialect, [statement]), False
+
     def serialize_in_process(self) -> bool:
         """True when writers in one process must queue on a lock (DuckDB)."""
         return False
@@ -389,14 +402,39 @@ class SqlDialect:
         """Build the statement :meth:`write_append` runs, or ``None``."""
         return None
 
+    #: The one-statement log append (:meth:`log_append_statement`) begins
+    #: and commits its own transaction; otherwise it runs in autocommit.
+    log_append_commits_itself: ClassVar[bool] = False
+    #: The one-statement log append takes each row's values as parameters
+    #: of their own (``r<i>_<column>``), not as arrays.
+    log_append_numbered_rows: ClassVar[bool] = False
+
     def log_append_statement(self, statements: Statements, ids: int) -> Any:
         """Build a log append in one statement that commits alone, or ``None``.
 
         It takes a batch of ``ids`` messages without a system message (see
-        ``chatledger_sql.log_steps.log_append_parameters``) and answers one
-        row per message stored: all of them, or none when it left the append
-        to the transaction (an id the conversation holds, an expired
-        conversation).
+        ``chatledger_sql.log_steps.log_append_parameters``) and answers rows
+        whose first column numbers a message stored: one per message, or the
+        last alone; none, or ``NULL``, when it left the append to the
+        transaction (an id the conversation holds, an expired conversation).
+        """
+        return None
+
+    def log_append_takes(self, rows: Sequence[Mapping[str, Any]]) -> bool:
+        """Whether the one-statement log append may carry ``rows`` (their
+        ``Statements.insert_messages`` values); the default: any."""
+        return True
+
+    def log_advance_statement(self, statements: Statements, ids: int) -> Any:
+        """Build the first half of a log append in the write transaction, or ``None``.
+
+        For a database whose write transaction excludes every other writer
+        (:attr:`writes_exclusively`): one statement creates or advances the
+        conversation row for a batch of ``ids`` messages without a system
+        message and answers ``(base, sized)``, the number of the batch's first
+        message and whether its sizes are kept; the repository inserts the
+        rows after it. No row: the conversation holds one of the ids or has
+        expired, and the append is left to the transaction.
         """
         return None
 

@@ -18,23 +18,29 @@ and ``"A"`` stay two ids.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from sqlalchemy import (
     Select,
+    TextClause,
     bindparam,
     cast,
     exc,
     func,
     insert,
     select,
+    text,
     type_coerce,
 )
 from sqlalchemy.dialects.mysql import CHAR, DATETIME, LONGTEXT, VARCHAR
 from sqlalchemy.dialects.mysql import insert as mysql_insert
+from sqlalchemy.dialects.mysql.base import MySQLDialect as SAMySQLDialect
+from sqlalchemy.sql.elements import ClauseElement
 from sqlalchemy.types import NullType, TypeEngine
 
+from chatledger_sql.compiled import CompiledStatement
 from chatledger_sql.dialects.base import ConversationState, RoutineDialect, SqlDialect
 from chatledger_sql.dialects.compound import PARAMSTYLES, CompoundStatement
 from chatledger_sql.dialects.mariadb_routine import MariaDBAppendRoutine
@@ -46,6 +52,9 @@ if TYPE_CHECKING:
     from chatledger_sql.statements import Statements
 
 __all__ = ["MariaDBDialect", "MySQLDialect"]
+
+_MARIADB = SAMySQLDialect(is_mariadb=True)  # type: ignore[no-untyped-call]
+_ROLLBACK = text("ROLLBACK")
 
 # ER_LOCK_DEADLOCK, ER_LOCK_WAIT_TIMEOUT is not retried (it signals a stuck writer)
 _RETRYABLE = {1213}
@@ -195,6 +204,115 @@ class MariaDBDialect(RoutineDialect, MySQLDialect):
     name = "mariadb"
     #: MariaDB's binary, no-pad collation.
     id_collation = "utf8mb4_nopad_bin"
+
+    log_append_commits_itself = True
+    log_append_numbered_rows = True
+
+    def log_append_statement(self, statements: Statements, ids: int) -> TextClause:
+        """A log append of ``ids`` messages in one compound statement that commits.
+
+        It begins its transaction, advances the conversation row (the lock:
+        the batch's numbers, counts and sizes as ``log_writes`` keeps them),
+        checks the ids with a read that starts after that lock, inserts the
+        rows and commits. A conversation without a row gets one, made as
+        the upsert of the portable lock makes it, in a transaction begun
+        again so that no gap lock of the failed update is held meanwhile. It
+        answers one row: the number of the last message stored, or ``NULL``
+        when it rolled back and left the append to the transaction (an id
+        the conversation holds or held; the row expired, judged by the
+        client's clock as of after the lock's wait, or made by another
+        writer meanwhile).
+        """
+        preparer = _MARIADB.identifier_preparer
+        m = preparer.format_table(statements.tables.messages)
+        c = preparer.format_table(statements.tables.conversations)
+        e = preparer.format_table(statements.tables.evicted)
+        empty = "system_count + other_count = 0"
+        sized = f":counter IS NOT NULL AND ({empty} OR weight_counter = :counter)"
+        listed = ", ".join(f":id_{index}" for index in range(ids))
+        held = f"conversation_id = :cid AND message_id IN ({listed})"
+        rows = ", ".join(
+            f"(:cid, v_base + {index}, :r{index}_message_id, :r{index}_role, "
+            f":r{index}_content, :r{index}_payload, "
+            f"IF(v_sized, :r{index}_weight, NULL), :r{index}_created_at)"
+            for index in range(ids)
+        )
+        timestamp = self.timestamp_type()
+        return text(
+            "BEGIN NOT ATOMIC "
+            "DECLARE v_base BIGINT DEFAULT NULL; "
+            "DECLARE v_sized BOOLEAN DEFAULT FALSE; "
+            "DECLARE v_known BIGINT DEFAULT 0; "
+            "DECLARE EXIT HANDLER FOR SQLEXCEPTION BEGIN ROLLBACK; RESIGNAL; END; "
+            "work: BEGIN "
+            "START TRANSACTION; "
+            # Every expression reads only columns set after it (or itself):
+            # the same under MariaDB's left-to-right assignment and under
+            # SIMULTANEOUS_ASSIGNMENT.
+            f"UPDATE {c} SET system_as_of = IF(system_as_of = next_seq, "
+            "next_seq + :n, system_as_of), "
+            f"system_weight = IF({sized}, IF({empty}, 0, "
+            "COALESCE(system_weight, 0)), NULL), "
+            f"other_weight = IF({sized}, IF({empty}, 0, "
+            "COALESCE(other_weight, 0)) + :size, NULL), "
+            f"weight_counter = IF({sized}, :counter, NULL), "
+            "other_count = other_count + :n, next_seq = next_seq + :n, "
+            "version = version + 1, updated_at = :now, expires_at = :p_expires_at "
+            "WHERE conversation_id = :cid AND (expires_at IS NULL OR expires_at > "
+            ":now + INTERVAL timestampdiff(MICROSECOND, now(6), sysdate(6)) "
+            "MICROSECOND); "
+            "IF ROW_COUNT() = 0 THEN "
+            "ROLLBACK; "
+            "START TRANSACTION; "
+            f"INSERT INTO {c} (conversation_id, next_seq, version, system_count, "
+            "other_count, weight_counter, system_weight, other_weight, updated_at, "
+            "expires_at, system_batch, system_last, system_as_of) "
+            "VALUES (:cid, :n, 0, 0, :n, :counter, IF(:counter IS NULL, NULL, 0), "
+            "IF(:counter IS NULL, NULL, :size), :now, :p_expires_at, NULL, NULL, :n) "
+            "ON DUPLICATE KEY UPDATE version = version + 1; "
+            "IF ROW_COUNT() <> 1 THEN ROLLBACK; LEAVE work; END IF; "
+            "END IF; "
+            "SELECT next_seq - :n, weight_counter IS NOT NULL, "
+            f"(SELECT count(*) FROM {m} WHERE {held}) "
+            f"+ (SELECT count(*) FROM {e} WHERE {held}) "
+            f"INTO v_base, v_sized, v_known FROM {c} WHERE conversation_id = :cid; "
+            "IF v_known > 0 THEN ROLLBACK; SET v_base = NULL; LEAVE work; END IF; "
+            f"INSERT INTO {m} (conversation_id, seq, message_id, role, content, "
+            f"payload, weight, created_at) VALUES {rows}; "
+            "COMMIT; "
+            "END work; "
+            "SELECT v_base + :n - 1 AS last_seq; "
+            "END"
+        ).bindparams(
+            bindparam("now", type_=timestamp),
+            bindparam("p_expires_at", type_=timestamp),
+            *(
+                bindparam(f"r{index}_created_at", type_=timestamp)
+                for index in range(ids)
+            ),
+        )
+
+    def raw_read(
+        self, connection: Connection, statement: ClauseElement
+    ) -> tuple[CompiledStatement, bool]:
+        """The read and a ``ROLLBACK`` in one compound statement.
+
+        A read with autocommit off begins an InnoDB transaction, whose
+        snapshot must not outlive it, and the server status does not flag
+        it: the read ends it itself, where a ``ROLLBACK`` after it would be
+        a round trip of its own.
+        """
+        if not self.native(connection):
+            return super().raw_read(connection, statement)
+        return CompoundStatement(connection.dialect, [statement, _ROLLBACK]), True
+
+    def log_append_takes(self, rows: Sequence[Mapping[str, Any]]) -> bool:
+        """Rows whose text fits one packet of the smallest ``max_allowed_packet``.
+
+        The compound statement carries the whole batch, where the server's
+        limit was checked against each row alone.
+        """
+        return _text_size(rows) <= MAX_BLOCK_TEXT
 
     def routine(self, statements: Statements) -> MariaDBAppendRoutine:
         """The stored procedure of :mod:`chatledger_sql.dialects.mariadb_routine`."""
@@ -382,5 +500,5 @@ def _numbered_insert(table: Table, prefix: str, count: int) -> Any:
     return insert(table).values(values)
 
 
-def _text_size(rows: list[dict[str, Any]]) -> int:
+def _text_size(rows: Sequence[Mapping[str, Any]]) -> int:
     return sum(len(row["payload"]) + len(row["content"] or "") for row in rows)

@@ -10,14 +10,20 @@ when another writer got there first, and fails with ``SQLITE_BUSY`` whatever
 the busy timeout. Every write therefore starts with ``BEGIN IMMEDIATE``, which
 waits (up to ``busy_timeout``) for the one write lock. WAL lets readers go on
 meanwhile.
+
+Holding the database's one write lock, a log append needs no lock of its own
+nor a read of the row: one upsert checks the ids and the expiry and takes the
+batch's numbers (:meth:`SQLiteDialect.log_advance_statement`), one insert
+stores the rows.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Select, exc, func
+from sqlalchemy import Select, TextClause, bindparam, exc, func, text
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.dialects.sqlite.base import SQLiteDialect as SASQLiteDialect
 
 from chatledger_sql.dialects.base import SqlDialect
 
@@ -27,6 +33,10 @@ if TYPE_CHECKING:
     from chatledger_sql.statements import Statements
 
 __all__ = ["SQLiteDialect"]
+
+_SQLITE = SASQLiteDialect()
+#: The key of the busy timeout set on a pooled connection, in its ``info``.
+_BUSY_TIMEOUT = "chatledger_busy_timeout_ms"
 
 
 class SQLiteDialect(SqlDialect):
@@ -59,13 +69,18 @@ class SQLiteDialect(SqlDialect):
             connection.exec_driver_sql("PRAGMA journal_mode=WAL")
 
     def begin_write(self, connection: Connection) -> None:
-        """Set the busy timeout and take the write lock now.
+        """Set the busy timeout (once per connection) and take the write lock now.
 
         Both go straight to the ``sqlite3`` connection: through SQLAlchemy
-        each would cost more than the statements of a small append.
+        each would cost more than the statements of a small append. The
+        timeout set is noted in the pool's record of the connection, which
+        lives as long as the connection does.
         """
-        dbapi: Any = connection.connection.dbapi_connection
-        dbapi.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
+        pooled = connection.connection
+        dbapi: Any = pooled.dbapi_connection
+        if pooled.info.get(_BUSY_TIMEOUT) != self.busy_timeout_ms:
+            dbapi.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
+            pooled.info[_BUSY_TIMEOUT] = self.busy_timeout_ms
         # The engine may already have begun a transaction (an event hook that
         # emits BEGIN); then the lock is taken on the first write instead.
         if not getattr(dbapi, "in_transaction", False):
@@ -94,3 +109,54 @@ class SQLiteDialect(SqlDialect):
     def lock_rows(self, statement: Select[Any], table: Table) -> Select[Any]:
         """No row locks: ``BEGIN IMMEDIATE`` already holds the database's."""
         return statement
+
+    def log_advance_statement(self, statements: Statements, ids: int) -> TextClause:
+        """Create-or-advance the row for a log append of ``ids`` messages.
+
+        Run in the write transaction, which no other writer shares: the row
+        takes the batch's numbers and counts and answers ``(base, sized)``,
+        the number of the batch's first message and whether its sizes are
+        kept, as ``log_writes`` keeps them; where the current system messages
+        are stays known if it was. It does nothing, and answers no row, when
+        the conversation holds or held one of the ids (``:id_0`` ...) or has
+        expired: the append is then the transaction's.
+        """
+        preparer = _SQLITE.identifier_preparer
+        m = preparer.format_table(statements.tables.messages)
+        c = preparer.format_table(statements.tables.conversations)
+        e = preparer.format_table(statements.tables.evicted)
+        empty = "c.system_count + c.other_count = 0"
+        sized = f":counter IS NOT NULL AND ({empty} OR c.weight_counter = :counter)"
+        listed = ", ".join(f":id_{index}" for index in range(ids))
+        held = f"conversation_id = :cid AND message_id IN ({listed})"
+        # SQLite reads every expression of an UPDATE against the row as it
+        # was, as the standard does; the SELECT's WHERE makes the INSERT's
+        # source unambiguous before ON CONFLICT.
+        return text(
+            f"INSERT INTO {c} AS c (conversation_id, next_seq, version, "
+            "system_count, other_count, weight_counter, system_weight, "
+            "other_weight, updated_at, expires_at, system_batch, system_last, "
+            "system_as_of) "
+            "SELECT :cid, :n, 0, 0, :n, :counter, "
+            "CASE WHEN :counter IS NOT NULL THEN 0 END, "
+            "CASE WHEN :counter IS NOT NULL THEN :size END, :now, :p_expires_at, "
+            "NULL, NULL, :n "
+            f"WHERE NOT EXISTS (SELECT 1 FROM {m} WHERE {held}) "
+            f"AND NOT EXISTS (SELECT 1 FROM {e} WHERE {held}) "
+            "ON CONFLICT (conversation_id) DO UPDATE SET "
+            "next_seq = c.next_seq + :n, version = c.version + 1, "
+            "other_count = c.other_count + :n, "
+            f"weight_counter = CASE WHEN {sized} THEN :counter END, "
+            f"system_weight = CASE WHEN {sized} THEN CASE WHEN {empty} THEN 0 "
+            "ELSE COALESCE(c.system_weight, 0) END END, "
+            f"other_weight = CASE WHEN {sized} THEN CASE WHEN {empty} THEN 0 "
+            "ELSE COALESCE(c.other_weight, 0) END + :size END, "
+            "updated_at = :now, expires_at = :p_expires_at, "
+            "system_as_of = CASE WHEN c.system_as_of = c.next_seq "
+            "THEN c.next_seq + :n ELSE c.system_as_of END "
+            "WHERE c.expires_at IS NULL OR c.expires_at > :now "
+            "RETURNING next_seq - :n AS base, weight_counter IS NOT NULL AS sized"
+        ).bindparams(
+            bindparam("now", type_=self.timestamp_type()),
+            bindparam("p_expires_at", type_=self.timestamp_type()),
+        )
