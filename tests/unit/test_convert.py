@@ -129,10 +129,7 @@ def test_anthropic_tool_round() -> None:
     assert request == {
         "system": "Be brief.",
         "messages": [
-            {
-                "role": "user",
-                "content": [{"type": "text", "text": "Weather in Paris and Rome?"}],
-            },
+            {"role": "user", "content": "Weather in Paris and Rome?"},
             {
                 "role": "assistant",
                 "content": [
@@ -165,11 +162,8 @@ def test_anthropic_tool_round() -> None:
                     },
                 ],
             },
-            {
-                "role": "assistant",
-                "content": [{"type": "text", "text": "Paris 21, Rome 24."}],
-            },
-            {"role": "user", "content": [{"type": "text", "text": "Thanks"}]},
+            {"role": "assistant", "content": "Paris 21, Rome 24."},
+            {"role": "user", "content": "Thanks"},
         ],
     }
 

@@ -548,15 +548,8 @@ def test_anthropic_takes_a_bare_message_list() -> None:
     ("request_", "where"),
     [
         (
-            [
-                {
-                    "role": "assistant",
-                    "content": [
-                        {"type": "thinking", "thinking": "hm", "signature": "s"}
-                    ],
-                }
-            ],
-            r"messages\[0\]\.content\[0\]\.type",
+            [{"role": "user", "content": [{"type": "citation_carrier", "text": "x"}]}],
+            r"messages\[0\]\.content\[0\]\.type: a 'citation_carrier' block",
         ),
         (
             [
@@ -566,18 +559,12 @@ def test_anthropic_takes_a_bare_message_list() -> None:
                         {
                             "type": "tool_result",
                             "tool_use_id": "t",
-                            "content": [
-                                {
-                                    "type": "text",
-                                    "text": "x",
-                                    "cache_control": {"type": "ephemeral"},
-                                }
-                            ],
+                            "content": [{"type": "thinking", "thinking": "x"}],
                         }
                     ],
                 }
             ],
-            r"messages\[0\]\.content\[0\]\.content\[0\]\.cache_control",
+            r"messages\[0\]\.content\[0\]\.content\[0\]\.type",
         ),
         (
             [
@@ -596,14 +583,18 @@ def test_anthropic_takes_a_bare_message_list() -> None:
                 {
                     "role": "user",
                     "content": [
-                        {"type": "image", "source": {"type": "file", "file_id": "f"}}
+                        {"type": "image", "source": {"type": "text", "data": "f"}}
                     ],
                 }
             ],
             r"messages\[0\]\.content\[0\]\.source\.",
         ),
         ({"system": 3, "messages": []}, r"system"),
-        ([{"role": "system", "content": "x"}], r"messages\[0\]\.role"),
+        ([{"role": "developer", "content": "x"}], r"messages\[0\]\.role"),
+        (
+            [{"role": "system", "content": [{"type": "image", "source": {}}]}],
+            r"messages\[0\]\.content\[0\]\.type: a 'image' block in a system",
+        ),
     ],
 )
 def test_anthropic_refuses_what_it_cannot_carry_naming_the_field(

@@ -291,7 +291,7 @@ ANTHROPIC_ACCEPTED: list[tuple[str, dict[str, Any], list[Message]]] = [
                 {"type": "text", "text": "Rules.", "cache_control": EPHEMERAL},
                 {"type": "text", "text": "More."},
             ],
-            "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+            "messages": [{"role": "user", "content": "hi"}],
         },
         [
             Message.system(
@@ -747,26 +747,6 @@ READ_REFUSED: list[tuple[str, Any, Any, str]] = [
             }
         ],
         r"messages\[0\]\.content\[0\]\.cache_control is a set",
-    ),
-    (
-        "anthropic: a document's title",
-        from_anthropic,
-        [
-            {
-                "role": "user",
-                "content": [
-                    {
-                        "type": "document",
-                        "source": {
-                            "type": "url",
-                            "url": "https://example.invalid/a.pdf",
-                        },
-                        "title": "A",
-                    }
-                ],
-            }
-        ],
-        r"messages\[0\]\.content\[0\]\.title",
     ),
 ]
 

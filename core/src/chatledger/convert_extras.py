@@ -17,12 +17,12 @@ written by something else is never sent, nor skipped, unnoticed.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from chatledger.codec import thaw
-from chatledger.convert_shared import UnsupportedContentError
-from chatledger.messages import Message
+from chatledger.convert_shared import UnsupportedContentError, is_empty
+from chatledger.messages import Message, _shown
 
 __all__ = [
     "ANTHROPIC_KEY",
@@ -158,6 +158,57 @@ class Kept:
             for name in names
             if self.fields.get(name) is not None
         }
+
+    def empty(self, names: Collection[str]) -> dict[str, Any]:
+        """The fields of ``names`` that came holding nothing, kept under ``"empty"``.
+
+        They are written back as they came (``None``, ``""``, ``[]`` or ``{}``).
+        """
+        value = self.fields.get("empty")
+        if value is None:
+            return {}
+        where = f"{self.where}['empty']"
+        if not isinstance(value, Mapping):
+            raise UnsupportedContentError(f"{where} must be a dict")
+        given: dict[str, Any] = thaw(value)
+        for name, held in given.items():
+            if name not in names:
+                raise UnsupportedContentError(
+                    f"{where}[{name!r}] is not a field written here (these are "
+                    f"{', '.join(sorted(names))})"
+                )
+            if not is_empty(held):
+                raise UnsupportedContentError(
+                    f"{where}[{name!r}] must hold nothing (None, '', [] or {{}})"
+                )
+        return given
+
+    def absent(self, names: Collection[str]) -> frozenset[str]:
+        """The fields of ``names`` that came missing, kept under ``"absent"``.
+
+        They are left out where the writer would write them.
+        """
+        value = self.sequence("absent")
+        if value is None:
+            return frozenset()
+        for name in value:
+            if name not in names:
+                raise UnsupportedContentError(
+                    f"{self.where}['absent'] holds {_shown(name)}; it may name "
+                    f"{', '.join(sorted(names))}"
+                )
+        return frozenset(value)
+
+    def flag(self, name: str) -> bool:
+        """Whether ``True`` is kept under ``name`` (nothing kept is ``False``)."""
+        value = self.fields.get(name)
+        if value is None:
+            return False
+        if value is not True:
+            raise UnsupportedContentError(
+                f"{self.where}[{name!r}] is kept only as true, not {_shown(value)}"
+            )
+        return True
 
     def parts(self, name: str, text: str | None) -> list[str] | None:
         """``text`` cut into the text parts whose lengths are kept under ``name``.

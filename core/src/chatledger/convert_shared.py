@@ -102,13 +102,22 @@ def url_media(url: str, where: str, fallback: str) -> Media:
 
 
 def b64(data: object, where: str) -> bytes:
-    """The bytes of base64 text, refused unless it is valid base64."""
+    """The bytes of base64 text, refused unless it is valid base64 written as
+    :func:`base64.b64encode` writes it (so the bytes encode back to it)."""
     if not isinstance(data, str):
         raise malformed(where, "base64 text", data)
     try:
-        return base64.b64decode(data, validate=True)
+        decoded = base64.b64decode(data, validate=True)
     except (binascii.Error, ValueError) as exc:
         raise UnsupportedContentError(f"{where} is not valid base64: {exc}") from exc
+    # Unused bits set in the last character decode all the same, and would be
+    # written back otherwise.
+    if base64.b64encode(decoded).decode("ascii") != data:
+        raise UnsupportedContentError(
+            f"{where} is not base64 as it is written (its last characters carry "
+            "bits that decode to nothing), so it would not be written back as given"
+        )
+    return decoded
 
 
 # --- Reading fields -----------------------------------------------------------
