@@ -3,17 +3,21 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 
 import pytest
 
 from chatledger import AsyncInMemoryChatMemoryRepository
 from chatledger.retention import Retention
-from chatledger.testing import AsyncChatMemoryRepositoryTests
+from chatledger.testing import AsyncChatMemoryRepositoryTests, ConversationInfoTests
 
 
-class TestAsyncInMemoryRepository(AsyncChatMemoryRepositoryTests):
+class TestAsyncInMemoryRepository(
+    AsyncChatMemoryRepositoryTests, ConversationInfoTests
+):
     supports_atomic_append = True
     supports_retention = True
+    conversation_time_tolerance = timedelta(microseconds=1)
 
     @pytest.fixture
     def async_repository(self) -> AsyncInMemoryChatMemoryRepository:

@@ -24,6 +24,7 @@ from chatledger.async_memory import (
 )
 from chatledger.async_repository import (
     AsyncChatMemoryRepository,
+    AsyncSupportsConversationInfo,
     AsyncSupportsConversationPages,
     AsyncSupportsCountMessages,
     AsyncSupportsLog,
@@ -35,10 +36,12 @@ from chatledger.async_repository import (
 )
 from chatledger.async_turn import AsyncTurnContext
 from chatledger.connect import connect, redact_url
+from chatledger.conversation_info import ConversationInfo, ConversationInfoPage
 from chatledger.errors import (
     ChatLedgerError,
     ContentionError,
     InvalidConversationIdError,
+    InvalidConversationInfoError,
     InvalidMessageError,
     InvalidNameError,
     InvalidOptionError,
@@ -65,6 +68,7 @@ from chatledger.repository import (
     ChatMemoryRepository,
     ConversationPage,
     MessagePage,
+    SupportsConversationInfo,
     SupportsConversationPages,
     SupportsCountMessages,
     SupportsLog,
@@ -87,6 +91,7 @@ __all__ = [
     "AsyncChatMemoryRepository",
     "AsyncInMemoryChatMemoryRepository",
     "AsyncMessageWindowChatMemory",
+    "AsyncSupportsConversationInfo",
     "AsyncSupportsConversationPages",
     "AsyncSupportsCountMessages",
     "AsyncSupportsLog",
@@ -101,9 +106,12 @@ __all__ = [
     "ChatMemory",
     "ChatMemoryRepository",
     "ContentionError",
+    "ConversationInfo",
+    "ConversationInfoPage",
     "ConversationPage",
     "InMemoryChatMemoryRepository",
     "InvalidConversationIdError",
+    "InvalidConversationInfoError",
     "InvalidMessageError",
     "InvalidNameError",
     "InvalidOptionError",
@@ -122,6 +130,7 @@ __all__ = [
     "Role",
     "StaleToolCallError",
     "StoreNotFoundError",
+    "SupportsConversationInfo",
     "SupportsConversationPages",
     "SupportsCountMessages",
     "SupportsLog",

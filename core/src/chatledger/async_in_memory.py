@@ -24,20 +24,33 @@ either has not started or is complete.
 from __future__ import annotations
 
 import bisect
+import heapq
 import threading
-from collections.abc import Sequence
-from typing import Self
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any, Literal, Self
 
 from chatledger.append_plan import plan_append
 from chatledger.closing import AsyncClosingContext
+from chatledger.conversation_info import (
+    DEFAULT_CONVERSATION_PAGE_SIZE,
+    UNSET,
+    ConversationInfo,
+    ConversationInfoPage,
+    Unset,
+    check_conversation_info,
+    check_find_conversations,
+    listing_key,
+)
 from chatledger.evicted_ids import EvictedIds
-from chatledger.in_memory_conversation import InMemoryConversation
+from chatledger.in_memory_conversation import InMemoryConversation, InMemoryRecord
 from chatledger.message_pages import DEFAULT_MESSAGE_PAGE_SIZE, check_message_page
-from chatledger.messages import Message
+from chatledger.messages import JsonValue, Message
 from chatledger.results import AppendResult, ConversationPage, MessagePage
 from chatledger.retention import Retention, to_retention
 from chatledger.validation import (
     stamp_messages,
+    utc_now,
     validate_conversation_id,
     validate_message_ids,
     validate_messages,
@@ -69,6 +82,9 @@ class AsyncInMemoryChatMemoryRepository(AsyncClosingContext):
         # several threads, each with its own event loop.
         self._lock = threading.Lock()
         self._conversations: dict[str, InMemoryConversation] = {}
+        # Records outlive their messages: a conversation emptied by removals,
+        # or given a title before its first message, is still listed.
+        self._records: dict[str, InMemoryRecord] = {}
         # Kept apart from the messages: a window may empty a conversation
         # (it is then not listed) while its evicted ids must still count.
         self._evicted: dict[str, EvictedIds] = {}
@@ -106,6 +122,7 @@ class AsyncInMemoryChatMemoryRepository(AsyncClosingContext):
         """Forget every conversation."""
         with self._lock:
             self._conversations.clear()
+            self._records.clear()
             self._evicted.clear()
 
     async def aclose(self) -> None:
@@ -145,19 +162,23 @@ class AsyncInMemoryChatMemoryRepository(AsyncClosingContext):
     async def save_all(self, conversation_id: str, messages: Sequence[Message]) -> None:
         """Replace one conversation; an empty list removes it."""
         validate_conversation_id(conversation_id)
-        batch = stamp_messages(validate_messages(messages))
+        now = utc_now()
+        batch = stamp_messages(validate_messages(messages), now)
         with self._lock:
             self._evicted.pop(conversation_id, None)
             if batch:
                 self._conversations[conversation_id] = InMemoryConversation.of(batch)
+                self._written(conversation_id, now)
             else:
                 self._conversations.pop(conversation_id, None)
+                self._records.pop(conversation_id, None)
 
     async def delete_by_conversation_id(self, conversation_id: str) -> None:
         """Remove one conversation, if it exists."""
         validate_conversation_id(conversation_id)
         with self._lock:
             self._conversations.pop(conversation_id, None)
+            self._records.pop(conversation_id, None)
             self._evicted.pop(conversation_id, None)
 
     async def append_to_window(
@@ -178,13 +199,16 @@ class AsyncInMemoryChatMemoryRepository(AsyncClosingContext):
             if stored is None:
                 stored = InMemoryConversation([], set(), 0)
             evicted = self._evicted.get(conversation_id, ())
+            now = utc_now()
             fresh = stamp_messages(
-                m for m in batch if m.id not in stored.ids and m.id not in evicted
+                (m for m in batch if m.id not in stored.ids and m.id not in evicted),
+                now,
             )
             if not fresh:
                 return AppendResult()
             plan = plan_append(stored.stored_window(window, fresh), fresh, window)
             stored.apply(plan, window.counter_id)
+            self._written(conversation_id, now)
             if plan.evicted_ids:
                 self._evicted.setdefault(conversation_id, EvictedIds()).add(
                     plan.evicted_ids
@@ -211,12 +235,15 @@ class AsyncInMemoryChatMemoryRepository(AsyncClosingContext):
             if stored is None:
                 stored = InMemoryConversation([], set(), 0)
             evicted = self._evicted.get(conversation_id, ())
+            now = utc_now()
             fresh = stamp_messages(
-                m for m in batch if m.id not in stored.ids and m.id not in evicted
+                (m for m in batch if m.id not in stored.ids and m.id not in evicted),
+                now,
             )
             appended = stored.append_to_log(fresh, window) if fresh else []
             if appended:
                 self._conversations[conversation_id] = stored
+                self._written(conversation_id, now)
                 last = stored.last_sequence
                 if self.retention.trim_due(last - len(appended) + 1, last):
                     trimmed = stored.trim(self.retention, window)
@@ -261,10 +288,79 @@ class AsyncInMemoryChatMemoryRepository(AsyncClosingContext):
         stored: InMemoryConversation,
         removed: list[Message],
     ) -> list[Message]:
-        """What a removal returns; a conversation left empty is deleted."""
+        """What a removal returns; a conversation left empty is listed no more.
+
+        Its record stays, with no message, until the conversation is deleted.
+        """
+        if removed:
+            self._written(conversation_id, utc_now())
         if not stored.messages:
             self._conversations.pop(conversation_id, None)
         return removed
+
+    def _written(self, conversation_id: str, now: datetime) -> None:
+        """Note a write to the messages at ``now``; the first one makes the record."""
+        record = self._records.get(conversation_id)
+        if record is None:
+            self._records[conversation_id] = InMemoryRecord(conversation_id, now, now)
+        else:
+            record.updated_at = now
+
+    def _count(self, conversation_id: str) -> int:
+        stored = self._conversations.get(conversation_id)
+        return 0 if stored is None else len(stored.messages)
+
+    async def set_conversation_info(
+        self,
+        conversation_id: str,
+        *,
+        owner: str | Literal[Unset.UNSET] | None = UNSET,
+        metadata: Mapping[str, Any] | Literal[Unset.UNSET] = UNSET,
+    ) -> ConversationInfo:
+        """Set the owner or the metadata under the lock; a new id gets a record."""
+        update = check_conversation_info(conversation_id, owner, metadata)
+        with self._lock:
+            record = self._records.get(conversation_id)
+            if record is None:
+                now = utc_now()
+                record = InMemoryRecord(conversation_id, now, now)
+                self._records[conversation_id] = record
+            record.owner = update.owner_after(record.owner)
+            record.metadata = update.metadata_after(record.metadata)
+            return record.info(self._count(conversation_id))
+
+    async def get_conversation_info(
+        self, conversation_id: str
+    ) -> ConversationInfo | None:
+        """Return the record of one conversation, or ``None``."""
+        validate_conversation_id(conversation_id)
+        with self._lock:
+            record = self._records.get(conversation_id)
+            if record is None:
+                return None
+            return record.info(self._count(conversation_id))
+
+    async def find_conversations(
+        self,
+        *,
+        owner: str | None = None,
+        metadata: Mapping[str, JsonValue] | None = None,
+        updated_before: datetime | None = None,
+        cursor: str | None = None,
+        limit: int = DEFAULT_CONVERSATION_PAGE_SIZE,
+    ) -> ConversationInfoPage:
+        """Return up to ``limit`` records after ``cursor``, newest first."""
+        query = check_find_conversations(
+            owner=owner,
+            metadata=metadata,
+            updated_before=updated_before,
+            cursor=cursor,
+            limit=limit,
+        )
+        with self._lock:
+            matching = (r for r in self._records.values() if query.matches(r))
+            newest = heapq.nlargest(query.limit + 1, matching, key=listing_key)
+            return query.page(r.info(self._count(r.id)) for r in newest)
 
     async def find_window(self, conversation_id: str, window: Window) -> list[Message]:
         """Return the view of ``window`` on the conversation's log."""

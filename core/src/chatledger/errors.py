@@ -21,6 +21,7 @@ __all__ = [
     "ChatLedgerError",
     "ContentionError",
     "InvalidConversationIdError",
+    "InvalidConversationInfoError",
     "InvalidMessageError",
     "InvalidNameError",
     "InvalidOptionError",
@@ -70,6 +71,16 @@ class InvalidConversationIdError(ChatLedgerError, ValueError, TypeError):
 
     It is both a ``ValueError`` and a ``TypeError`` so that callers may catch
     whichever builtin fits their code.
+    """
+
+
+class InvalidConversationInfoError(ChatLedgerError, ValueError, TypeError):
+    """A conversation's owner or metadata, or a filter on them, is not valid.
+
+    Raised before any I/O by ``set_conversation_info`` and
+    ``find_conversations`` (:class:`chatledger.SupportsConversationInfo`); the
+    message says what is wrong. It is both a ``ValueError`` and a
+    ``TypeError``, like the other ``Invalid...Error``.
     """
 
 

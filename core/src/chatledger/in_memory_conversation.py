@@ -13,14 +13,16 @@ Example:
     conversation.messages   # [the user message]
 
 The sync and the async in-memory repository keep each conversation in one of
-these, under their lock; nothing here locks or waits.
+these, under their lock, and its record (owner, metadata, times) in an
+:class:`InMemoryRecord`; nothing here locks or waits.
 """
 
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from chatledger.append_plan import (
     AppendPlan,
@@ -28,14 +30,15 @@ from chatledger.append_plan import (
     StoredWindow,
     needs_stored_system,
 )
+from chatledger.conversation_info import ConversationInfo
 from chatledger.message_pages import message_page
-from chatledger.messages import Message, Role
+from chatledger.messages import JsonValue, Message, Role
 from chatledger.results import MessagePage
 from chatledger.retention import Retention
 from chatledger.window import Window, merge_system
 from chatledger.window_view import LogRow, TailView, current_system
 
-__all__ = ["InMemoryConversation"]
+__all__ = ["InMemoryConversation", "InMemoryRecord"]
 
 
 @dataclass
@@ -260,6 +263,34 @@ class InMemoryConversation:
             start = 0 if after is None else bisect.bisect_right(self.sequences, after)
             chosen = iter(list(rows)[start : start + limit + 1])
         return message_page(chosen, limit, newest_first=newest_first)
+
+
+@dataclass
+class InMemoryRecord:
+    """The record of one conversation: whose it is, what about, when it moved.
+
+    It lives beside the messages, from the first write to the conversation
+    until it is deleted: a conversation whose messages are all gone keeps it.
+    ``metadata`` is read-only already (checked by
+    :func:`chatledger.conversation_info.check_conversation_info`).
+    """
+
+    id: str
+    created_at: datetime
+    updated_at: datetime
+    owner: str | None = None
+    metadata: Mapping[str, JsonValue] = field(default_factory=dict)
+
+    def info(self, message_count: int) -> ConversationInfo:
+        """The record as the repository returns it."""
+        return ConversationInfo(
+            self.id,
+            self.created_at,
+            self.updated_at,
+            message_count,
+            self.owner,
+            self.metadata,
+        )
 
 
 def _one(message: Message) -> int:

@@ -27,14 +27,22 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping, Sequence
-from typing import Protocol, runtime_checkable
+from datetime import datetime
+from typing import Any, Literal, Protocol, runtime_checkable
 
-from chatledger.messages import Message
+from chatledger.conversation_info import (
+    UNSET,
+    ConversationInfo,
+    ConversationInfoPage,
+    Unset,
+)
+from chatledger.messages import JsonValue, Message
 from chatledger.results import AppendResult, ConversationPage, MessagePage
 from chatledger.window import Window
 
 __all__ = [
     "ChatMemoryRepository",
+    "SupportsConversationInfo",
     "SupportsConversationPages",
     "SupportsCountMessages",
     "SupportsLog",
@@ -45,7 +53,13 @@ __all__ = [
     "is_repository",
 ]
 # What the protocols return, importable from here as from chatledger.results.
-__all__ += ["AppendResult", "ConversationPage", "MessagePage"]
+__all__ += [
+    "AppendResult",
+    "ConversationInfo",
+    "ConversationInfoPage",
+    "ConversationPage",
+    "MessagePage",
+]
 
 _OPERATIONS = (
     "find_conversation_ids",
@@ -236,6 +250,106 @@ class SupportsLogRemoval(Protocol):
     ) -> list[Message]:
         """Remove the messages of ``message_ids`` the log holds and return
         them, oldest first; ids it does not hold are ignored."""
+        ...
+
+
+@runtime_checkable
+class SupportsConversationInfo(Protocol):
+    """Optional capability: each conversation a record, listed newest first.
+
+    For an app's list of chats: who a conversation belongs to, its title and
+    other metadata, how many messages it holds and when it last moved,
+    without reading its messages. The records are in
+    :mod:`chatledger.conversation_info`. The contract:
+
+    1. Before any I/O, every method checks its arguments with that module
+       (:func:`~chatledger.conversation_info.check_conversation_info`,
+       :func:`~chatledger.conversation_info.check_find_conversations`); bad
+       input raises and changes nothing.
+    2. A conversation's first write makes its record: the first append
+       (owner ``None``, metadata ``{}``) or :meth:`set_conversation_info` on a
+       new id (``message_count`` 0, ``updated_at`` equal to ``created_at``).
+       Every write to its messages (an append that stores something,
+       ``save_all``, a window's eviction, a removal) sets ``updated_at`` to
+       the time of that write and keeps ``message_count`` equal to the
+       messages held, in the same atomic unit as the write; ``save_all`` keeps
+       the owner, the metadata and ``created_at``. Times are UTC, kept to the
+       millisecond at least.
+    3. ``delete_by_conversation_id`` and ``save_all(id, [])`` remove the
+       record with the messages; so does the TTL, if the repository has one,
+       which every write (:meth:`set_conversation_info` included) refreshes.
+       A record whose messages were all removed, or that never had one,
+       stays, and is listed by :meth:`find_conversations` but not by
+       ``find_conversation_ids`` (nor its pages), which list the
+       conversations holding messages.
+    4. :meth:`find_conversations` lists newest ``updated_at`` first, ties by
+       id descending, a keyset page at a time: a walk from ``cursor=None``
+       until ``next_cursor`` is ``None`` gives every conversation that
+       matched and was not written to during the walk exactly once, one
+       written meanwhile at most once, and no record twice. An owner filter
+       never lets another owner's record through (owners are compared
+       exactly: case and spaces count).
+    """
+
+    def set_conversation_info(
+        self,
+        conversation_id: str,
+        *,
+        owner: str | Literal[Unset.UNSET] | None = UNSET,
+        metadata: Mapping[str, Any] | Literal[Unset.UNSET] = UNSET,
+    ) -> ConversationInfo:
+        """Set the owner or the metadata of a conversation, atomically.
+
+        Left out, each is kept; ``owner=None`` clears the owner, and
+        ``metadata`` replaces the whole metadata (``{}`` clears it): to change
+        one key, read the record, change its copy and set it. A new id gets a
+        record without messages. It does not move ``updated_at``, and it
+        refreshes the conversation's TTL like any write.
+
+        Returns:
+            The record as stored after the call.
+
+        Raises:
+            InvalidConversationIdError: the id is not valid.
+            InvalidConversationInfoError: ``owner`` is not ``None`` nor a str
+                of 1 to 255 characters without NUL, or ``metadata`` is not a
+                JSON object of at most 64 KiB; before any I/O.
+        """
+        ...
+
+    def get_conversation_info(self, conversation_id: str) -> ConversationInfo | None:
+        """Return the record of a conversation; ``None`` when it has none."""
+        ...
+
+    def find_conversations(
+        self,
+        *,
+        owner: str | None = None,
+        metadata: Mapping[str, JsonValue] | None = None,
+        updated_before: datetime | None = None,
+        cursor: str | None = None,
+        limit: int = 100,
+    ) -> ConversationInfoPage:
+        """Return up to ``limit`` records, newest ``updated_at`` first.
+
+        Args:
+            owner: Only this owner's conversations; ``None`` for all (with an
+                owner or without).
+            metadata: Only conversations whose metadata holds each of these
+                top-level keys with an equal JSON scalar.
+            updated_before: Only conversations last written before this
+                timezone-aware moment.
+            cursor: The ``next_cursor`` of the previous page, given with the
+                same filter; ``None`` for the first page.
+            limit: The page's size, from 1 to
+                :data:`chatledger.validation.MAX_PAGE_SIZE`.
+
+        Raises:
+            InvalidConversationInfoError: a bad ``owner``, ``metadata`` filter
+                or ``updated_before``; before any I/O.
+            InvalidPageError: a bad ``limit``, or a ``cursor`` that a page of
+                this filter did not give; before any I/O.
+        """
         ...
 
 

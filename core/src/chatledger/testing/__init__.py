@@ -18,9 +18,13 @@ Capabilities are class attributes (``supports_atomic_append``, ``supports_ttl``,
 ``supports_retention``);
 the ``save_many``, ``count_messages``, ``find_conversation_ids_page``, log
 (:class:`chatledger.SupportsLog`) and removal
-(:class:`chatledger.SupportsLogRemoval`) tests run when the repository has them. A
-subclass may not override a suite test (nor set its name to ``None``) except
-to mark it ``pytest.mark.xfail(reason=...)``: defining such a subclass raises
+(:class:`chatledger.SupportsLogRemoval`) tests run when the repository has them.
+The record tests (:class:`chatledger.SupportsConversationInfo`) are a class of
+their own, :class:`ConversationInfoTests`, mixed in beside the suite:
+``class TestAcmeRepository(ChatMemoryRepositoryTests, ConversationInfoTests)``. A
+subclass may not override a suite test (nor set its name to ``None``), nor a
+test of a class it mixes in from here, except to mark it
+``pytest.mark.xfail(reason=...)``: defining such a subclass raises
 ``TypeError``. Install with
 ``pip install 'chatledger[testing]'`` and pin its version.
 
@@ -58,6 +62,7 @@ pytest.register_assert_rewrite(
     "chatledger.testing.window_tests",
     "chatledger.testing.ttl_tests",
     "chatledger.testing.capability_tests",
+    "chatledger.testing.conversation_info_tests",
     "chatledger.testing.log_tests",
     "chatledger.testing.log_removal_tests",
     "chatledger.testing.retention_tests",
@@ -70,6 +75,9 @@ from chatledger.testing.async_runner import (  # noqa: E402
     repository_facade,
 )
 from chatledger.testing.capability_tests import CapabilityTests  # noqa: E402
+from chatledger.testing.conversation_info_tests import (  # noqa: E402
+    ConversationInfoTests,
+)
 from chatledger.testing.guard import check_no_overrides  # noqa: E402
 from chatledger.testing.log_removal_tests import LogRemovalTests  # noqa: E402
 from chatledger.testing.log_tests import LogTests  # noqa: E402
@@ -86,6 +94,7 @@ __all__ = [
     "AsyncChatMemoryRepositoryTests",
     "CapabilityTests",
     "ChatMemoryRepositoryTests",
+    "ConversationInfoTests",
     "LogRemovalTests",
     "LogTests",
     "RepositoryContractTests",
@@ -111,6 +120,15 @@ _SUITE = (
     RetentionTests,
 )
 
+#: Test classes mixed in beside the suite, held to the same override rule.
+_MIXINS = (ConversationInfoTests,)
+
+
+def _suite_of(subject: object) -> tuple[type, ...]:
+    """The suite classes whose tests ``subject`` (a class or an instance) runs."""
+    cls = subject if isinstance(subject, type) else type(subject)
+    return _SUITE + tuple(mixin for mixin in _MIXINS if issubclass(cls, mixin))
+
 
 class ChatMemoryRepositoryTests(
     RepositoryContractTests,
@@ -129,7 +147,7 @@ class ChatMemoryRepositoryTests(
         # Checked when the subclass is defined, so that no override (of this
         # check's own test included) can drop a case unnoticed.
         super().__init_subclass__(**kwargs)
-        offenders = check_no_overrides(cls, _SUITE)
+        offenders = check_no_overrides(cls, _suite_of(cls))
         if offenders or cls.test_no_overrides_DO_NOT_OVERRIDE is not (
             ChatMemoryRepositoryTests.test_no_overrides_DO_NOT_OVERRIDE
         ):
@@ -141,7 +159,7 @@ class ChatMemoryRepositoryTests(
 
     def test_no_overrides_DO_NOT_OVERRIDE(self) -> None:
         """Suite tests are only overridden to mark them ``xfail(reason=...)``."""
-        offenders = check_no_overrides(self, _SUITE)
+        offenders = check_no_overrides(self, _suite_of(self))
         assert offenders == [], (
             f"{type(self).__name__} overrides suite tests {offenders}; override a "
             "test only to mark it pytest.mark.xfail(reason=...)"

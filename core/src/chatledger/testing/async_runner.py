@@ -39,11 +39,13 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable, Coroutine, Mapping, Sequence
+from datetime import datetime
 from types import TracebackType
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Literal, TypeVar
 
 from chatledger.async_memory import AsyncWindowChatMemory
 from chatledger.async_repository import (
+    AsyncSupportsConversationInfo,
     AsyncSupportsConversationPages,
     AsyncSupportsCountMessages,
     AsyncSupportsLog,
@@ -52,8 +54,15 @@ from chatledger.async_repository import (
     AsyncSupportsWindowAppend,
 )
 from chatledger.async_turn import AsyncTurnContext
+from chatledger.conversation_info import (
+    DEFAULT_CONVERSATION_PAGE_SIZE,
+    UNSET,
+    ConversationInfo,
+    ConversationInfoPage,
+    Unset,
+)
 from chatledger.memory import WindowChatMemory
-from chatledger.messages import Message
+from chatledger.messages import JsonValue, Message
 from chatledger.repository import AppendResult, ConversationPage, MessagePage
 from chatledger.turn import OnError, Turn
 from chatledger.window import Window
@@ -231,6 +240,51 @@ class _SaveMany(RepositoryFacade):
         self.runner.run(self.repository.save_many(conversations))
 
 
+class _ConversationInfo(RepositoryFacade):
+    def set_conversation_info(
+        self,
+        conversation_id: str,
+        *,
+        owner: str | Literal[Unset.UNSET] | None = UNSET,
+        metadata: Mapping[str, Any] | Literal[Unset.UNSET] = UNSET,
+    ) -> ConversationInfo:
+        """Await ``set_conversation_info``."""
+        info: ConversationInfo = self.runner.run(
+            self.repository.set_conversation_info(
+                conversation_id, owner=owner, metadata=metadata
+            )
+        )
+        return info
+
+    def get_conversation_info(self, conversation_id: str) -> ConversationInfo | None:
+        """Await ``get_conversation_info``."""
+        info: ConversationInfo | None = self.runner.run(
+            self.repository.get_conversation_info(conversation_id)
+        )
+        return info
+
+    def find_conversations(
+        self,
+        *,
+        owner: str | None = None,
+        metadata: Mapping[str, JsonValue] | None = None,
+        updated_before: datetime | None = None,
+        cursor: str | None = None,
+        limit: int = DEFAULT_CONVERSATION_PAGE_SIZE,
+    ) -> ConversationInfoPage:
+        """Await ``find_conversations``."""
+        page: ConversationInfoPage = self.runner.run(
+            self.repository.find_conversations(
+                owner=owner,
+                metadata=metadata,
+                updated_before=updated_before,
+                cursor=cursor,
+                limit=limit,
+            )
+        )
+        return page
+
+
 _CAPABILITIES: list[tuple[type, type[RepositoryFacade]]] = [
     (AsyncSupportsSaveMany, _SaveMany),
     (AsyncSupportsLog, _Log),
@@ -238,6 +292,7 @@ _CAPABILITIES: list[tuple[type, type[RepositoryFacade]]] = [
     (AsyncSupportsWindowAppend, _WindowAppend),
     (AsyncSupportsCountMessages, _CountMessages),
     (AsyncSupportsConversationPages, _ConversationPages),
+    (AsyncSupportsConversationInfo, _ConversationInfo),
 ]
 _FACADES: dict[tuple[type[RepositoryFacade], ...], type[RepositoryFacade]] = {}
 
