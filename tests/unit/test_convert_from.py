@@ -336,6 +336,7 @@ def test_openai_chat_completions_messages() -> None:
                 ToolCall("c1", "look", '{"x": 1}'),
                 ToolCall("c2", "zoom", "{}"),
             ],
+            metadata={"openai": {"empty": {"refusal": None}}},
         ),
         Message.tool(
             [ToolResponse("c2", "zoom", "zoomed"), ToolResponse("c1", "look", "a cat")],
@@ -430,16 +431,8 @@ def test_openai_responses_items() -> None:
             r"messages\[0\]\.content\[1\]\.image_url\.x",
         ),
         (
-            [{"role": "assistant", "content": None, "audio": {"id": "a1"}}],
-            r"messages\[0\]\.audio",
-        ),
-        (
             [{"role": "tool", "tool_call_id": "c", "content": "x", "name": "f"}],
             r"messages\[0\]\.name",
-        ),
-        (
-            [{"role": "user", "content": [{"type": "file", "file": {"file_id": "f"}}]}],
-            r"messages\[0\]\.content\[0\]\.file\.file_id",
         ),
         (
             [
@@ -455,8 +448,19 @@ def test_openai_responses_items() -> None:
             ],
             r"messages\[0\]\.content\[0\]\.input_audio\.format",
         ),
-        ([{"role": "function", "name": "f", "content": "x"}], r"messages\[0\]\.role"),
         ([{"role": "tool", "content": "x"}], r"messages\[0\]\.tool_call_id"),
+        (
+            [{"role": "assistant", "content": None, "audio": {"id": "a1", "x": 1}}],
+            r"messages\[0\]\.audio\.x",
+        ),
+        (
+            [{"role": "function", "content": "x"}],
+            r"messages\[0\]\.name must be a str",
+        ),
+        (
+            [{"role": "user", "content": [{"type": "file", "file": {"file": "f"}}]}],
+            r"messages\[0\]\.content\[0\]\.file\.file",
+        ),
         (["hello"], r"messages\[0\]"),
     ],
 )

@@ -37,38 +37,73 @@ written only when it holds something, and not when it holds what the ``to_``
 function writes by itself. The keys of ``metadata["openai"]``:
 
 - ``role``: ``"developer"`` on a system message read from a developer message.
-  It stays a system message, for the window's rules too.
+  It stays a system message, for the window's rules too. ``"function"`` on
+  the tool message a deprecated ``function`` message is read as (it holds no
+  tool response: a ``function_call`` has no call id).
 - ``name``: the participant name of a Chat Completions message (system,
-  developer, user or assistant). The Responses shape has no place for it.
-- ``refusal``: an assistant's refusal text (the Chat Completions field, a
-  Responses ``refusal`` part).
+  developer, user or assistant), or a function message's name. The Responses
+  shape has no place for it.
+- ``refusal``: an assistant's refusal text (the Chat Completions field or
+  part, a Responses ``refusal`` part).
+- ``audio``, ``function_call``: a Chat Completions assistant's, whole.
 - ``text_parts``: the lengths of the text parts a content came as, which
   ``content`` holds joined by a blank line.
+- ``parts``: the order of a Chat Completions content's parts (``"text"``,
+  ``"media"``, ``"refusal"``) when it is not text then media, and in its
+  place each part a message has no field for, whole (a file by id).
+- ``prompt_cache_breakpoint``: one entry per text part, ``None`` for a part
+  with none.
+- ``empty``: the Chat Completions fields given holding nothing (``None``,
+  ``""``, ``[]``), written back so; ``absent``: ``["content"]`` for an
+  assistant message given without content.
 - ``id``, ``status``, ``phase``: a Responses message item's (the ``id`` is
   also the message's id).
 - ``annotations``, ``logprobs``: one list per text part of a Responses output
   message, ``None`` for a part with none.
 - ``reasoning``: the Responses reasoning items before the assistant's message
   and call items, whole (``encrypted_content`` included).
-- ``media[i]``: ``detail``, of an image (either shape) or a Responses file.
+- ``media[i]``: ``detail``, of an image (either shape) or a Responses file;
+  ``prompt_cache_breakpoint`` of a Chat Completions part.
 - ``calls[i]``: a Responses call item's other fields (``id``, ``status``,
-  ``namespace``, ``caller``, ``async``).
-- ``outputs[i]``: ``text_parts`` of a tool output that came as text parts; a
-  Responses output item's other fields (``id``, ``status``, ``name``,
-  ``namespace``, ``caller``), and its ``type`` when it is not the one the
-  call it answers implies.
+  ``namespace``, ``caller``, ``async``); ``spelled``: ``"custom"`` for a
+  Chat Completions custom tool call spelled with ``custom``.
+- ``outputs[i]``: ``text_parts`` (and ``prompt_cache_breakpoint``) of a tool
+  output that came as text parts; a Responses output item's other fields
+  (``id``, ``status``, ``name``, ``namespace``, ``caller``), and its ``type``
+  when it is not the one the call it answers implies.
 
-The keys of ``metadata["anthropic"]``: ``cache_control`` and ``citations`` of
-the message's text block (a system message's block included); ``media[i]``
-and ``calls[i]``: ``cache_control`` of that block; ``outputs[i]``:
-``cache_control``, ``is_error`` and ``text_parts`` of that ``tool_result``.
+The keys of ``metadata["anthropic"]``, each kept when ``to_anthropic`` would
+not write it by itself:
+
+- ``cache_control``, ``citations``: the message's text block's (a system
+  message's block included); ``empty``: its fields given holding nothing.
+- ``blocks``: the message's blocks in order, ``"text"``, ``"media"``,
+  ``"call"`` standing for its own, and in their place whole the blocks a
+  message has no field for: thinking and redacted thinking, server tool use
+  and the server tools' results, search results, container uploads, images
+  and documents by file id, documents of content blocks. Kept too for a
+  turn of one text block, which is otherwise written as a str.
+- ``string``: a turn given as an empty str; ``new_turn``: a message that
+  starts a turn after one of the same role; ``in_messages``: a system
+  message of a ``system`` turn of ``messages`` (not of ``system``).
+- ``media[i]``: ``cache_control``, a document's ``title``, ``context`` and
+  ``citations``, an image's ``transformations``, and ``empty``.
+- ``calls[i]``: ``cache_control``, ``caller``, ``toolset_name``, ``empty``.
+- ``outputs[i]``: ``cache_control``, ``is_error``, ``toolset_name``,
+  ``empty``, ``text_parts``, ``blocks`` (its text blocks and, whole, the
+  others: images, documents, search results, tool references, text blocks
+  with fields of their own) and ``absent`` (``["content"]``: given without).
 
 A ``to_`` function refuses a reserved key that holds anything else (a key it
 does not know, a value of the wrong type, per-item lists of the wrong
 length), so nothing written by something else is sent or skipped unnoticed.
 It does not send the other API's key: a name, a refusal, a detail or
 reasoning items do not go to Anthropic, nor ``cache_control`` to OpenAI.
-:func:`to_openai` does not send what only the Responses shape carries.
+:func:`to_openai` does not send what only the Responses shape carries;
+:func:`to_openai_responses` does not send how a Chat Completions content was
+spelled (``parts`` order, ``empty``, ``absent``, ``spelled``, breakpoints)
+and refuses the ``audio``, ``function_call`` and parts kept whole it has no
+place for.
 
 Hostile input
 -------------
@@ -84,9 +119,14 @@ converters build is a :class:`~chatledger.Message` and refuses what it always
 refuses with :class:`~chatledger.InvalidMessageError`.
 
 Round trips: ``from_X(to_X(messages)) == messages`` (``Message`` equality)
-hold for every history the shape can carry, and ``to_X(from_X(request)) ==
-request`` for every request written as ``to_X`` writes it; the docstrings of
-the ``from_`` functions say which those are.
+hold for every history the shape can carry. ``to_openai(from_openai(m)) ==
+m`` holds for every Chat Completions message list, and
+``to_anthropic(from_anthropic(r)) == r`` for every Anthropic request, that
+the SDKs' types describe, given as dicts and lists: what a converter cannot
+write back exactly it refuses, naming the place. For the Responses shape,
+``to_openai_responses(from_openai_responses(items)) == items`` holds for
+items written as ``to_openai_responses`` writes them. The docstrings of the
+``from_`` functions say which histories and requests those are.
 
 For converters of one's own, such as the framework bridges: :func:`loads_value`
 and :func:`dumps_value` read and write JSON text by the rules chatledger keeps

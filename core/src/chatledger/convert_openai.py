@@ -12,7 +12,9 @@ from typing import Any
 
 from chatledger.convert_extras import OPENAI_KEY, Kept
 from chatledger.convert_openai_reading import (
+    CHAT_FIELDS,
     EITHER,
+    EMPTY_FIELDS,
     OPENAI_KEYS,
     list_default,
     read_items,
@@ -33,6 +35,9 @@ _AUDIO_FORMATS = {
 
 #: Each role's name as a plain str (reading an enum's value costs more).
 _ROLE_NAMES = {role: role.value for role in Role}
+_BREAKPOINT = "prompt_cache_breakpoint"
+#: The roles kept in metadata, and the role of the message that keeps each.
+_KEPT_ROLES = {"developer": Role.SYSTEM, "function": Role.TOOL}
 
 
 def written_role(message: Message, kept: Kept) -> str:
@@ -45,10 +50,10 @@ def written_role(message: Message, kept: Kept) -> str:
     role = kept.text("role")
     if role is None:
         return _ROLE_NAMES[message.role]
-    if message.role is not Role.SYSTEM or role != "developer":
+    if _KEPT_ROLES.get(role) is not message.role:
         raise UnsupportedContentError(
-            f"{kept.where}['role'] is {role!r}: the only role kept is "
-            "'developer', on a system message"
+            f"{kept.where}['role'] is {role!r}: the roles kept are 'developer', "
+            "on a system message, and 'function', on a tool message"
         )
     return role
 
@@ -81,20 +86,92 @@ def _media_part(media: Media, kept: Kept) -> dict[str, Any]:
     )
 
 
+def _media_part_kept(media: Media, kept: Kept) -> dict[str, Any]:
+    """A media part with the ``prompt_cache_breakpoint`` it keeps."""
+    part = _media_part(media, kept)
+    part.update(kept.copy([_BREAKPOINT]))
+    return part
+
+
 def _content(message: Message, kept: Kept) -> Any:
     """The ``content``: the text, or parts when there are media or kept parts."""
     texts = kept.parts("text_parts", message.content)
+    layout = kept.sequence("parts")
+    if layout is not None:
+        if texts is None:
+            texts = [message.content] if message.content else []
+        return _laid_out(message, kept, texts, layout)
     if texts is None:
         texts = list_default(
             message.role, message.content, len(message.media), kept.fields, chat=True
         )
     if texts is None:
         return message.content
-    parts: list[dict[str, Any]] = [{"type": "text", "text": t} for t in texts]
+    parts = _text_parts(texts, kept)
     parts.extend(
-        _media_part(media, kept.entry("media", index))
+        _media_part_kept(media, kept.entry("media", index))
         for index, media in enumerate(message.media)
     )
+    return parts
+
+
+def _text_parts(texts: list[str], kept: Kept) -> list[dict[str, Any]]:
+    """Text parts, each with the ``prompt_cache_breakpoint`` kept for it."""
+    parts: list[dict[str, Any]] = [{"type": "text", "text": t} for t in texts]
+    marks = kept.sequence(_BREAKPOINT) if kept.fields else None
+    if marks is None:
+        return parts
+    if len(marks) != len(parts):
+        raise UnsupportedContentError(
+            f"{kept.where}[{_BREAKPOINT!r}] holds {len(marks)} entries for "
+            f"{len(parts)} text parts; it must hold one each"
+        )
+    for part, mark in zip(parts, marks, strict=True):
+        if mark is not None:
+            part[_BREAKPOINT] = mark
+    return parts
+
+
+def _laid_out(
+    message: Message, kept: Kept, texts: list[str], layout: list[Any]
+) -> list[dict[str, Any]]:
+    """The content parts in the order ``layout`` (kept under ``"parts"``) gives."""
+    where = f"{kept.where}['parts']"
+    own: dict[str, list[dict[str, Any]]] = {
+        "text": _text_parts(texts, kept),
+        "media": [
+            _media_part_kept(media, kept.entry("media", index))
+            for index, media in enumerate(message.media)
+        ],
+        "refusal": [],
+    }
+    refusal = kept.text("refusal")
+    if refusal is not None:
+        own["refusal"].append({"type": "refusal", "refusal": refusal})
+    parts: list[dict[str, Any]] = []
+    taken = dict.fromkeys(own, 0)
+    for position, entry in enumerate(layout):
+        if isinstance(entry, str) and entry in own:
+            if taken[entry] >= len(own[entry]):
+                raise UnsupportedContentError(
+                    f"{where}[{position}] is {entry!r}, and the message has no "
+                    f"{entry} part left to write there"
+                )
+            parts.append(own[entry][taken[entry]])
+            taken[entry] += 1
+        elif isinstance(entry, dict) and isinstance(entry.get("type"), str):
+            parts.append(entry)
+        else:
+            raise UnsupportedContentError(
+                f"{where}[{position}] must be 'text', 'media', 'refusal' or a "
+                "part kept whole (a dict with a type)"
+            )
+    for name, written in own.items():
+        if taken[name] < len(written) and name != "refusal":
+            raise UnsupportedContentError(
+                f"{where} places {taken[name]} of the message's {len(written)} "
+                f"{name} parts; it must place each"
+            )
     return parts
 
 
@@ -108,6 +185,17 @@ def _message(message: Message, kept: Kept) -> dict[str, Any]:
         "role": written_role(message, kept),
         "content": _content(message, kept),
     }
+    if not kept.fields:
+        if message.tool_calls:
+            converted["tool_calls"] = _tool_calls(message, kept)
+        return converted
+    if "content" in kept.absent(["content"]):
+        if converted["content"] is not None:
+            raise UnsupportedContentError(
+                f"{kept.where}['absent'] leaves out the content of a message "
+                "that has some"
+            )
+        del converted["content"]
     name = kept.text("name")
     if name is not None:
         converted["name"] = name
@@ -117,20 +205,51 @@ def _message(message: Message, kept: Kept) -> dict[str, Any]:
             raise UnsupportedContentError(
                 f"{kept.where}['refusal']: only an assistant message refuses"
             )
-        converted["refusal"] = refusal
+        if "refusal" not in (kept.sequence("parts") or ()):
+            converted["refusal"] = refusal
+    for name in CHAT_FIELDS:
+        value = kept.value(name)
+        if value is None:
+            continue
+        if message.role is not Role.ASSISTANT or not isinstance(value, dict):
+            raise UnsupportedContentError(
+                f"{kept.where}[{name!r}] is kept whole, a dict, on an assistant message"
+            )
+        converted[name] = value
     if message.tool_calls:
-        converted["tool_calls"] = [
-            {
-                "id": call.id,
-                "type": call.type,
-                "function": {"name": call.name, "arguments": call.arguments},
-            }
-            for call in message.tool_calls
-        ]
+        converted["tool_calls"] = _tool_calls(message, kept)
+    converted.update(kept.empty(EMPTY_FIELDS))
     return converted
 
 
+def _tool_calls(message: Message, kept: Kept) -> list[dict[str, Any]]:
+    """The calls, each as it was spelled: a custom tool's input under ``custom``
+    when it came so, else ``function`` as for any call."""
+    calls = []
+    for index, call in enumerate(message.tool_calls):
+        spelled = kept.entry("calls", index).text("spelled")
+        if spelled is not None and (spelled != "custom" or call.type != "custom"):
+            raise UnsupportedContentError(
+                f"{kept.where}['calls'][{index}]['spelled'] is {spelled!r}; it is "
+                "kept only as 'custom', on a custom tool call"
+            )
+        if spelled is not None:
+            body = {"custom": {"name": call.name, "input": call.arguments}}
+        else:
+            body = {"function": {"name": call.name, "arguments": call.arguments}}
+        calls.append({"id": call.id, "type": call.type, **body})
+    return calls
+
+
 def _tool_messages(message: Message, kept: Kept) -> list[dict[str, Any]]:
+    if written_role(message, kept) == "function":
+        name = kept.text("name")
+        if message.tool_responses or name is None:
+            raise UnsupportedContentError(
+                f"{kept.where}['role'] is 'function': a function message has a "
+                "name kept and no tool response"
+            )
+        return [{"role": "function", "name": name, "content": message.content}]
     if not message.tool_responses:
         raise UnsupportedContentError(
             f"tool message {message.id} has no tool response, so it has no "
@@ -143,10 +262,11 @@ def _tool_messages(message: Message, kept: Kept) -> list[dict[str, Any]]:
         )
     converted = []
     for index, response in enumerate(message.tool_responses):
-        texts = kept.entry("outputs", index).parts("text_parts", response.data)
+        entry = kept.entry("outputs", index)
+        texts = entry.parts("text_parts", response.data)
         content: Any = response.data
         if texts is not None:
-            content = [{"type": "text", "text": t} for t in texts]
+            content = _text_parts(texts, entry)
         converted.append(
             {"role": "tool", "tool_call_id": response.id, "content": content}
         )
@@ -163,8 +283,13 @@ def to_openai(messages: Sequence[Message]) -> list[dict[str, Any]]:
     ``file`` for other bytes); an assistant message keeps ``content`` (``None``
     included), its ``refusal`` and its ``tool_calls`` with the exact argument
     text; a tool message becomes one ``{"role": "tool", "tool_call_id": ...,
-    "content": ...}`` per response, in order. A participant ``name`` and text
-    parts kept in ``metadata["openai"]`` are written as they were read.
+    "content": ...}`` per response, in order (a ``function`` message when it
+    keeps that role). What ``metadata["openai"]`` keeps is written as it was
+    read: a participant ``name``, text parts and the order of all parts,
+    parts kept whole (a file by id), ``prompt_cache_breakpoint`` of each
+    part, an assistant's ``audio`` and ``function_call``, a custom tool
+    call's spelling, fields that came holding nothing and a content that
+    did not come.
 
     Not sent: what only the Responses shape carries (reasoning items, item
     ids, ``status`` and ``phase``, annotations and logprobs, the fields of
@@ -204,17 +329,22 @@ def from_openai(messages: Sequence[Any]) -> list[Message]:
 
     Kept in ``metadata["openai"]`` (so :func:`to_openai` writes them back):
     a ``developer`` role (the message is a system message, for the window's
-    rules too), a participant ``name``, an assistant's ``refusal``, each
-    image's ``detail``, and the lengths of the text parts of a content that
-    came as a list (of a tool message's content too) unless they are what
-    ``to_openai`` writes by itself.
+    rules too), a participant ``name``, an assistant's ``refusal``, ``audio``
+    and ``function_call``, each image's ``detail``, each part's
+    ``prompt_cache_breakpoint``, the lengths of the text parts of a content
+    that came as a list (of a tool message's content too) unless they are
+    what ``to_openai`` writes by itself, the order of the parts when it is
+    not text then media, a ``file`` part that is not inline data (a file by
+    id) whole in its place, a custom tool call spelled with ``custom``,
+    fields given holding nothing (``"empty"``) and an assistant's content
+    not given (``"absent"``). A deprecated ``function`` message becomes a
+    tool message without tool responses, its content the message's, keeping
+    its role and name.
 
     The round trip ``to_openai(from_openai(messages)) == messages`` holds for
-    Chat Completions messages written as ``to_openai`` writes them: without
-    ``None`` fields, tool calls of type ``function`` or ``custom`` spelled
-    ``{"id", "type", "function"}``, a user message's text parts before its
-    media, a URL image named by the extension of its URL, and a refusal as
-    the ``refusal`` field. The round trip
+    every Chat Completions message list the SDK's types describe, given as
+    dicts and lists (an SDK object is read by its fields that hold
+    something), but for what is refused below. The round trip
     ``from_openai(to_openai(history)) == history`` holds for every history
     ``to_openai`` takes whose messages' metadata holds at most what
     ``from_openai`` keeps (nothing that only the Responses shape carries),
@@ -228,11 +358,10 @@ def from_openai(messages: Sequence[Any]) -> list[Message]:
         UnsupportedContentError: naming the item and field (e.g.
             ``messages[2].content[0].image_url.file_id``) that is malformed or
             that a message has no place for: item types other than message,
-            call, output and reasoning items; the old ``function`` role and
-            ``function_call``; an assistant's ``audio``; a file by
-            ``file_id``; other audio formats; media in a tool output or in a
-            system or assistant message; ``prompt_cache_breakpoint``; and any
-            value of the wrong type, however large or deeply nested.
+            call, output and reasoning items; audio formats but WAV and MP3;
+            base64 that does not encode back to the same text; media in a
+            tool output or in a system or assistant message; and any value of
+            the wrong type, however large or deeply nested.
         InvalidMessageError: a message made of the items breaks a rule of
             :class:`~chatledger.Message` (an ``id`` that is not a printable
             str, say).

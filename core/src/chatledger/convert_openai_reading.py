@@ -20,6 +20,7 @@ from chatledger.convert_extras import KeptKeys, joined
 from chatledger.convert_shared import (
     Draft,
     Reader,
+    UnsupportedContentError,
     b64,
     carried,
     guess_mime,
@@ -36,8 +37,10 @@ from chatledger.messages import Media, Role, ToolCall, ToolResponse, _shown
 
 __all__ = [
     "CALL_FIELDS",
+    "CHAT_FIELDS",
     "DEFAULT_IMAGE_DETAIL",
     "EITHER",
+    "EMPTY_FIELDS",
     "MESSAGE_FIELDS",
     "OPENAI_KEYS",
     "OUTPUT_FIELDS",
@@ -83,6 +86,11 @@ _ROLES = {
     "user": Role.USER,
     "assistant": Role.ASSISTANT,
 }
+#: The fields of a Chat Completions assistant message kept whole.
+CHAT_FIELDS = ("audio", "function_call")
+#: The fields of a Chat Completions message that may come holding nothing
+#: (``None``, ``""``, ``[]``), kept so under ``"empty"``.
+EMPTY_FIELDS = ("name", "refusal", "audio", "function_call", "tool_calls")
 #: The fields of a Responses message item kept as they are.
 MESSAGE_FIELDS = ("id", "status", "phase")
 #: The fields of a call item kept as they are: all but its call id, name and
@@ -102,12 +110,18 @@ OPENAI_KEYS = KeptKeys(
         "logprobs",
         "reasoning",
         *MESSAGE_FIELDS,
+        *CHAT_FIELDS,
+        "parts",
+        "empty",
+        "absent",
+        "prompt_cache_breakpoint",
     },
-    media={"detail"},
-    calls=set(CALL_FIELDS),
-    outputs={"text_parts", "type", *OUTPUT_FIELDS},
+    media={"detail", "prompt_cache_breakpoint"},
+    calls={*CALL_FIELDS, "spelled"},
+    outputs={"text_parts", "type", "prompt_cache_breakpoint", *OUTPUT_FIELDS},
 )
 _CUSTOM_CALL = "custom"
+_BREAKPOINT = "prompt_cache_breakpoint"
 
 
 def list_default(
@@ -156,7 +170,7 @@ def read_items(
         fields = item(raw, where)
         kind = fields.get("type")
         if kind is None or kind == "message":
-            _message(fields, where, reader, dialect)
+            _message(fields, where, reader, dialect, isinstance(raw, Mapping))
         elif kind in ("function_call", "custom_tool_call"):
             _call(fields, kind, where, reader)
         elif kind in ("function_call_output", "custom_tool_call_output"):
@@ -185,16 +199,29 @@ class _Content:
     refusal: str | None = None
     annotations: list[Any] = field(default_factory=list)
     logprobs: list[Any] = field(default_factory=list)
+    #: Each text part's ``prompt_cache_breakpoint``, ``None`` for none.
+    breakpoints: list[Any] = field(default_factory=list)
+    #: The parts in order: ``"text"``, ``"media"``, ``"refusal"``, or a part
+    #: kept whole.
+    layout: list[Any] = field(default_factory=list)
 
 
 def _message(
-    fields: Mapping[str, Any], where: str, reader: Reader, dialect: Dialect
+    fields: Mapping[str, Any],
+    where: str,
+    reader: Reader,
+    dialect: Dialect,
+    exact: bool,
 ) -> None:
+    """Read a message; ``exact`` is false for an SDK object (see :func:`_empty`)."""
     role_name = fields.get("role")
     typed = fields.get("type") == "message"
     chat = dialect.chat and not typed
     if role_name == "tool" and chat:
         _chat_tool(fields, where, reader)
+        return
+    if role_name == "function" and chat:
+        _chat_function(fields, where, reader)
         return
     if not isinstance(role_name, str) or role_name not in _ROLES:
         raise no_place(f"{where}.role", f"the role {_shown(role_name)}")
@@ -205,10 +232,10 @@ def _message(
     if chat:
         known.add("name")
         if role is Role.ASSISTANT:
-            known |= {"refusal", "tool_calls"}
+            known |= {"refusal", "tool_calls", *CHAT_FIELDS}
     only(fields, where, known)
 
-    content = _content(fields.get("content"), f"{where}.content", dialect)
+    content = _content(fields.get("content"), f"{where}.content", dialect, chat)
     if content.media and role is not Role.USER:
         raise no_place(f"{where}.content", f"media in a {role_name} message")
     if content.refusal is not None and role is not Role.ASSISTANT:
@@ -232,6 +259,10 @@ def _message(
             if role is not Role.ASSISTANT:
                 raise no_place(f"{where}.content", f"{name} in a {role_name} message")
             kept[name] = per_part
+    if any(entry is not None for entry in content.breakpoints):
+        kept[_BREAKPOINT] = content.breakpoints
+    if chat:
+        kept.update(_chat_extras(fields, where, exact))
 
     calls = []
     if role is Role.ASSISTANT and chat:
@@ -251,19 +282,57 @@ def _message(
     draft.id = kept.get("id")
     for media, media_extras in content.media:
         draft.add_media(media, media_extras)
-    for call in calls:
-        draft.add_call(call)
+    for call, spelled in calls:
+        draft.add_call(call, spelled)
         reader.calls[call.id] = call
     default = list_default(role, draft.content, len(draft.media), kept, chat=chat)
     # A list that holds a refusal alone reads as the refusal, without text.
     only_refusal = content.texts == [] and content.refusal is not None
     if content.texts is not None and content.texts != default and not only_refusal:
         kept["text_parts"] = [len(part) for part in content.texts]
+    if chat and content.texts is not None:
+        usual = ["text"] * len(content.texts) + ["media"] * len(content.media)
+        if content.layout != usual:
+            # metadata > "openai" > "parts" > a part kept whole
+            kept["parts"] = carried(content.layout, f"{where}.content", 3)
     draft.extras.fields.update(kept)
     reader.only_reasoning = False
     # The call items that follow a Responses message belong to it; in a
     # Chat Completions message the calls are its own tool_calls.
     reader.open_assistant = role is Role.ASSISTANT and not chat and not calls
+
+
+def _chat_extras(fields: Mapping[str, Any], where: str, exact: bool) -> dict[str, Any]:
+    """What a Chat Completions message keeps beyond its content and calls.
+
+    An assistant's ``audio`` and ``function_call``, whole; the fields given
+    holding nothing (``"empty"``); a content not given (``"absent"``).
+    ``exact`` is false for an SDK object, whose fields that hold nothing are
+    its defaults rather than something written, and are not kept.
+    """
+    kept: dict[str, Any] = {}
+    for name, inner in (("audio", {"id"}), ("function_call", {"name", "arguments"})):
+        value = fields.get(name)
+        if is_empty(value):
+            continue
+        entry = item(value, f"{where}.{name}")
+        only(entry, f"{where}.{name}", inner)
+        for key in sorted(inner):
+            text(entry, key, f"{where}.{name}")
+        # metadata > "openai" > the field
+        kept[name] = carried(dict(entry), f"{where}.{name}", 3)
+    if not exact:
+        return kept
+    empty = {
+        name: fields[name]
+        for name in EMPTY_FIELDS
+        if name in fields and is_empty(fields[name])
+    }
+    if empty:
+        kept["empty"] = empty
+    if "content" not in fields:
+        kept["absent"] = ["content"]
+    return kept
 
 
 def _chat_tool(fields: Mapping[str, Any], where: str, reader: Reader) -> None:
@@ -273,7 +342,24 @@ def _chat_tool(fields: Mapping[str, Any], where: str, reader: Reader) -> None:
     reader.response(ToolResponse(call_id, reader.name_of(call_id), data), extras)
 
 
-def _chat_tool_call(raw: object, where: str) -> ToolCall:
+def _chat_function(fields: Mapping[str, Any], where: str, reader: Reader) -> None:
+    """The deprecated ``function`` message: a tool message of its own.
+
+    It answers a ``function_call``, which has no call id, so it holds no tool
+    response: its content is the message's, its name kept, and the tool
+    messages after it are not merged into it.
+    """
+    only(fields, where, {"role", "content", "name"})
+    name = text(fields, "name", where)
+    content = fields.get("content")
+    if content is not None and not isinstance(content, str):
+        raise malformed(f"{where}.content", "a str or None", content)
+    draft = reader.add(Draft(Role.TOOL, content, closed=True))
+    draft.extras.fields.update({"role": "function", "name": name})
+
+
+def _chat_tool_call(raw: object, where: str) -> tuple[ToolCall, dict[str, Any]]:
+    """A tool call, and how it was spelled when that is the custom tool's way."""
     call = item(raw, where)
     call_type = call.get("type", "function")
     if not isinstance(call_type, str):
@@ -284,20 +370,33 @@ def _chat_tool_call(raw: object, where: str) -> ToolCall:
         only(custom, f"{where}.custom", {"name", "input"})
         name = text(custom, "name", f"{where}.custom")
         arguments = text(custom, "input", f"{where}.custom")
+        if call_type != _CUSTOM_CALL:
+            raise UnsupportedContentError(
+                f"{where}.type is {_shown(call_type)}: a call spelled with "
+                "'custom' is of type 'custom'"
+            )
+        spelled = {"spelled": _CUSTOM_CALL}
     else:
         only(call, where, {"id", "type", "function"})
         function = item(call.get("function"), f"{where}.function")
         only(function, f"{where}.function", {"name", "arguments"})
         name = text(function, "name", f"{where}.function")
         arguments = text(function, "arguments", f"{where}.function")
-    return ToolCall(text(call, "id", where), name, arguments, call_type)
+        spelled = {}
+    return ToolCall(text(call, "id", where), name, arguments, call_type), spelled
 
 
 # --- Content parts ------------------------------------------------------------
 
 
-def _content(value: object, where: str, dialect: Dialect) -> _Content:
-    """Read a ``content``: a str, ``None``, or a list of the dialect's parts."""
+def _content(
+    value: object, where: str, dialect: Dialect, chat: bool = False
+) -> _Content:
+    """Read a ``content``: a str, ``None``, or a list of the dialect's parts.
+
+    ``chat`` says it is a Chat Completions message's, whose file parts that
+    are not inline data (a file by id) are kept whole.
+    """
     if value is None or isinstance(value, str):
         return _Content(text=value)
     if not isinstance(value, list):
@@ -315,24 +414,52 @@ def _content(value: object, where: str, dialect: Dialect) -> _Content:
             raise no_place(f"{part_where}.type", f"a {_shown(kind)} part")
         if kind in _TEXT_PARTS:
             content.texts.append(_text_part(part, kind, part_where, content))
+            content.layout.append("text")
         elif kind == "refusal":
             only(part, part_where, {"type", "refusal"})
             if content.refusal is not None:
                 raise no_place(part_where, "a second refusal part")
             content.refusal = text(part, "refusal", part_where)
+            content.layout.append("refusal")
+        elif chat and kind == "file" and _file_kept_whole(part, part_where):
+            # metadata > "openai" > "parts" > the part
+            content.layout.append(carried(dict(part), part_where, 4))
         else:
             content.media.append(_media_part(part, kind, part_where))
+            content.layout.append("media")
     content.text = joined(content.texts)
     return content
+
+
+def _file_kept_whole(part: Mapping[str, Any], where: str) -> bool:
+    """Whether a ``file`` part is kept whole: a file by id, or data that is
+    not a ``data:`` URL (no MIME type to make media of)."""
+    only(part, where, {"type", "file", "prompt_cache_breakpoint"})
+    file_where = f"{where}.file"
+    file = item(part.get("file"), file_where)
+    only(file, file_where, {"file_data", "file_id", "filename"})
+    if file.get("file_id") is not None:
+        text(file, "file_id", file_where)
+        return True
+    data = text(file, "file_data", file_where)
+    return not data.startswith("data:")
 
 
 def _text_part(
     part: Mapping[str, Any], kind: str, where: str, content: _Content
 ) -> str:
     if kind != "output_text":
-        only(part, where, {"type", "text"})
+        only(
+            part,
+            where,
+            {"type", "text", _BREAKPOINT} if kind == "text" else {"type", "text"},
+        )
         content.annotations.append(None)
         content.logprobs.append(None)
+        value = part.get(_BREAKPOINT)
+        # metadata > "openai" > "outputs" > the entry > the name > the part's
+        kept = None if is_empty(value) else carried(value, f"{where}.{_BREAKPOINT}", 6)
+        content.breakpoints.append(kept)
         return text(part, "text", where)
     only(part, where, {"type", "text", "annotations", "logprobs"})
     for name in ("annotations", "logprobs"):
@@ -353,19 +480,20 @@ def _media_part(
 ) -> tuple[Media, dict[str, Any]]:
     """A media part as media and what it keeps (a ``detail``)."""
     if kind == "image_url":
-        only(part, where, {"type", "image_url"})
+        only(part, where, {"type", "image_url", _BREAKPOINT})
         image_where = f"{where}.image_url"
         image = item(part.get("image_url"), image_where)
         only(image, image_where, {"url", "detail"})
         media = url_media(text(image, "url", image_where), where, "image/*")
         # Chat Completions writes no detail by itself: any given is kept.
-        return media, _detail(image, image_where, default=None)
+        extras = _detail(image, image_where, default=None)
+        return media, extras | _breakpoint(part, where)
     if kind == "input_image":
         only(part, where, {"type", "image_url", "detail"})
         media = url_media(text(part, "image_url", where), where, "image/*")
         return media, _detail(part, where, default=DEFAULT_IMAGE_DETAIL)
     if kind == "input_audio":
-        only(part, where, {"type", "input_audio"})
+        only(part, where, {"type", "input_audio", _BREAKPOINT})
         audio_where = f"{where}.input_audio"
         audio = item(part.get("input_audio"), audio_where)
         only(audio, audio_where, {"data", "format"})
@@ -373,15 +501,16 @@ def _media_part(
         if audio_format not in _AUDIO_MIME:
             raise no_place(f"{audio_where}.format", f"{_shown(audio_format)} audio")
         data = b64(audio.get("data"), f"{audio_where}.data")
-        return Media(_AUDIO_MIME[audio_format], data), {}
+        return Media(_AUDIO_MIME[audio_format], data), _breakpoint(part, where)
     if kind == "file":
-        only(part, where, {"type", "file"})
+        only(part, where, {"type", "file", _BREAKPOINT})
         file_where = f"{where}.file"
         file = item(part.get("file"), file_where)
         only(file, file_where, {"file_data", "filename"})
         media = url_media(text(file, "file_data", file_where), file_where, "")
         name = optional_text(file, "filename", file_where)
-        return Media(media.mime_type, media.data, name=name), {}
+        media = Media(media.mime_type, media.data, name=name)
+        return media, _breakpoint(part, where)
     # input_file
     only(part, where, {"type", "file_data", "file_url", "filename", "detail"})
     name = optional_text(part, "filename", where)
@@ -392,6 +521,15 @@ def _media_part(
         media = url_media(text(part, "file_data", where), where, "")
     extras = _detail(part, where, default=None)
     return Media(media.mime_type, media.data, name=name), extras
+
+
+def _breakpoint(part: Mapping[str, Any], where: str) -> dict[str, Any]:
+    """A Chat Completions media part's ``prompt_cache_breakpoint``, to keep."""
+    value = part.get(_BREAKPOINT)
+    if is_empty(value):
+        return {}
+    # metadata > "openai" > "media" > the entry > the field
+    return {_BREAKPOINT: carried(value, f"{where}.{_BREAKPOINT}", 5)}
 
 
 def _detail(
@@ -472,7 +610,10 @@ def _output_text(
         raise no_place(where, "annotations or logprobs in a tool output")
     if content.texts is None:
         return content.text or "", {}
-    return content.text or "", {"text_parts": [len(t) for t in content.texts]}
+    extras: dict[str, Any] = {"text_parts": [len(t) for t in content.texts]}
+    if any(entry is not None for entry in content.breakpoints):
+        extras[_BREAKPOINT] = content.breakpoints
+    return content.text or "", extras
 
 
 def _reasoning(fields: Mapping[str, Any], where: str, reader: Reader) -> None:

@@ -13,6 +13,7 @@ from chatledger.convert_extras import OPENAI_KEY, Kept
 from chatledger.convert_openai import written_role
 from chatledger.convert_openai_reading import (
     CALL_FIELDS,
+    CHAT_FIELDS,
     DEFAULT_IMAGE_DETAIL,
     OPENAI_KEYS,
     OUTPUT_FIELDS,
@@ -193,6 +194,28 @@ def _output_items(
     return items
 
 
+def _refuse_chat_only(kept: Kept) -> None:
+    """Refuse what only a Chat Completions message carries and would be lost.
+
+    How its content was spelled (the order of its parts, fields given
+    holding nothing) is not sent, as the Responses shape spells its own.
+    """
+    if not kept.fields:
+        return
+    for name in CHAT_FIELDS:
+        if name in kept:
+            raise UnsupportedContentError(
+                f"{kept.where}[{name!r}]: the Responses API has no place for a "
+                f"Chat Completions {name} (Chat Completions has)"
+            )
+    for index, part in enumerate(kept.sequence("parts") or ()):
+        if isinstance(part, Mapping):
+            raise UnsupportedContentError(
+                f"{kept.where}['parts'][{index}]: the Responses API has no place "
+                "for a Chat Completions part kept whole (a file by id, say)"
+            )
+
+
 def to_openai_responses(messages: Sequence[Message]) -> list[dict[str, Any]]:
     """Convert messages to the OpenAI Responses ``input`` item list.
 
@@ -231,6 +254,7 @@ def to_openai_responses(messages: Sequence[Message]) -> list[dict[str, Any]]:
                 f"{kept.where}['name']: the Responses API has no participant "
                 "name (Chat Completions has)"
             )
+        _refuse_chat_only(kept)
         if message.role is Role.ASSISTANT:
             items.extend(_assistant_items(message, kept, where))
             calls.update((call.id, call) for call in message.tool_calls)

@@ -257,6 +257,8 @@ class Draft:
     tool_responses: list[ToolResponse] = field(default_factory=list)
     id: str | None = None
     extras: Gathered = field(default_factory=Gathered)
+    #: Takes no tool response that follows (a message of its own kind).
+    closed: bool = False
 
     def add_media(self, media: Media, extras: dict[str, Any] | None = None) -> None:
         self.media.append(media)
@@ -336,7 +338,7 @@ class Reader:
     ) -> None:
         """Add a tool response to the tool message being read, or a new one."""
         last = self.drafts[-1] if self.drafts else None
-        if last is None or last.role is not Role.TOOL:
+        if last is None or last.role is not Role.TOOL or last.closed:
             last = self.add(Draft(Role.TOOL))
         last.add_response(response, extras)
         self.open_assistant = False
