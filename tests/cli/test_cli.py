@@ -22,6 +22,7 @@ from chatledger import Message, ToolCall, ToolResponse, codec
 from chatledger.convert import to_openai, to_openai_responses
 from chatledger.testing import every_kind
 from tests.cli.conftest import HAVE_SQL, NO_SQL, Cli, file_url
+from tests.cli.test_ls_records import sql_keeps_records
 
 SECRET = "hunter2-secret"
 
@@ -328,7 +329,13 @@ class TestDataCommands:
         assert shown.code == 0
         assert "-> calc(" in shown.out
         assert "2026-01-02T04:04:05.123+00:00" in shown.out
-        assert "beta\t4" in cli("ls", url, "--long").out.splitlines()
+        records = cli("ls", url, "--long")
+        if store_kind == "sqlite" and sql_keeps_records():
+            columns = [line.split("\t") for line in records.out.splitlines()]
+            assert ["beta", "4"] in [[cells[0], cells[2]] for cells in columns]
+        else:
+            assert records.code == 2
+            assert "keeps none" in records.err
         times = cli("ls", url, "--times").out.splitlines()
         assert "beta\t4\t2026-01-02T04:04:05+00:00\t2026-01-02T04:04:05+00:00" in times
         missing = cli("show", url, "nobody")

@@ -62,7 +62,7 @@ class TestRedisCli:
             f"no conversation is stored under the key prefix {prefix!r} in {url}\n"
         )
         assert cli("import", url, "-", "-o", option, stdin=_jsonl(_sample())).code == 0
-        listed = cli("ls", url, "-o", option, "--long")
+        listed = cli("ls", url, "-o", option, "--times")
         assert (listed.code, listed.err) == (0, "")
         assert len(listed.out.splitlines()) == 2
 

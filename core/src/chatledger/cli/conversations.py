@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import argparse
+import json
+import re
 from collections.abc import Iterator
 
+from chatledger.cli.errors import UsageError
 from chatledger.cli.output import err, out
 from chatledger.cli.stores import open_store, read_conversation
+from chatledger.codec import thaw
 from chatledger.connect import redact_url
+from chatledger.conversation_info import ConversationInfo
 from chatledger.demo import describe
 from chatledger.errors import ChatLedgerError
-from chatledger.messages import Message
+from chatledger.messages import JsonValue, Message
 from chatledger.repository import (
     ChatMemoryRepository,
+    SupportsConversationInfo,
     SupportsConversationPages,
     SupportsCountMessages,
     SupportsLog,
@@ -29,59 +35,137 @@ _SHOW_PAGE = 500
 DEFAULT_SHOWN = 50
 
 
-def _conversation_ids(repository: ChatMemoryRepository) -> Iterator[str]:
-    """Every conversation id, a page at a time where the store can page."""
+def _page_size(limit: int | None, listed: int) -> int:
+    """How many to ask for next: a page, or what is left of ``--limit``."""
+    return _LS_PAGE if limit is None else min(_LS_PAGE, limit - listed)
+
+
+def _conversation_ids(
+    repository: ChatMemoryRepository, limit: int | None
+) -> Iterator[str]:
+    """Conversation ids in id order, a page at a time where the store can page."""
     if not isinstance(repository, SupportsConversationPages):
-        yield from sorted(repository.find_conversation_ids())
+        yield from sorted(repository.find_conversation_ids())[:limit]
         return
     cursor = None
+    listed = 0
     while True:
-        page = repository.find_conversation_ids_page(cursor, _LS_PAGE)
+        page = repository.find_conversation_ids_page(cursor, _page_size(limit, listed))
         yield from page.ids
-        if page.next_cursor is None:
+        listed += len(page.ids)
+        if page.next_cursor is None or listed == limit:
             return
         cursor = page.next_cursor
 
 
-def _nothing_stored(repository: ChatMemoryRepository, url: str) -> str:
+def _records(
+    repository: SupportsConversationInfo, owner: str | None, limit: int | None
+) -> Iterator[ConversationInfo]:
+    """The records, newest first, a page at a time."""
+    cursor = None
+    listed = 0
+    while True:
+        page = repository.find_conversations(
+            owner=owner, cursor=cursor, limit=_page_size(limit, listed)
+        )
+        yield from page.items
+        listed += len(page.items)
+        if page.next_cursor is None or listed == limit:
+            return
+        cursor = page.next_cursor
+
+
+def _nothing_stored(
+    repository: ChatMemoryRepository, url: str, owner: str | None = None
+) -> str:
     """Where ``ls`` looked and found nothing, so that a mistyped prefix shows."""
     prefix = getattr(repository, "key_prefix", None)
     under = f"under the key prefix {prefix!r} " if isinstance(prefix, str) else ""
-    return f"no conversation is stored {under}in {redact_url(url)}"
+    whose = "" if owner is None else f" of owner {owner!r}"
+    return f"no conversation{whose} is stored {under}in {redact_url(url)}"
+
+
+#: What would break a tab-separated line, or read as a column left empty.
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _cell(value: JsonValue) -> str:
+    """A column of ``ls --long``: ``-`` for none, text as is, else JSON.
+
+    Text that holds a tab, a line break or another control character, that is
+    empty or that is ``-`` is written as a JSON string, so each line keeps
+    its five columns and ``-`` always means none.
+    """
+    if value is None:
+        return "-"
+    if isinstance(value, str) and value not in ("", "-") and not _UNSAFE.search(value):
+        return value
+    return json.dumps(thaw(value), ensure_ascii=False, separators=(",", ":"))
+
+
+def _times_line(repository: ChatMemoryRepository, cid: str) -> str:
+    """``id, count, first and last created_at``, read from the conversation."""
+    messages = repository.find_by_conversation_id(cid)
+    first = messages[0].created_at if messages else None
+    last = messages[-1].created_at if messages else None
+    return (
+        f"{cid}\t{len(messages)}\t"
+        f"{first.isoformat(timespec='seconds') if first else '-'}\t"
+        f"{last.isoformat(timespec='seconds') if last else '-'}"
+    )
 
 
 def ls(args: argparse.Namespace) -> int:
     """List the conversation ids, with counts and times where asked.
 
-    A store that holds nothing is no error, but stderr says where the command
-    looked: a key space that exists once written to (a Redis key prefix) has
-    no other way to tell a typo apart from an empty store.
+    With ``--owner`` or ``--long`` it lists the records
+    (:class:`chatledger.SupportsConversationInfo`), newest first; a store that
+    keeps none is refused. A store that holds nothing is no error, but stderr
+    says where the command looked: a key space that exists once written to (a
+    Redis key prefix) has no other way to tell a typo apart from an empty
+    store.
     """
     repository = open_store(args.url, args.options, create=False, closing=args.closing)
-    counting = isinstance(repository, SupportsCountMessages)
+    if args.owner is not None or args.long:
+        return _ls_records(repository, args)
     listed = 0
-    for cid in _conversation_ids(repository):
+    for cid in _conversation_ids(repository, args.limit):
         listed += 1
-        if not (args.long or args.times):
-            out(cid)
-            continue
-        if args.times or not counting:
-            messages = repository.find_by_conversation_id(cid)
-            count = len(messages)
+        if args.times:
+            out(_times_line(repository, cid))
         else:
-            count = repository.count_messages(cid)  # type: ignore[attr-defined]
-        if not args.times:
-            out(f"{cid}\t{count}")
-            continue
-        first = messages[0].created_at if messages else None
-        last = messages[-1].created_at if messages else None
-        out(
-            f"{cid}\t{count}\t"
-            f"{first.isoformat(timespec='seconds') if first else '-'}\t"
-            f"{last.isoformat(timespec='seconds') if last else '-'}"
-        )
+            out(cid)
     if not listed:
         err(_nothing_stored(repository, args.url))
+    return 0
+
+
+def _ls_records(repository: ChatMemoryRepository, args: argparse.Namespace) -> int:
+    """``ls --owner X`` and ``ls --long``: the records, newest first."""
+    if not isinstance(repository, SupportsConversationInfo):
+        asked = "--owner" if args.owner is not None else "--long"
+        raise UsageError(
+            f"ls {asked} lists conversation records, and the store at "
+            f"{redact_url(args.url)} keeps none (its adapter has no "
+            "find_conversations); ls --times shows each conversation's count "
+            "and times"
+        )
+    listed = 0
+    for info in _records(repository, args.owner, args.limit):
+        listed += 1
+        if args.times:
+            out(_times_line(repository, info.id))
+        elif args.long:
+            stamp = info.updated_at.isoformat(timespec="milliseconds")
+            title = info.metadata.get("title")
+            out(
+                f"{info.id}\t{stamp}\t{info.message_count}\t"
+                f"{_cell(info.owner)}\t{_cell(title)}"
+            )
+        else:
+            out(info.id)
+    if not listed:
+        err(_nothing_stored(repository, args.url, args.owner))
     return 0
 
 

@@ -18,6 +18,8 @@ from chatledger.cli.export_import import export, import_
 from chatledger.cli.migrate import migrate
 from chatledger.cli.output import err, remember_url
 from chatledger.cli.plot import PLOT_HINT
+from chatledger.conversation_info import validate_owner
+from chatledger.errors import InvalidConversationInfoError
 from chatledger.move_in.formats import FORMATS
 from chatledger.progress import DEFAULT_EVERY
 
@@ -80,6 +82,15 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, not {text!r}")
     return value
+
+
+def _owner(text: str) -> str:
+    if not text:
+        raise argparse.ArgumentTypeError("expected an owner, not ''")
+    try:
+        return validate_owner(text)
+    except InvalidConversationInfoError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _windows(text: str) -> tuple[int, ...]:
@@ -190,18 +201,39 @@ def build_parser() -> argparse.ArgumentParser:
     _add_options(demo_parser)
     demo_parser.set_defaults(run=demo)
 
-    ls_parser = commands.add_parser("ls", help="list conversation ids")
+    ls_parser = commands.add_parser(
+        "ls",
+        help="list conversation ids (with --owner or --long: their records, "
+        "newest first)",
+        description="List the conversations of a store: their ids in id order, "
+        "or, with --owner or --long, their records newest first (a store whose "
+        "adapter keeps conversation records).",
+    )
     ls_parser.add_argument("url", type=_url)
     ls_parser.add_argument(
+        "--owner",
+        type=_owner,
+        metavar="X",
+        help="only the conversations of owner X, newest first",
+    )
+    shape = ls_parser.add_mutually_exclusive_group()
+    shape.add_argument(
         "-l",
         "--long",
         action="store_true",
-        help="also the message count, tab separated (counted by the store)",
+        help="one record per line, newest first, tab separated: id, updated_at, "
+        "message count, owner, title (- where none)",
     )
-    ls_parser.add_argument(
+    shape.add_argument(
         "--times",
         action="store_true",
         help="also the count, first and last created_at (reads each conversation)",
+    )
+    ls_parser.add_argument(
+        "--limit",
+        type=_positive,
+        metavar="N",
+        help="list at most N conversations (the first N of the order listed)",
     )
     _add_options(ls_parser)
     ls_parser.set_defaults(run=ls)
