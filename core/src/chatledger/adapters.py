@@ -36,6 +36,15 @@ meaning within a minor version. It holds
   (:data:`EVICTED_IDS_KEPT`, :class:`EvictedIds`, :func:`kept_newest`,
   :func:`list_trim_count`, :func:`trim_due`, :func:`trim_below`; see
   :mod:`chatledger.evicted_ids`);
+- conversation records (see :class:`AsyncSupportsConversationInfo`): the
+  record and its page (:class:`ConversationInfo`,
+  :class:`ConversationInfoPage`, :data:`UNSET` for an argument left out), the
+  checks before any I/O (:func:`check_conversation_info`, which gives a
+  :class:`ConversationInfoUpdate`, and :func:`check_find_conversations`,
+  which gives a :class:`ConversationQuery`: what matches, in which order,
+  from where, and the page with its cursor), :func:`metadata_matches` for a
+  store that filters in Python, and the cursor codec
+  (:func:`encode_conversation_cursor`, :func:`decode_conversation_cursor`);
 - for async adapters: the protocols (:class:`AsyncChatMemoryRepository`
   and the ``AsyncSupports...`` capabilities, among them
   :class:`AsyncSupportsSchemaUpgrade` for a backend whose schema grew since
@@ -62,7 +71,8 @@ meaning within a minor version. It holds
 - the errors an adapter raises: :class:`ContentionError` when it gives up
   under contention, :class:`InvalidNameError` for a bad table, prefix or
   label, :class:`InvalidOptionError` for an option the adapter does not
-  take, :class:`StoreNotFoundError` when a read-only open finds no store,
+  take, :class:`InvalidConversationInfoError` for a bad owner, metadata or
+  filter, :class:`StoreNotFoundError` when a read-only open finds no store,
   :class:`MessageTooLargeError`, :class:`InvalidTTLError`,
   :class:`InvalidUrlError`, :class:`UnknownBackendError` (a scheme the
   adapter does not serve) and :class:`MissingDriverError` (with
