@@ -164,7 +164,7 @@ from chatledger.message_pages import (
     check_message_page,
     message_page,
 )
-from chatledger.messages import Message, Role
+from chatledger.messages import JsonValue, Message, Role
 from chatledger.repository import (
     AppendResult,
     ConversationPage,
@@ -244,6 +244,7 @@ __all__ = [
     "InvalidTTLError",
     "InvalidUrlError",
     "JsonScalar",
+    "JsonValue",
     "LogRow",
     "LoopClosedFirstWarning",
     "LoopLocal",
