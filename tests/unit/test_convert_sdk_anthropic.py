@@ -37,19 +37,26 @@ from anthropic.types import (
     ImageBlockParam,
     MessageParam,
     PlainTextSourceParam,
+    RedactedThinkingBlock,
     RedactedThinkingBlockParam,
     SearchResultBlockParam,
+    ServerToolUseBlock,
     ServerToolUseBlockParam,
     SystemMessageParam,
+    TextBlock,
     TextBlockParam,
+    ThinkingBlock,
     ThinkingBlockParam,
     ToolReferenceBlockParam,
     ToolResultBlockParam,
+    ToolUseBlock,
     ToolUseBlockParam,
     URLImageSourceParam,
     URLPDFSourceParam,
     UserMessageParam,
+    WebSearchResultBlock,
     WebSearchResultBlockParam,
+    WebSearchToolResultBlock,
     WebSearchToolResultBlockParam,
 )
 from anthropic.types.bash_code_execution_tool_result_block_param import (
@@ -544,6 +551,38 @@ def test_base64_data_given_as_a_file_is_refused_before_reading_it() -> None:
     with pytest.raises(UnsupportedContentError, match=r"source\.data must be"):
         from_anthropic(request)
     assert data.tell() == 0
+
+
+def test_a_response_s_blocks_passed_back_are_written_as_their_params() -> None:
+    blocks = [
+        ThinkingBlock(type="thinking", thinking="Hm.", signature="c2ln"),
+        RedactedThinkingBlock(type="redacted_thinking", data="ZW5j"),
+        ServerToolUseBlock(
+            type="server_tool_use", id="s1", name="web_search", input={"q": "r"}
+        ),
+        WebSearchToolResultBlock(
+            type="web_search_tool_result",
+            tool_use_id="s1",
+            content=[
+                WebSearchResultBlock(
+                    type="web_search_result",
+                    url="https://example.invalid/r",
+                    title="Rome",
+                    encrypted_content="ZQ==",
+                    page_age=None,
+                )
+            ],
+        ),
+        TextBlock(type="text", text="Found.", citations=None),
+        ToolUseBlock(type="tool_use", id="t1", name="look", input={"x": 1}),
+    ]
+    request = {"messages": [{"role": "assistant", "content": blocks}]}
+    written = to_anthropic(from_anthropic(request))
+    params = [
+        b.model_dump(by_alias=True, exclude_none=True, mode="json") for b in blocks
+    ]
+    assert written == {"messages": [{"role": "assistant", "content": params}]}
+    _valid(written)
 
 
 # --- Every block type the SDK names is one of the examples' ---------------------

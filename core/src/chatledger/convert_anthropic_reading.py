@@ -14,6 +14,7 @@ names through :mod:`chatledger.convert`.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -182,6 +183,21 @@ def _media(block: Mapping[str, Any], kind: str, where: str) -> Media | None:
     raise no_place(f"{source_where}.type", f"a {_shown(source_kind)} source")
 
 
+def _whole(raw: object, block: Mapping[str, Any], where: str, level: int) -> Any:
+    """A block kept whole, checked as kept JSON at ``level``.
+
+    As given when it is a dict; an SDK object (a response's block passed
+    back) by its fields that hold something, as its params are written.
+    """
+    if not isinstance(raw, Mapping):
+        dump = getattr(raw, "model_dump", None)
+        # A model_dump without pydantic's keywords keeps the fields read.
+        with contextlib.suppress(TypeError):
+            if callable(dump):
+                block = dump(by_alias=True, exclude_none=True, mode="json")
+    return carried(dict(block), where, level)
+
+
 class _Turn:
     """Reads the blocks of one turn into the reader's messages."""
 
@@ -225,14 +241,14 @@ class _Turn:
             media = _media(block, kind, where)
             draft = self._joinable()
             if media is None:
-                self._layout(draft).append(carried(dict(block), where, 4))
+                self._layout(draft).append(_whole(raw, block, where, 4))
                 return
             # metadata > "anthropic" > "media" > the entry > the field
             draft.add_media(media, _fields(block, MEDIA_FIELDS, where, 5, exact))
             self._layout(draft).append("media")
         elif kind in KEPT_WHOLE:
             # metadata > "anthropic" > "blocks" > the block
-            self._layout(self._joinable()).append(carried(dict(block), where, 4))
+            self._layout(self._joinable()).append(_whole(raw, block, where, 4))
         else:
             role = self.role.value
             raise no_place(f"{where}.type", f"a {_shown(kind)} block in a {role} turn")
@@ -351,7 +367,7 @@ def _result_content(
             layout.append("text")
         else:
             # metadata > "anthropic" > "outputs" > the entry > "blocks" > the block
-            layout.append(carried(dict(inner), inner_where, 6))
+            layout.append(_whole(raw, inner, inner_where, 6))
     extras["text_parts"] = [len(t) for t in texts]
     if any(not isinstance(entry, str) for entry in layout):
         extras["blocks"] = layout
