@@ -9,7 +9,11 @@ import pytest
 from neo4j import AsyncDriver, AsyncGraphDatabase
 
 from chatledger.retention import Retention
-from chatledger.testing import AsyncChatMemoryRepositoryTests, LogTests
+from chatledger.testing import (
+    AsyncChatMemoryRepositoryTests,
+    LogRemovalTests,
+    LogTests,
+)
 from chatledger.testing.async_runner import (
     EventLoopThread,
     RepositoryFacade,
@@ -74,8 +78,9 @@ class TestAsyncNeo4jConformance(AsyncChatMemoryRepositoryTests):
                 async_runner.run(repository.drop_schema())
 
 
-class TestAsyncNeo4jLogInSmallReads(LogTests):
-    """The log suite on ``AsyncDriver``, views read a row or two at a time."""
+class TestAsyncNeo4jLogInSmallReads(LogTests, LogRemovalTests):
+    """The log and removal suites on ``AsyncDriver``, views read a row or two
+    at a time (the views of a log that removals left holes in too)."""
 
     @pytest.fixture(scope="class")
     @classmethod

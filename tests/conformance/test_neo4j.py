@@ -9,7 +9,12 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from chatledger.retention import Retention
-from chatledger.testing import ChatMemoryRepositoryTests, LogTests, RetentionTests
+from chatledger.testing import (
+    ChatMemoryRepositoryTests,
+    LogRemovalTests,
+    LogTests,
+    RetentionTests,
+)
 from chatledger.window import Window
 from chatledger_neo4j import Neo4jChatMemoryRepository
 from tests.backends import backend_url
@@ -78,13 +83,15 @@ class TestNeo4jConformance(ChatMemoryRepositoryTests):
         yield from _made(neo4j_url, "K", None)
 
 
-class TestNeo4jLogInSmallReads(LogTests, RetentionTests):
-    """The log and retention suites with views read a row or two at a time.
+class TestNeo4jLogInSmallReads(LogTests, LogRemovalTests, RetentionTests):
+    """The log, removal and retention suites with views read a row or two at
+    a time.
 
     The suite's own views (the window's limit plus a few rows) rarely read
     twice: here every view of the random histories reads further back, a
     row or two per statement, and meets a read's boundary at every row;
-    so does the view a trim reads holding the conversation's lock.
+    so does the view a trim reads holding the conversation's lock, and the
+    views of a log that removals left holes in.
     """
 
     supports_retention = True

@@ -46,6 +46,16 @@ statement (``Statements.trim``) deletes the messages below it but the
 current system set, adds their ids to the record of evicted ids and keeps
 the counters right. Other appends cost what they cost unbounded.
 
+Removals on request (``remove_newest``, ``remove_messages``:
+:class:`chatledger.AsyncSupportsLogRemoval`) are each one managed write
+transaction of one statement (``Statements.remove_newest``,
+``remove_named``): it locks the conversation as an append does, so a removal
+and an append or another removal of the conversation take turns, deletes the
+messages taken and returns them; the counters lose them, ``next_seq`` stays,
+and the record of evicted ids does not learn their ids (appended again, a
+removed message is stored again). Rule 1 follows at once: the current system
+set is read from the newest system message left and its ``batch``.
+
 The graph model and why it is so: :mod:`chatledger_neo4j.cypher`.
 """
 
@@ -91,8 +101,10 @@ from chatledger.adapters import (
     stamp_messages,
     to_retention,
     validate_conversation_id,
+    validate_message_ids,
     validate_messages,
     validate_page_request,
+    validate_removal_count,
     view_reads,
 )
 from chatledger_neo4j.cypher import AWAIT_INDEX, INDEXES_FOUND, LABEL_USED, Statements
@@ -105,6 +117,8 @@ from chatledger_neo4j.log_steps import (
     older_parameters,
     page_query,
     page_rows,
+    removal_parameters,
+    removed_messages,
     retry_delays,
     system_rows,
     tail_rows,
@@ -173,6 +187,7 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
     Implements :class:`chatledger.AsyncChatMemoryRepository`,
     :class:`chatledger.AsyncSupportsWindowAppend`,
     :class:`chatledger.AsyncSupportsLog`,
+    :class:`chatledger.AsyncSupportsLogRemoval`,
     :class:`chatledger.AsyncSupportsSchemaUpgrade`, and counting and paging.
 
     Args:
@@ -827,6 +842,62 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
             self.fault_points.reach("after_evict")
             self.fault_points.reach("before_commit")
             return list(trimmed["trimmed"])
+
+        return await self._write(work)
+
+    # -- removals on request -----------------------------------------------------
+
+    async def remove_newest(
+        self, conversation_id: str, count: int = 1
+    ) -> list[Message]:
+        """Remove the newest ``count`` messages in one transaction; return them.
+
+        See :class:`chatledger.AsyncSupportsLogRemoval`. One managed write
+        transaction of one statement: it locks the conversation node (as an
+        append does), seeks the newest ``count`` messages on the sequence
+        index and deletes them, and keeps the counters right. It reads the
+        messages it removes and one more, whatever the log's length.
+
+        Raises:
+            InvalidPageError: ``count`` is not an int from 1 to
+                :data:`chatledger.validation.MAX_PAGE_SIZE`, before any I/O.
+        """
+        cid = validate_conversation_id(conversation_id)
+        validate_removal_count(count)
+        return await self._remove(
+            self._statements.remove_newest, removal_parameters(cid, count=count)
+        )
+
+    async def remove_messages(
+        self, conversation_id: str, message_ids: Sequence[str]
+    ) -> list[Message]:
+        """Remove the messages of ``message_ids`` in one transaction; return them.
+
+        As :meth:`remove_newest` does (oldest first), for the ids the log
+        holds, found on the ``(conversation_id, id)`` index; ids it does not
+        hold (never stored, removed or evicted) are ignored.
+
+        Raises:
+            InvalidMessageError: ``message_ids`` is not a list of non-empty
+                str, before any I/O.
+        """
+        cid = validate_conversation_id(conversation_id)
+        ids = list(dict.fromkeys(validate_message_ids(message_ids)))
+        if not ids:
+            return []
+        return await self._remove(
+            self._statements.remove_named, removal_parameters(cid, message_ids=ids)
+        )
+
+    async def _remove(
+        self, query: LiteralString, parameters: dict[str, Any]
+    ) -> list[Message]:
+        """Run one removal statement as a managed write; the messages it took."""
+
+        async def work(tx: AsyncManagedTransaction) -> list[Message]:
+            record = await (await tx.run(query, parameters)).single()
+            self.fault_points.reach("before_commit")
+            return removed_messages(record)
 
         return await self._write(work)
 

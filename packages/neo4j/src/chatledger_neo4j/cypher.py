@@ -524,6 +524,56 @@ class Statements:
             "FOREACH (m IN gone | DETACH DELETE m) "
             "RETURN ids AS trimmed"
         )
+        # -- removals on request (chatledger.SupportsLogRemoval) ------------
+        # One statement each, the whole of a managed transaction: the lock
+        # (a missing conversation answers no row), then the messages taken,
+        # oldest first: the newest $count by sequence, or those of $ids. The
+        # counters lose them as a trim's do; a conversation left without a
+        # message is marked emptied (not listed: its node keeps next_seq and
+        # the record of evicted ids, which removed ids do not join). Rule 1
+        # needs no write: the current system set is found from the newest
+        # system message left and its batch (current_system), so taking the
+        # set shows the one it superseded again.
+        newest = (
+            "reverse(COLLECT {{ "
+            "MATCH (m:{M}) USING INDEX SEEK m:{M}(conversation_id, seq) "
+            "WHERE m.conversation_id = $cid AND m.seq >= 0 "
+            "WITH m ORDER BY m.conversation_id DESC, m.seq DESC LIMIT $count "
+            "RETURN m }})"
+        )
+        named = (
+            "COLLECT {{ "
+            "MATCH (m:{M}) USING INDEX SEEK m:{M}(conversation_id, id) "
+            "WHERE m.conversation_id = $cid AND m.id IN $ids "
+            "WITH m ORDER BY m.seq RETURN m }}"
+        )
+        removal = (
+            "WITH c, gone, [m IN gone WHERE m.role <> $system] AS others, "
+            # Whether a message is left: the newest one not taken, read
+            # newest first, so past as many rows as are taken at most.
+            "COLLECT {{ "
+            "MATCH (k:{M}) USING INDEX SEEK k:{M}(conversation_id, seq) "
+            "WHERE k.conversation_id = $cid AND k.seq >= 0 AND NOT k IN gone "
+            "WITH k ORDER BY k.conversation_id DESC, k.seq DESC LIMIT 1 "
+            "RETURN k.seq }} <> [] AS left "
+            "SET c.message_count = coalesce(c.message_count, 0) - size(others), "
+            "c.size_total = CASE WHEN size(others) = 0 THEN c.size_total "
+            "WHEN all(m IN others WHERE m.size IS NOT NULL "
+            "AND m.size_counter = c.size_counter) "
+            "THEN c.size_total - reduce(t = 0, m IN others | t + m.size) END, "
+            "c.emptied = CASE WHEN size(gone) = 0 OR left THEN c.emptied "
+            "ELSE true END "
+            "WITH gone, [m IN gone | m.payload] AS removed "
+            "FOREACH (m IN gone | DETACH DELETE m) "
+            "RETURN removed"
+        )
+        locked = (
+            "MATCH (c:{C} {{id: $cid}}) "
+            "SET c.version = randomUUID() "
+            "WITH c, count(*) AS locked "
+        )
+        self.remove_newest = text(locked + "WITH c, " + newest + " AS gone " + removal)
+        self.remove_named = text(locked + "WITH c, " + named + " AS gone " + removal)
         self.delete_messages = text(
             "MATCH (m:{M}) USING INDEX SEEK m:{M}(conversation_id, seq) "
             "WHERE m.conversation_id = $cid AND m.seq >= 0 "

@@ -10,10 +10,12 @@ Example:
     view_parameters("c1", MessageWindow(20), 28)["limit"]   # the newest 28 rows
 
 A log call runs one statement per round trip (``Statements.log_append``,
-``view``, ``view_older``, ``page_newest``, ``page_oldest``), and the trim of
-a bounded log one transaction after the append (``trim_start``, the view of
-the append's window, ``trim``); the sync and the async repository send the
-same parameters and read the answers with the same functions, all here.
+``view``, ``view_older``, ``page_newest``, ``page_oldest``), the trim of a
+bounded log one transaction after the append (``trim_start``, the view of
+the append's window, ``trim``), and a removal one statement in a transaction
+of its own (``remove_newest``, ``remove_named``); the sync and the async
+repository send the same parameters and read the answers with the same
+functions, all here.
 Nothing here does I/O.
 
 What the log keeps beside each message, and why:
@@ -65,6 +67,8 @@ __all__ = [
     "older_parameters",
     "page_query",
     "page_rows",
+    "removal_parameters",
+    "removed_messages",
     "retry_delays",
     "system_rows",
     "tail_rows",
@@ -198,6 +202,33 @@ def trim_parameters(conversation_id: str, cutoff: int) -> dict[str, Any]:
         "system": SYSTEM,
         "evicted_kept": EVICTED_IDS_KEPT,
     }
+
+
+# -- removals on request -------------------------------------------------------
+
+
+def removal_parameters(
+    conversation_id: str,
+    *,
+    count: int | None = None,
+    message_ids: Sequence[str] = (),
+) -> dict[str, Any]:
+    """The parameters of ``Statements.remove_newest`` (given ``count``) or
+    ``Statements.remove_named`` (given ``message_ids``)."""
+    return {
+        "cid": conversation_id,
+        "count": count,
+        "ids": list(message_ids),
+        "system": SYSTEM,
+    }
+
+
+def removed_messages(record: Mapping[str, Any] | None) -> list[Message]:
+    """What a removal returns: the payloads it answered, oldest first; none
+    when there was no conversation (no record)."""
+    if record is None:
+        return []
+    return [codec.from_json(payload) for payload in record["removed"]]
 
 
 # -- views --------------------------------------------------------------------
