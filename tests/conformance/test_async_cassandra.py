@@ -19,8 +19,12 @@ from typing import Any
 import pytest
 
 from chatledger.retention import Retention
-from chatledger.testing import AsyncChatMemoryRepositoryTests
-from chatledger.testing.async_runner import EventLoopThread
+from chatledger.testing import AsyncChatMemoryRepositoryTests, LogRemovalTests
+from chatledger.testing.async_runner import (
+    EventLoopThread,
+    RepositoryFacade,
+    repository_facade,
+)
 from chatledger_cassandra import (
     AsyncCassandraChatMemoryRepository,
     CassandraChatMemoryRepository,
@@ -96,3 +100,26 @@ class TestAsyncCassandraConformance(AsyncChatMemoryRepositoryTests):
         yield make
         for repository in made:
             async_runner.run(repository.drop_schema())
+
+
+class TestAsyncCassandraRemovalsUnderTTL(LogRemovalTests):
+    """The removal suite through ``execute_async``, on a repository with a TTL
+    (a removal there reads the whole conversation and writes every cell left
+    again under it)."""
+
+    @pytest.fixture(scope="class")
+    @classmethod
+    def async_runner(cls) -> Iterator[EventLoopThread]:
+        runner = EventLoopThread()
+        yield runner
+        runner.close()
+
+    @pytest.fixture
+    def repository(
+        self,
+        cassandra_root: CassandraChatMemoryRepository,
+        async_runner: EventLoopThread,
+    ) -> Iterator[RepositoryFacade]:
+        repository = _fresh(cassandra_root, ttl=timedelta(hours=1))
+        yield repository_facade(repository, async_runner)
+        async_runner.run(repository.drop_schema())

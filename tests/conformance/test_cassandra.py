@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from chatledger.retention import Retention
-from chatledger.testing import ChatMemoryRepositoryTests
+from chatledger.testing import ChatMemoryRepositoryTests, LogRemovalTests
 from chatledger_cassandra import CassandraChatMemoryRepository, parse_url
 from tests.backends import backend_url
 
@@ -82,3 +82,20 @@ class TestCassandraConformance(ChatMemoryRepositoryTests):
         yield make
         for repository in made:
             repository.drop_schema()
+
+
+class TestCassandraRemovalsUnderTTL(LogRemovalTests):
+    """The removal suite on a repository with a TTL.
+
+    A removal there reads the whole conversation and writes every cell left
+    again under the TTL, as a log append does: another way to the same
+    answers than the one the whole suite above takes.
+    """
+
+    @pytest.fixture
+    def repository(
+        self, cassandra_root: CassandraChatMemoryRepository
+    ) -> Iterator[CassandraChatMemoryRepository]:
+        repository = _fresh(cassandra_root, ttl=timedelta(hours=1))
+        yield repository
+        repository.drop_schema()

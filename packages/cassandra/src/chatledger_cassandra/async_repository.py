@@ -105,6 +105,18 @@ trims, the index rows of the ids it drops. Its reads go in one round trip
 append in ``slack`` pays for them, and the others cost what they cost
 unbounded.
 
+Removals on request (``AsyncSupportsLogRemoval``: ``remove_newest``,
+``remove_messages``) are one conditional batch each too
+(:mod:`chatledger_cassandra.log_removals`): the batch takes one sequence
+number as its version, so it is atomic against appends and other removals,
+and it holds a condition on every row it deletes and on one it keeps, so a
+trim between its reads and its batch fails it. It deletes the rows and their
+ids' rows of the id index (the ids are forgotten), and moves
+``system_batch`` by rule 1 over what is left. ``remove_newest`` reads the
+newest rows of each message lane, sent together, then the id index's slots:
+its cost grows with ``count``, not the log; ``remove_messages`` looks for its
+ids newest first, as far back as the oldest one named.
+
 Listing pages through the whole token ring with ``SELECT DISTINCT`` and driver
 paging. Deleting a conversation (or ``save_all(id, [])``) deletes its whole
 partition, so it is never listed again.
@@ -181,7 +193,9 @@ from chatledger.adapters import (
     stamp_messages,
     to_retention,
     validate_conversation_id,
+    validate_message_ids,
     validate_messages,
+    validate_removal_count,
     view_reads,
 )
 from chatledger_cassandra.connecting import url_settings
@@ -194,6 +208,14 @@ from chatledger_cassandra.log_plans import (
     LogPlan,
     plan_log_append,
     whole_partition,
+)
+from chatledger_cassandra.log_removals import (
+    NewestScan,
+    RemovalReads,
+    newest,
+    plan_removal,
+    removed_messages,
+    system_after,
 )
 from chatledger_cassandra.log_rows import (
     LOG_COLUMNS,
@@ -245,6 +267,7 @@ from chatledger_cassandra.steps import (
     MAX_TTL_SECONDS,
     Plan,
     Snapshot,
+    StoredRow,
     backoff,
     cells,
     commit_statement,
@@ -304,7 +327,8 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
 
     Implements :class:`chatledger.AsyncChatMemoryRepository`, the atomic
     :class:`chatledger.AsyncSupportsWindowAppend`, the log
-    (:class:`chatledger.AsyncSupportsLog`), counting, paging and
+    (:class:`chatledger.AsyncSupportsLog`) and removals from it
+    (:class:`chatledger.AsyncSupportsLogRemoval`), counting, paging and
     :class:`chatledger.AsyncSupportsSchemaUpgrade`. Each statement is
     prepared once, on first use.
 
@@ -1005,6 +1029,313 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
         )
         return view, statics.version
 
+    # -- removals on request -------------------------------------------------
+
+    async def remove_newest(
+        self, conversation_id: str, count: int = 1
+    ) -> list[Message]:
+        """Remove the newest ``count`` messages in one conditional batch.
+
+        See ``AsyncSupportsLogRemoval`` and, for what makes it atomic,
+        :mod:`chatledger_cassandra.log_removals`. Reads the newest ``count``
+        rows and one more of each message lane, sent together, and, when it
+        takes a current system message, as much more of lane 0 as rule 1
+        needs; on a conversation whose ids are indexed, the slots of the ids
+        it takes (a read, usually one); then the batch: three round trips,
+        whatever the log's length. With a TTL it reads and writes the whole
+        conversation instead, as a log append does.
+
+        Raises:
+            InvalidPageError: ``count`` is not an int from 1 to
+                :data:`chatledger.validation.MAX_PAGE_SIZE`, before any I/O.
+            ContentionError: other writers kept changing the conversation.
+            WriteTimeout: the batch's outcome is unknown (a CAS timeout): it
+                is not sent again, since a second removal would take the
+                messages after these.
+        """
+        validate_conversation_id(conversation_id)
+        validate_removal_count(count)
+        return await self._removal(conversation_id, count, ())
+
+    async def remove_messages(
+        self, conversation_id: str, message_ids: Sequence[str]
+    ) -> list[Message]:
+        """Remove the messages of ``message_ids`` in one conditional batch.
+
+        As :meth:`remove_newest` does (oldest first), for the ids the log
+        holds; ids it does not hold (never stored, removed or evicted) are
+        ignored. The rows hold no index from an id to its number, so the
+        ids are looked for in the numbers, ids and roles of each message
+        lane, newest first, a page per round trip, until every id is found:
+        as far back as the oldest one named, the whole log for an id it does
+        not hold. Then the payloads of the rows it takes are read.
+
+        Raises:
+            InvalidMessageError: ``message_ids`` is not a list of non-empty
+                str, before any I/O.
+            ContentionError: other writers kept changing the conversation.
+            WriteTimeout: the batch's outcome is unknown (a CAS timeout).
+        """
+        validate_conversation_id(conversation_id)
+        ids = list(dict.fromkeys(validate_message_ids(message_ids)))
+        if not ids:
+            return []
+        return await self._removal(conversation_id, None, ids)
+
+    async def _removal(
+        self, conversation_id: str, count: int | None, message_ids: Sequence[str]
+    ) -> list[Message]:
+        """Run a removal under the conversation's lock, tried again as every
+        write when another writer got there first."""
+        await self._made_ready()
+        async with self._writers.hold(conversation_id):
+            self._snapshots.forget(conversation_id)
+            removed: list[Message] = await self._retrying(
+                conversation_id,
+                lambda: self._remove_once(conversation_id, count, message_ids),
+                idempotent=False,
+            )
+        return removed
+
+    async def _remove_once(
+        self, conversation_id: str, count: int | None, message_ids: Sequence[str]
+    ) -> list[Message] | None:
+        """One attempt of a removal: the messages it took; ``None`` to read
+        again (the reads saw different versions, or the batch lost)."""
+        if self.ttl:
+            found = await self._partition_removal(conversation_id, count, message_ids)
+        elif count is not None:
+            found = await self._newest_removal(conversation_id, count)
+        else:
+            found = await self._named_removal(conversation_id, message_ids)
+        if found is None:
+            return None
+        statics = found.statics
+        if statics is None or not found.removed:
+            return []
+        version = statics.version
+        assert version is not None
+        lane = found.lane
+        taken = {row.seq for row in found.removed}
+        while True:
+            change = system_after(statics, lane.rows, lane.exhausted, taken)
+            if change is not None:
+                break
+            params = lane.params(conversation_id)
+            read = read_of(await self._read("select_before", params), LOG_COLUMNS)
+            if read.statics is not None and read.version != version:
+                return None
+            lane.add(read)
+        freed: list[int] = []
+        vacated: list[int] = []
+        if statics.indexed:
+            slots = await self._vacated_slots(
+                conversation_id,
+                [row.msg_id for row in found.removed],
+                version,
+                found.index,
+            )
+            if slots is None:
+                return None
+            freed, vacated = slots
+        self._fault_points.reach("after_lock")
+        plan = plan_removal(
+            conversation_id,
+            version,
+            found.removed,
+            change,
+            kept=found.kept,
+            empty=found.empty,
+            freed=freed,
+            vacated=vacated,
+            ttl=self.ttl,
+            indexed=statics.indexed,
+            system_batch=statics.system_batch,
+            rewrite=found.rewrite,
+            index=found.index,
+        )
+        try:
+            applied = await self._commit(conversation_id, plan)
+        except BaseException:
+            self._log_states.forget(conversation_id)  # outcome unknown
+            raise
+        if not applied:
+            self._log_states.forget(conversation_id)
+            return None
+        self._log_states.remember(
+            conversation_id,
+            LogState(
+                version + 1,
+                change.system_batch,
+                statics.indexed,
+                change.rows,
+            ),
+        )
+        return removed_messages(found.removed)
+
+    async def _newest_removal(
+        self, conversation_id: str, count: int
+    ) -> RemovalReads | None:
+        """Read what ``remove_newest`` takes; ``None`` if the reads disagree.
+
+        The newest ``count`` rows and one more of lane 1, and of lane 0 as
+        many more as a view reads, sent together: the newest ``count`` of
+        both are taken, and a row of either that stays is seen.
+        """
+        lane = NewestScan(LANE_SYSTEM, first=count + NEWEST_SYSTEM_ROWS)
+        top = page_bound(None, newest_first=True)
+        answers = [
+            await self._send(
+                "select_before", (conversation_id, LANE_OTHER, top, count + 1)
+            ),
+            await self._send("select_before", lane.params(conversation_id)),
+        ]
+        others = read_of(await self._rows(answers[0]), LOG_COLUMNS)
+        system = read_of(await self._rows(answers[1]), LOG_COLUMNS)
+        if not agree([others, system]):
+            return None
+        lane.add(system)
+        statics = others.statics or system.statics
+        if statics is None:
+            return RemovalReads.nothing()
+        rows = [*others.rows, *system.rows]
+        removed = newest(rows, count)
+        taken = {row.seq for row in removed}
+        left = [row for row in rows if row.seq not in taken]
+        kept = [max(left, key=lambda r: r.seq)] if left else []
+        return RemovalReads(statics, removed, lane, kept, empty=not left)
+
+    async def _named_removal(
+        self, conversation_id: str, message_ids: Sequence[str]
+    ) -> RemovalReads | None:
+        """Read what ``remove_messages`` takes; ``None`` if the reads disagree.
+
+        Lane 1 is read newest first without payloads, lane 0 with them (it
+        holds the system messages rule 1 may need), a page of each per round
+        trip, until every id is found and a row that stays is seen, or the
+        lanes end; then the payloads of the rows of lane 1 taken.
+        """
+        wanted = set(message_ids)
+        others = NewestScan(LANE_OTHER)
+        lane = NewestScan(LANE_SYSTEM, first=NEWEST_SYSTEM_ROWS)
+        version: int | None = None
+        statics: Statics | None = None
+        while True:
+            rows = [*others.rows, *lane.rows]
+            found = [row for row in rows if row.msg_id in wanted]
+            stays = any(row.msg_id not in wanted for row in rows)
+            if (len(found) == len(wanted) and stays) or (
+                others.exhausted and lane.exhausted
+            ):
+                break
+            scans = [scan for scan in (others, lane) if not scan.exhausted]
+            answers = [
+                await self._send(
+                    "select_before" if scan is lane else "select_ids_before",
+                    scan.params(conversation_id),
+                )
+                for scan in scans
+            ]
+            for scan, answer in zip(scans, answers, strict=True):
+                got = await self._rows(answer)
+                read = (
+                    read_of(got, LOG_COLUMNS)
+                    if scan is lane
+                    else ids_read(got, LANE_OTHER)
+                )
+                if read.statics is not None:
+                    if version is not None and read.version != version:
+                        return None
+                    version, statics = read.version, read.statics
+                scan.add(read)
+        if statics is None or not found:
+            return RemovalReads.nothing()
+        numbers = [row.seq for row in found if row.lane == LANE_OTHER]
+        payloads: dict[int, StoredRow] = {}
+        chunks = [
+            numbers[i : i + _SLOTS_PER_READ]
+            for i in range(0, len(numbers), _SLOTS_PER_READ)
+        ]
+        answers = [
+            await self._send("select_rows", (conversation_id, LANE_OTHER, chunk))
+            for chunk in chunks
+        ]
+        for answer in answers:
+            read = read_of(await self._rows(answer), LOG_COLUMNS)
+            if read.statics is not None and read.version != version:
+                return None
+            payloads.update((row.seq, row) for row in read.rows)
+        if len(payloads) != len(numbers):
+            return None  # a row went between the reads
+        removed = [payloads.get(row.seq, row) for row in found]
+        left = [row for row in rows if row.msg_id not in wanted]
+        kept = [max(left, key=lambda r: r.seq)] if left else []
+        return RemovalReads(statics, removed, lane, kept, empty=not left)
+
+    async def _partition_removal(
+        self, conversation_id: str, count: int | None, message_ids: Sequence[str]
+    ) -> RemovalReads | None:
+        """Read what a removal under a TTL takes, and everything it writes
+        again: the whole partition, as a log append under a TTL reads it."""
+        read = read_of(
+            await self._read("select_partition", (conversation_id,), self._page_size),
+            LOG_COLUMNS,
+        )
+        statics = read.statics
+        if statics is None:
+            return RemovalReads.nothing()
+        rows = [r for r in read.rows if r.lane in (LANE_SYSTEM, LANE_OTHER)]
+        wanted = set(message_ids)
+        removed = (
+            newest(rows, count)
+            if count is not None
+            else [r for r in rows if r.msg_id in wanted]
+        )
+        taken = {row.seq for row in removed}
+        left = sorted((r for r in rows if r.seq not in taken), key=lambda r: r.seq)
+        lane = NewestScan(LANE_SYSTEM, exhausted=True)
+        lane.rows = sorted(
+            (r for r in rows if r.lane == LANE_SYSTEM), key=lambda r: -r.seq
+        )
+        # The oldest row left of each lane: a trim since deletes it first.
+        oldest = {r.lane: r for r in reversed(left)}
+        index = {r.seq: r.msg_id for r in read.rows if r.lane == LANE_IDS}
+        return RemovalReads(
+            statics,
+            removed,
+            lane,
+            list(oldest.values()),
+            empty=not left,
+            rewrite=tuple(left),
+            index=index,
+        )
+
+    async def _vacated_slots(
+        self,
+        conversation_id: str,
+        message_ids: Sequence[str],
+        version: int,
+        index: Mapping[int, str] | None,
+    ) -> tuple[list[int], list[int]] | None:
+        """The slots of the id index whose rows go with ``message_ids``, and
+        those left holding no id (:mod:`chatledger_cassandra.log_removals`);
+        read unless ``index`` holds the whole index; ``None`` when a read saw
+        another version."""
+        if index is not None:
+            slots = SlotMap(whole=True)
+            slots.learn(index, index)
+            _, freed = slots.freed(message_ids)
+        else:
+            slots = SlotMap()
+            found = await self._freed_slots(
+                conversation_id, message_ids, version, slots
+            )
+            if found is None:
+                return None
+            freed = found
+        held = slots.held_at(message_ids).values()
+        return freed, sorted(set(held) - set(freed))
+
     # -- the trim of a bounded log -------------------------------------------
 
     async def _trim(
@@ -1138,12 +1469,17 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
         return True
 
     async def _freed_slots(
-        self, conversation_id: str, leaving: Sequence[str], version: int | None
+        self,
+        conversation_id: str,
+        leaving: Sequence[str],
+        version: int | None,
+        slots: SlotMap | None = None,
     ) -> list[int] | None:
         """The slots of the id index whose rows go with the ids ``leaving``
-        (:meth:`~chatledger_cassandra.id_index.SlotMap.freed`); ``None`` when
-        a read saw another version than ``version``."""
-        slots = SlotMap()
+        (:meth:`~chatledger_cassandra.id_index.SlotMap.freed`), learned into
+        ``slots`` if given; ``None`` when a read saw another version than
+        ``version``."""
+        slots = SlotMap() if slots is None else slots
         while True:
             wanted, freed = slots.freed(leaving)
             if not wanted:
@@ -1222,20 +1558,26 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
         return plan.result
 
     async def _retrying(
-        self, conversation_id: str, attempt_once: Callable[[], Any]
+        self,
+        conversation_id: str,
+        attempt_once: Callable[[], Any],
+        *,
+        idempotent: bool = True,
     ) -> Any:
         """Run (and await) ``attempt_once`` until it returns non-None.
 
         A lost condition, or a CAS whose outcome a timeout left unknown, means
         reading again after a jittered pause; the message ids make a second
-        application of the same append a no-op.
+        application of the same append a no-op. A write that is not
+        ``idempotent`` (a removal, which would take the next messages) raises
+        the timeout instead.
         """
         last_error: Exception | None = None
         for attempt in range(self._max_attempts):
             try:
                 outcome = await attempt_once()
             except (WriteTimeout, ReadTimeout) as exc:
-                if not is_retryable(exc):
+                if not idempotent or not is_retryable(exc):
                     raise
                 last_error = exc
                 outcome = None

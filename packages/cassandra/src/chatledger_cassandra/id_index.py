@@ -24,7 +24,8 @@ but only a row whose next slot is free (or goes too): every id stored
 further along a probe path then still finds an unbroken path to its row.
 A row left for that reason keeps its id "held", so a retry of it stays a
 no-op; it takes two ids of one conversation whose 64-bit home slots are
-neighbours.
+neighbours. A removal on request (:mod:`chatledger_cassandra.log_removals`)
+must forget its ids: the rows it cannot remove so it leaves holding no id.
 
 A read of some slots tells, for each id, whether it is held (a slot on its
 probe path holds it), where it would go (the first free slot on its path), or
@@ -111,6 +112,15 @@ class SlotMap:
     def held(self, message_ids: Iterable[str]) -> set[str]:
         """The ids the reads found in the index."""
         return {i for i in message_ids if self._walk(i, set())[0] == "held"}
+
+    def held_at(self, message_ids: Iterable[str]) -> dict[str, int]:
+        """The slot of each id the reads found in the index."""
+        found: dict[str, int] = {}
+        for message_id in message_ids:
+            state, slot = self._walk(message_id, set())
+            if state == "held":
+                found[message_id] = slot
+        return found
 
     def freed(self, message_ids: Iterable[str]) -> tuple[list[int], list[int]]:
         """The rows of ``message_ids`` that may leave the index, once known.

@@ -18,9 +18,10 @@ The table holds one partition per conversation::
                      version every write checks with IF
     emptied          STATIC: true while a window has left the conversation
                      without messages, holding only its record of evicted ids
-    system_batch     STATIC: the sequence number of the first message of the
-                     append that stored the current system messages; they are
-                     the rows of lane 0 from it on (none recorded: all of lane 0)
+    system_batch     STATIC: where the current system messages start: the
+                     sequence number of the first message of the append that
+                     stored them, or one a removal moved it to; they are the
+                     rows of lane 0 from it on (none recorded: all of lane 0)
     indexed          STATIC: true while lane 3 holds the id of every row of
                      lanes 0 to 2
     msg_id, role     the message id and role, readable without the payload
@@ -261,6 +262,24 @@ class Statements:
         )
 
     @property
+    def select_ids_before(self) -> str:
+        """Read the numbers, ids and roles of one lane below a sequence number,
+        newest first: where a removal looks for the ids it is given."""
+        return (
+            f"SELECT {_STATICS}, seq, msg_id, role FROM {self.qualified} "
+            "WHERE conversation_id = ? AND lane = ? AND seq < ? "
+            "ORDER BY lane DESC, seq DESC LIMIT ?"
+        )
+
+    @property
+    def select_rows(self) -> str:
+        """Read some rows of one lane by number, payloads included."""
+        return (
+            f"SELECT {_STATICS}, {_ROW} FROM {self.qualified} "
+            "WHERE conversation_id = ? AND lane = ? AND seq IN ?"
+        )
+
+    @property
     def select_anchor(self) -> str:
         """Read one row's id with the static columns and the time left to live
         of ``next_seq`` (``null`` when it does not expire): where a trim of
@@ -382,6 +401,23 @@ class Statements:
         )
 
     @property
+    def delete_if_exists(self) -> str:
+        """Delete one message row, a condition of the batch: the row is there."""
+        return (
+            f"DELETE FROM {self.qualified} "
+            "WHERE conversation_id = ? AND lane = ? AND seq = ? IF EXISTS"
+        )
+
+    @property
+    def touch(self) -> str:
+        """A condition of the batch that one row is there; it writes the id
+        the row holds back into it, under the batch's TTL."""
+        return (
+            f"UPDATE {self.qualified} USING TTL ? SET msg_id = ? "
+            "WHERE conversation_id = ? AND lane = ? AND seq = ? IF EXISTS"
+        )
+
+    @property
     def delete_lane(self) -> str:
         """Range-delete one whole lane (the id index)."""
         return f"DELETE FROM {self.qualified} WHERE conversation_id = ? AND lane = ?"
@@ -440,6 +476,8 @@ class Statements:
             "select_after": self.select_after,
             "select_from": self.select_from,
             "select_ids_after": self.select_ids_after,
+            "select_ids_before": self.select_ids_before,
+            "select_rows": self.select_rows,
             "select_anchor": self.select_anchor,
             "list_ids": self.list_ids,
             "first_ids_page": self.first_ids_page,
@@ -453,6 +491,8 @@ class Statements:
             "insert_id": self.insert_id,
             "confirm": self.confirm,
             "delete_row": self.delete_row,
+            "delete_if_exists": self.delete_if_exists,
+            "touch": self.touch,
             "delete_lane": self.delete_lane,
             "delete_before": self.delete_before,
             "delete_version": self.delete_version,
