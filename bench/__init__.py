@@ -1,7 +1,8 @@
 """Benchmarks of chatledger's window append and read against raw-driver floors.
 
 Example:
-    python -m bench                      # every backend that answers, ~3 minutes
+    python -m bench                      # every backend that answers, 10-25 minutes
+    python -m bench --no-long-log        # without the 100,000-message logs, ~3
     python -m bench --backends postgresql,redis --quick
 
 Not a test: nothing here passes or fails a build. It prints a table of

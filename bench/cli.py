@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import platform
 import sys
@@ -18,6 +19,7 @@ from typing import Any
 
 from bench.async_runner import ASYNC_BACKENDS, measure_async
 from bench.backends import BACKENDS
+from bench.log_size import SHORT_LOG
 from bench.report import (
     AsyncReport,
     BackendReport,
@@ -53,7 +55,46 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         action="store_true",
         help=f"skip the async twin's rows (measured on: {', '.join(ASYNC_BACKENDS)})",
     )
+    long_log = parser.add_mutually_exclusive_group()
+    long_log.add_argument(
+        "--log-size",
+        type=_log_size,
+        metavar="N",
+        help=(
+            "messages of the long log whose window read is compared with a log of "
+            f"{SHORT_LOG} (default: {Plan.default().log_size}, "
+            f"{Plan.quick().log_size} with --quick)"
+        ),
+    )
+    long_log.add_argument(
+        "--no-long-log",
+        action="store_true",
+        help="skip the long log's read (and its load)",
+    )
     return parser.parse_args(argv)
+
+
+def _plan(args: argparse.Namespace) -> Plan:
+    """The plan the options ask for."""
+    plan = Plan.quick() if args.quick else Plan.default()
+    if args.no_long_log:
+        return dataclasses.replace(plan, log_size=None)
+    if args.log_size is not None:
+        return dataclasses.replace(plan, log_size=args.log_size)
+    return plan
+
+
+def _log_size(text: str) -> int:
+    """``--log-size``: a whole number of messages above the short log's."""
+    try:
+        size = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if size <= SHORT_LOG:
+        raise argparse.ArgumentTypeError(
+            f"must be more than the short log's {SHORT_LOG} messages, not {size}"
+        )
+    return size
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -67,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
-    plan = Plan.quick() if args.quick else Plan.default()
+    plan = _plan(args)
     began = time.perf_counter()
     codec_stats = measure_codec(plan)
     reports: list[BackendReport] = []
@@ -162,6 +203,17 @@ def _as_json(
             }
             entry["throughput_per_s"] = report.results.throughput
             entry["ratios"] = ratios(report.results)
+            found = report.results.log_size
+            if found is not None:
+                entry["log_size"] = {
+                    "messages": found.size,
+                    "load_seconds": found.load_seconds,
+                    "seconds": found.seconds,
+                    "batch": found.batch,
+                    "ratio": found.ratio,
+                    "long_us": None if found.long is None else vars(found.long),
+                    "short_us": None if found.short is None else vars(found.short),
+                }
             entry["errors"] = report.results.errors
         out["backends"][report.backend.name] = entry
     out["targets"] = [

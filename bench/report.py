@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from bench.async_runner import TASKS, AsyncBackend
 from bench.backends import Backend, Setup
+from bench.log_size import LOG_WINDOW, SHORT_LOG, LogSizeResults
 from bench.runner import REWRITE_WINDOWS, WINDOWS, Results, Stats
 from chatledger.benchmark import ratio
 
@@ -22,6 +23,7 @@ __all__ = [
     "BackendReport",
     "Target",
     "async_targets",
+    "log_size_ratio_name",
     "render",
     "render_async",
     "targets",
@@ -35,6 +37,9 @@ READ_TARGETS = {20: 1.2, 200: 1.0, 2000: 1.0}
 GROWTH_TARGET = 1.1
 REWRITE_TARGET = 10.0
 ASYNC_APPEND_TARGET = 1.2
+#: The window read of a long log / of a log of 100: a read must not grow
+#: with the log behind the window.
+LOG_SIZE_TARGET = 1.1
 
 
 @dataclass
@@ -91,6 +96,33 @@ def _rx(value: float | None) -> str:
     return f"{'-':>6}" if value is None else f"{value:>6.2f}"
 
 
+def _count(messages: int) -> str:
+    """``100000`` as ``100k``; a count not in thousands as it is."""
+    return f"{messages // 1000}k" if messages % 1000 == 0 else str(messages)
+
+
+def log_size_ratio_name(found: LogSizeResults) -> str:
+    """The name of the long-log ratio: ``read 100k-log/100-log``."""
+    return f"read {_count(found.size)}-log/{_count(SHORT_LOG)}-log"
+
+
+def _log_size_line(found: LogSizeResults) -> str:
+    """The long-log read's line under a backend's table."""
+    value = "-" if found.ratio is None else f"{found.ratio:.2f}"
+    reads = ""
+    if found.long is not None and found.short is not None:
+        reads = (
+            f" (p50 {_fmt(found.long.p50)} / {_fmt(found.short.p50)} us, "
+            f"client CPU {_fmt(found.long.cpu)} / {_fmt(found.short.cpu)} us, "
+            f"{found.long.n:,} reads each)"
+        )
+    return (
+        f"   {log_size_ratio_name(found)} at W={LOG_WINDOW}: {value}{reads}; "
+        f"{found.size:,} messages loaded in {found.load_seconds:.1f} s "
+        f"(appends of {found.batch:,}), {found.seconds:.1f} s in all"
+    )
+
+
 def ratios(results: Results) -> dict[str, float | None]:
     """The headline ratios of one backend."""
     lat = results.latency.get
@@ -117,6 +149,8 @@ def ratios(results: Results) -> dict[str, float | None]:
         out["throughput 8/1 threads"] = (
             results.throughput.get(8, 0.0) / results.throughput[1]
         )
+    if results.log_size is not None:
+        out[log_size_ratio_name(results.log_size)] = results.log_size.ratio
     return out
 
 
@@ -175,6 +209,16 @@ def targets(reports: list[BackendReport]) -> list[Target]:
             )
             for w in WINDOWS
         )
+        if report.results.log_size is not None:
+            log_size = report.results.log_size
+            found.append(
+                Target(
+                    label,
+                    f"{log_size_ratio_name(log_size)} at W={LOG_WINDOW}",
+                    log_size.ratio,
+                    LOG_SIZE_TARGET,
+                )
+            )
     return found
 
 
@@ -239,6 +283,8 @@ def render(
                 )
         if cpu:
             lines.append("   client CPU us/op at W=20/200/2000: " + "; ".join(cpu))
+        if results.log_size is not None:
+            lines.append(_log_size_line(results.log_size))
         for error in results.errors:
             lines.append(f"   ERROR {error}")
     if codec_stats:

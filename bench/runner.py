@@ -24,6 +24,7 @@ from typing import Any
 
 from bench.backends import Setup
 from bench.floors import Floor, FullRewrite
+from bench.log_size import LogSizeResults, measure_log_size
 from bench.workload import history, stream
 from chatledger import MessageWindowChatMemory, codec
 from chatledger.benchmark import WINDOWS, Stats, Variant, run_interleaved
@@ -53,6 +54,10 @@ class Plan:
         read: Samples per read variant, per window.
         warmup: Untimed ops per variant before the first round.
         throughput_seconds: Length of one throughput slice (two per thread count).
+        log_size: Messages of the long log whose window read is compared with
+            a log of 100 (:mod:`bench.log_size`); ``None`` skips it.
+        log_reads: Samples of each of the two log reads.
+        log_rounds: Round-robin rounds of the two log reads.
     """
 
     rounds: int
@@ -61,16 +66,29 @@ class Plan:
     read: dict[int, int]
     warmup: int
     throughput_seconds: float
+    log_size: int | None = 100_000
+    log_reads: int = 1000
+    log_rounds: int = 40
 
     @classmethod
     def default(cls) -> Plan:
-        """About 20-40 seconds per server backend."""
+        """About 20-40 seconds per server backend, plus loading the long log."""
         return cls(10, 400, {20: 200, 200: 60}, {20: 400, 200: 200, 2000: 40}, 20, 1.5)
 
     @classmethod
     def quick(cls) -> Plan:
         """A smoke run: a few seconds per backend, noisy figures."""
-        return cls(4, 80, {20: 40, 200: 12}, {20: 80, 200: 40, 2000: 8}, 5, 0.5)
+        return cls(
+            4,
+            80,
+            {20: 40, 200: 12},
+            {20: 80, 200: 40, 2000: 8},
+            5,
+            0.5,
+            log_size=10_000,
+            log_reads=100,
+            log_rounds=10,
+        )
 
 
 @dataclass
@@ -84,11 +102,14 @@ class Results:
             and ``floor_read_json`` (the floor's read plus ``json.loads`` of
             every row: the read target's reference).
         throughput: ``threads -> appends per second`` (ours, W=20).
+        log_size: The window read of a long log against a log of 100, when
+            measured.
         errors: Variants that failed, with the error.
     """
 
     latency: dict[tuple[str, int], Stats] = field(default_factory=dict)
     throughput: dict[int, float] = field(default_factory=dict)
+    log_size: LogSizeResults | None = None
     errors: list[str] = field(default_factory=list)
 
 
@@ -234,7 +255,8 @@ def _throughput(setup: Setup, threads: int, seconds: float, salt: str) -> float:
 
 
 def measure_backend(setup: Setup, plan: Plan) -> Results:
-    """Run every latency variant interleaved, then 1 versus 8 appending threads."""
+    """Run every latency variant interleaved, then 1 versus 8 appending threads,
+    then the window read of a long log against a short one."""
     results = Results()
     _run_interleaved(list(_variants(setup, plan)), plan, results)
     if setup.repository is not None:
@@ -248,6 +270,21 @@ def measure_backend(setup: Setup, plan: Plan) -> Results:
             results.throughput = {k: v / 2 for k, v in totals.items()}
         except Exception as exc:
             results.errors.append(f"throughput: {type(exc).__name__}: {exc}")
+    if setup.repository is not None and plan.log_size is not None:
+        # Last: the long log's rows (and PostgreSQL's ANALYZE after them)
+        # must not change what the variants above measured.
+        try:
+            results.log_size, errors = measure_log_size(
+                setup.repository,
+                size=plan.log_size,
+                reads=plan.log_reads,
+                rounds=plan.log_rounds,
+                batch=setup.log_batch,
+                settle=setup.refresh_statistics,
+            )
+            results.errors.extend(errors)
+        except Exception as exc:
+            results.errors.append(f"log_read: {type(exc).__name__}: {exc}")
     return results
 
 
