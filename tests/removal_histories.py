@@ -11,6 +11,7 @@ and record the same evicted ids.
 from __future__ import annotations
 
 import random
+import threading
 from typing import Any
 
 from chatledger import InMemoryChatMemoryRepository, Message, Role
@@ -26,6 +27,7 @@ __all__ = [
     "first_number",
     "ids",
     "page_ids",
+    "race_removals",
     "random_removal",
     "record",
     "same_log",
@@ -135,3 +137,70 @@ def same_log(repository: Any, memory: InMemoryChatMemoryRepository, cid: str) ->
         ), window
     assert page_ids(repository, cid) == stored
     assert (cid in repository.find_conversation_ids()) == bool(stored)
+
+
+def race_removals(
+    appender: Any,
+    remover: Any,
+    *,
+    writers: int,
+    appends: int,
+    poppers: int,
+    removers: int,
+    removals: int,
+) -> tuple[list[str], list[str]]:
+    """Race appends to ``"race"`` through ``appender`` with removals through
+    ``remover``: ``writers`` threads append ``appends`` turns each,
+    ``poppers`` threads take the newest two ``removals`` times each and
+    ``removers`` threads remove three ids sent so far ``removals`` times
+    each. Returns the ids sent and the ids removals returned; a removal by id
+    returns only ids it was given, and no thread fails."""
+    sent: list[str] = []
+    taken: list[str] = []
+    failures: list[BaseException] = []
+    lock = threading.Lock()
+
+    def append(writer: int) -> None:
+        try:
+            for n in range(appends):
+                batch = [
+                    Message.user(f"u{writer}-{n}", id=f"u{writer}-{n}"),
+                    Message.assistant("a", id=f"a{writer}-{n}"),
+                ]
+                appender.append_to_log("race", batch, MessageWindow(6))
+                with lock:
+                    sent.extend(m.id for m in batch)
+        except BaseException as error:  # reported below
+            failures.append(error)
+
+    def pop() -> None:
+        try:
+            for _ in range(removals):
+                got = ids(remover.remove_newest("race", 2))
+                with lock:
+                    taken.extend(got)
+        except BaseException as error:  # reported below
+            failures.append(error)
+
+    def remove(seed: int) -> None:
+        rng = random.Random(seed)
+        try:
+            for _ in range(removals):
+                with lock:
+                    named = rng.sample(sent, min(3, len(sent)))
+                got = ids(remover.remove_messages("race", named))
+                assert set(got) <= set(named)
+                with lock:
+                    taken.extend(got)
+        except BaseException as error:  # reported below
+            failures.append(error)
+
+    threads = [threading.Thread(target=append, args=(w,)) for w in range(writers)]
+    threads += [threading.Thread(target=pop) for _ in range(poppers)]
+    threads += [threading.Thread(target=remove, args=(s,)) for s in range(removers)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    return sent, taken

@@ -18,7 +18,6 @@ skipped, or fail when the backend is required.
 from __future__ import annotations
 
 import random
-import threading
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -45,6 +44,7 @@ from tests.cassandra.counting import CountingSession
 from tests.removal_histories import (
     appends,
     ids,
+    race_removals,
     random_removal,
     record,
     same_log,
@@ -494,56 +494,9 @@ def test_removals_racing_bounded_appends_lose_nothing(
     retention = Retention.last(12, slack=3)
     repository = make(retention=retention)
     other = make(retention=retention)
-    sent: list[str] = []
-    taken: list[str] = []
-    failures: list[BaseException] = []
-    lock = threading.Lock()
-
-    def append(writer: int) -> None:
-        try:
-            for n in range(15):
-                batch = [
-                    Message.user(f"u{writer}-{n}", id=f"u{writer}-{n}"),
-                    Message.assistant("a", id=f"a{writer}-{n}"),
-                ]
-                repository.append_to_log("race", batch, MessageWindow(6))
-                with lock:
-                    sent.extend(m.id for m in batch)
-        except BaseException as error:  # reported below
-            failures.append(error)
-
-    def pop() -> None:
-        try:
-            for _ in range(10):
-                got = ids(other.remove_newest("race", 2))
-                with lock:
-                    taken.extend(got)
-        except BaseException as error:  # reported below
-            failures.append(error)
-
-    def remove(seed: int) -> None:
-        rng = random.Random(seed)
-        try:
-            for _ in range(10):
-                with lock:
-                    named = rng.sample(sent, min(3, len(sent)))
-                got = ids(other.remove_messages("race", named))
-                assert set(got) <= set(named)
-                with lock:
-                    taken.extend(got)
-        except BaseException as error:  # reported below
-            failures.append(error)
-
-    threads = [threading.Thread(target=append, args=(w,)) for w in range(2)]
-    threads += [
-        threading.Thread(target=pop),
-        threading.Thread(target=remove, args=(1,)),
-    ]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert failures == []
+    sent, taken = race_removals(
+        repository, other, writers=2, appends=15, poppers=1, removers=1, removals=10
+    )
     stored = ids(repository.find_by_conversation_id("race"))
     evicted = list(_lane(repository, "race", LANE_EVICTED).values())
     everywhere = taken + stored + evicted

@@ -14,7 +14,6 @@ racing appends and their trims lose nothing.
 from __future__ import annotations
 
 import random
-import threading
 import uuid
 from collections.abc import Iterator
 from functools import partial
@@ -34,6 +33,7 @@ from tests.removal_histories import (
     appends,
     first_number,
     ids,
+    race_removals,
     random_removal,
     record,
     same_log,
@@ -357,54 +357,9 @@ def test_removals_racing_bounded_appends_lose_nothing(made: Any) -> None:
         message_label=repository.statements.message_label,
         retention=retention,
     )
-    sent: list[str] = []
-    taken: list[str] = []
-    failures: list[BaseException] = []
-    lock = threading.Lock()
-
-    def append(writer: int) -> None:
-        try:
-            for n in range(20):
-                batch = [
-                    Message.user(f"u{writer}-{n}", id=f"u{writer}-{n}"),
-                    Message.assistant("a", id=f"a{writer}-{n}"),
-                ]
-                repository.append_to_log("race", batch, MessageWindow(6))
-                with lock:
-                    sent.extend(m.id for m in batch)
-        except BaseException as error:  # reported below
-            failures.append(error)
-
-    def pop() -> None:
-        try:
-            for _ in range(15):
-                got = ids(other.remove_newest("race", 2))
-                with lock:
-                    taken.extend(got)
-        except BaseException as error:  # reported below
-            failures.append(error)
-
-    def remove(seed: int) -> None:
-        rng = random.Random(seed)
-        try:
-            for _ in range(15):
-                with lock:
-                    named = rng.sample(sent, min(3, len(sent)))
-                got = ids(other.remove_messages("race", named))
-                assert set(got) <= set(named)
-                with lock:
-                    taken.extend(got)
-        except BaseException as error:  # reported below
-            failures.append(error)
-
-    threads = [threading.Thread(target=append, args=(w,)) for w in range(3)]
-    threads += [threading.Thread(target=pop) for _ in range(2)]
-    threads += [threading.Thread(target=remove, args=(s,)) for s in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert failures == []
+    sent, taken = race_removals(
+        repository, other, writers=3, appends=20, poppers=2, removers=2, removals=15
+    )
     stored = ids(repository.find_by_conversation_id("race"))
     evicted = _conversation(repository, "race").get("evicted_ids", [])
     everywhere = taken + stored + evicted

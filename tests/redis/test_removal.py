@@ -14,7 +14,6 @@ removal is one round trip.
 from __future__ import annotations
 
 import random
-import threading
 from typing import Any
 
 import pytest
@@ -38,6 +37,7 @@ from chatledger_redis.keys import ConversationKeys
 from chatledger_redis.markers import system_batch
 from tests.redis.test_log import _layout
 from tests.redis.test_round_trips import _sent, monitored
+from tests.removal_histories import race_removals
 
 #: The windows each step's views are compared under.
 VIEWS: list[Window] = [
@@ -391,54 +391,15 @@ def test_removals_racing_bounded_appends_lose_nothing(
         client, key_prefix=prefix, retention=retention
     )
     keys = ConversationKeys.of(prefix, "race")
-    sent: list[str] = []
-    taken: list[str] = []
-    failures: list[BaseException] = []
-    lock = threading.Lock()
-
-    def append(writer: int) -> None:
-        try:
-            for n in range(30):
-                batch = [
-                    Message.user(f"u{writer}-{n}", id=f"u{writer}-{n}"),
-                    Message.assistant("a", id=f"a{writer}-{n}"),
-                ]
-                repository.append_to_log("race", batch, MessageWindow(6))
-                with lock:
-                    sent.extend(m.id for m in batch)
-        except BaseException as error:  # reported below
-            failures.append(error)
-
-    def pop() -> None:
-        try:
-            for _ in range(20):
-                got = _ids(repository.remove_newest("race", 2))
-                with lock:
-                    taken.extend(got)
-        except BaseException as error:  # reported below
-            failures.append(error)
-
-    def remove(seed: int) -> None:
-        rng = random.Random(seed)
-        try:
-            for _ in range(20):
-                with lock:
-                    named = rng.sample(sent, min(3, len(sent)))
-                got = _ids(repository.remove_messages("race", named))
-                assert set(got) <= set(named)
-                with lock:
-                    taken.extend(got)
-        except BaseException as error:  # reported below
-            failures.append(error)
-
-    threads = [threading.Thread(target=append, args=(w,)) for w in range(3)]
-    threads += [threading.Thread(target=pop) for _ in range(2)]
-    threads += [threading.Thread(target=remove, args=(s,)) for s in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    assert failures == []
+    sent, taken = race_removals(
+        repository,
+        repository,
+        writers=3,
+        appends=30,
+        poppers=2,
+        removers=2,
+        removals=20,
+    )
     stored = _ids(repository.find_by_conversation_id("race"))
     record = [_text(i) for i in client.lrange(keys.evicted, 0, -1)]
     everywhere = taken + stored + record
