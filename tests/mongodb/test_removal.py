@@ -26,7 +26,6 @@ import pytest
 
 from chatledger import InMemoryChatMemoryRepository, Message, Role
 from chatledger.retention import Retention
-from chatledger.testing import random_turns
 from chatledger.tokens import estimate_tokens
 from chatledger.window import MessageWindow, TokenWindow, Window
 
@@ -38,39 +37,10 @@ from chatledger_mongodb import (
 )
 from tests.mongodb.standin import AsyncStandInClient, StandInClient
 from tests.mongodb.test_log import _layout, _raw, _recorded, _repository
-
-#: The windows each step's views are compared under.
-VIEWS: list[Window] = [
-    MessageWindow(3),
-    MessageWindow(8),
-    TokenWindow(120, estimate_tokens),
-    TokenWindow(90, estimate_tokens, "other"),
-]
-
-
-def _ids(messages: list[Message]) -> list[str]:
-    return [m.id for m in messages]
-
-
-def _pages(repository: Any, cid: str) -> list[str]:
-    ids: list[str] = []
-    cursor = None
-    while True:
-        page = repository.find_messages_page(cid, cursor, limit=3, newest_first=False)
-        ids += _ids(page.messages)
-        if page.next_cursor is None:
-            return ids
-        cursor = page.next_cursor
-
-
-def _batches(rng: random.Random, turns: int) -> list[list[Message]]:
-    """Random turns, some batches holding a second system message."""
-    batches = random_turns(rng, turns)
-    for batch in batches:
-        if rng.random() < 0.15:
-            extra = Message.system(f"also {rng.randint(0, 3)}")
-            batch.insert(rng.randint(0, len(batch)), extra)
-    return batches
+from tests.removal_histories import VIEWS
+from tests.removal_histories import appends as _batches
+from tests.removal_histories import ids as _ids
+from tests.removal_histories import page_ids as _pages
 
 
 def _removal(

@@ -28,7 +28,6 @@ from chatledger import (
 )
 from chatledger.errors import MessageTooLargeError
 from chatledger.retention import Retention
-from chatledger.testing import random_turns
 from chatledger.tokens import estimate_tokens
 from chatledger.window import MessageWindow, TokenWindow, Window
 from chatledger_redis import RedisChatMemoryRepository
@@ -37,44 +36,14 @@ from chatledger_redis.keys import ConversationKeys
 from chatledger_redis.markers import system_batch
 from tests.redis.test_log import _layout
 from tests.redis.test_round_trips import _sent, monitored
-from tests.removal_histories import race_removals
-
-#: The windows each step's views are compared under.
-VIEWS: list[Window] = [
-    MessageWindow(3),
-    MessageWindow(8),
-    TokenWindow(120, estimate_tokens),
-    TokenWindow(90, estimate_tokens, "other"),
-]
-
-
-def _ids(messages: list[Message]) -> list[str]:
-    return [m.id for m in messages]
+from tests.removal_histories import VIEWS, race_removals
+from tests.removal_histories import appends as _batches
+from tests.removal_histories import ids as _ids
+from tests.removal_histories import page_ids as _pages
 
 
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
-
-
-def _pages(repository: Any, cid: str) -> list[str]:
-    ids: list[str] = []
-    cursor = None
-    while True:
-        page = repository.find_messages_page(cid, cursor, limit=3, newest_first=False)
-        ids += _ids(page.messages)
-        if page.next_cursor is None:
-            return ids
-        cursor = page.next_cursor
-
-
-def _batches(rng: random.Random, turns: int) -> list[list[Message]]:
-    """Random turns, some batches holding a second system message."""
-    batches = random_turns(rng, turns)
-    for batch in batches:
-        if rng.random() < 0.15:
-            extra = Message.system(f"also {rng.randint(0, 3)}")
-            batch.insert(rng.randint(0, len(batch)), extra)
-    return batches
 
 
 def _assert_batches(
