@@ -27,6 +27,7 @@ from chatledger_cassandra import (
     log_trims,
     parse_url,
 )
+from chatledger_cassandra import repository as cassandra_repository
 from chatledger_cassandra import steps as cassandra_steps
 from chatledger_cassandra.statements import (
     LANE_EVICTED,
@@ -109,31 +110,53 @@ def _check_index(repository: CassandraChatMemoryRepository, cid: str) -> None:
             path = id_index.next_slot(path)
 
 
+#: Where the test conversation's numbers start, relative to a multiple of
+#: EVICTED_IDS_TRIM_STEP: 100 on, no trim of the test crosses the next
+#: multiple, so the record of evicted ids never trims; 220 on, exactly one
+#: trim's removals cross it and that trim also reads the record's oldest rows.
+_RECORD_QUIET = 100
+_RECORD_TRIMS = 220
+
+
+@pytest.mark.parametrize("offset", [_RECORD_QUIET, _RECORD_TRIMS])
 def test_cassandra_only_an_append_that_trims_pays_for_the_trim(
-    make: Callable[..., CassandraChatMemoryRepository], session: Session
+    make: Callable[..., CassandraChatMemoryRepository],
+    session: Session,
+    monkeypatch: pytest.MonkeyPatch,
+    offset: int,
 ) -> None:
+    # A new conversation's numbers start at random; pinned here, so which
+    # trim also trims the record of evicted ids is known, not left to chance.
+    start = 10**6 * EVICTED_IDS_TRIM_STEP + offset
+    monkeypatch.setattr(cassandra_repository, "first_sequence_number", lambda: start)
     counting = CountingSession(session)
     retention = Retention.last(6, slack=4)
     repository = make(session=counting, retention=retention)
     window = MessageWindow(4)
     repository.append_to_log("c", [Message.system("Be brief."), *_turn(0)], window)
+    assert list(_lane(repository, "c", LANE_SYSTEM)) == [start]
     for n in range(1, 6):
         repository.append_to_log("c", _turn(n), window)
-    costs: dict[bool, set[tuple[int, int]]] = {True: set(), False: set()}
+    costs: dict[bool, list[tuple[int, int]]] = {True: [], False: []}
     for n in range(6, 30):
         with counting.counting() as calls:
             repository.append_to_log("c", _turn(n), window)
-        # Sequence numbers start anywhere: the trims fall where the slack says.
         last = _next_number(repository, "c") - 1
-        due = retention.trim_due(last - 1, last)
-        costs[due].add((calls.round_trips, calls.statements.count("BATCH")))
-        # No read of a trim asks for more than the view's first read does:
-        # the window's 4 and a turn's 8.
-        assert max(calls.rows, default=0) <= 4 + 8
+        cost = (calls.round_trips, calls.statements.count("BATCH"))
+        costs[retention.trim_due(last - 1, last)].append(cost)
+        # No read asks for more than the view's first read does (the
+        # window's 4 and a turn's 8) but the one a record's trim adds, of
+        # the record's oldest rows, which holds a few dozen ids here.
+        if cost != (4, 2):
+            assert max(calls.rows, default=0) <= 4 + 8
     # An append that does not trim: its batch alone, as unbounded. One that
     # does: its batch, the trim's reads (the view of its window among them)
-    # together, and the trim's batch.
-    assert costs == {False: {(1, 1)}, True: {(3, 2)}}
+    # together, and the trim's batch; the one trim whose removals trim the
+    # record of evicted ids too, one more round trip to read its oldest rows.
+    assert set(costs[False]) == {(1, 1)}
+    record_trims = 1 if offset == _RECORD_TRIMS else 0
+    assert costs[True].count((4, 2)) == record_trims
+    assert costs[True].count((3, 2)) == len(costs[True]) - record_trims > 0
     stored = repository.find_by_conversation_id("c")
     assert stored[0].role.value == "system"
     assert len(stored) <= 1 + 6 + 4
