@@ -13,7 +13,11 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from chatledger import Retention
-from chatledger.testing import AsyncChatMemoryRepositoryTests, LogTests
+from chatledger.testing import (
+    AsyncChatMemoryRepositoryTests,
+    ConversationInfoTests,
+    LogTests,
+)
 from chatledger.testing.async_runner import (
     EventLoopThread,
     RepositoryFacade,
@@ -34,12 +38,14 @@ def with_driver(url: str, driver: str) -> str:
     ).render_as_string(hide_password=False)
 
 
-class _AsyncSqlConformance(AsyncChatMemoryRepositoryTests):
+class _AsyncSqlConformance(AsyncChatMemoryRepositoryTests, ConversationInfoTests):
     """Runs the suite on one async engine; subclasses say which."""
 
     supports_atomic_append = True
     supports_ttl = True
     supports_retention = True
+    #: Every dialect keeps timestamps to the microsecond.
+    conversation_time_tolerance = timedelta(microseconds=1)
 
     @pytest.fixture(scope="class")
     @classmethod

@@ -12,7 +12,11 @@ import pytest
 from sqlalchemy import Engine, create_engine
 
 from chatledger import Retention
-from chatledger.testing import ChatMemoryRepositoryTests, LogTests
+from chatledger.testing import (
+    ChatMemoryRepositoryTests,
+    ConversationInfoTests,
+    LogTests,
+)
 from chatledger_sql import MySQLDialect, SqlChatMemoryRepository
 from tests.backends import backend_url
 from tests.small_reads import small_reads
@@ -23,12 +27,14 @@ def unique_table() -> str:
     return f"cl_{uuid.uuid4().hex[:16]}"
 
 
-class _SqlConformance(ChatMemoryRepositoryTests):
+class _SqlConformance(ChatMemoryRepositoryTests, ConversationInfoTests):
     """Runs the suite on one engine; subclasses say which."""
 
     supports_atomic_append = True
     supports_ttl = True
     supports_retention = True
+    #: Every dialect keeps timestamps to the microsecond.
+    conversation_time_tolerance = timedelta(microseconds=1)
     dialect: ClassVar[Any] = None
 
     @pytest.fixture(scope="class")

@@ -10,12 +10,17 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from sqlalchemy.dialects import mssql, oracle, postgresql
+from sqlalchemy.dialects import mssql, mysql, oracle, postgresql
 from sqlalchemy.engine import Dialect
 
-from chatledger_sql.dialects import OracleDialect, PostgresDialect, SQLServerDialect
+from chatledger_sql.dialects import (
+    MySQLDialect,
+    OracleDialect,
+    PostgresDialect,
+    SQLServerDialect,
+)
 from chatledger_sql.dialects.base import SqlDialect
-from chatledger_sql.schema import build_tables
+from chatledger_sql.schema import build_tables, conversation_indexes
 from chatledger_sql.statements import Statements
 
 
@@ -32,6 +37,30 @@ def compiled(dialect: SqlDialect, engine_dialect: Dialect) -> dict[str, str]:
         if name == "oldest":
             statement = statement.limit(5)
         out[name] = " ".join(str(statement.compile(dialect=engine_dialect)).split())
+    return out
+
+
+def index_ddl(dialect: SqlDialect, engine_dialect: Dialect) -> list[str]:
+    """The listing's indexes as ``create_index`` makes them."""
+    tables = build_tables(dialect, "chat_memory", "app")
+    return [
+        str(dialect.index_ddl(index, engine_dialect).compile(dialect=engine_dialect))
+        for index in conversation_indexes(tables)
+    ]
+
+
+def listings(dialect: SqlDialect, engine_dialect: Dialect) -> dict[str, str]:
+    """The listing's query in each shape, with a page's limit."""
+    statements = Statements(build_tables(dialect, "chat_memory", "app"), dialect)
+    out = {}
+    for owner in (False, True):
+        for before in (False, True):
+            for after in (False, True):
+                query = statements.limited(
+                    statements.listing(owner=owner, before=before, after=after), 11
+                )
+                key = f"owner={owner} before={before} after={after}"
+                out[key] = " ".join(str(query.compile(dialect=engine_dialect)).split())
     return out
 
 
@@ -90,6 +119,49 @@ class TestSQLServerCompiled:
         assert "seq <= :upto" in statements["delete_oldest"]
         assert "'" not in " ".join(statements.values())
 
+    def test_listing_indexes_are_plain_nonunique_indexes(self) -> None:
+        by_owner, by_update = index_ddl(SQLServerDialect(), self.engine_dialect)
+        # NVARCHAR(255) is 510 bytes: the key is 1028, under a nonclustered
+        # index's 1700.
+        assert by_owner == (
+            "CREATE INDEX chat_memory_conversations_by_owner ON "
+            "app.chat_memory_conversation (owner, updated_at, conversation_id)"
+        )
+        assert by_update == (
+            "CREATE INDEX chat_memory_conversations_by_update ON "
+            "app.chat_memory_conversation (updated_at, conversation_id)"
+        )
+
+    def test_listing_is_a_keyset_top_n(self) -> None:
+        shapes = listings(SQLServerDialect(), self.engine_dialect)
+        assert len(shapes) == 8
+        for query in shapes.values():
+            assert query.startswith("SELECT TOP __[POSTCOMPILE_param_1] ")
+            assert query.endswith(
+                "ORDER BY app.chat_memory_conversation.updated_at DESC, "
+                "app.chat_memory_conversation.conversation_id DESC"
+            )
+        mine = shapes["owner=True before=False after=True"]
+        assert "app.chat_memory_conversation.owner = :owner" in mine
+        assert "app.chat_memory_conversation.updated_at <= :after_at AND (" in mine
+        assert "conversation_id < :after_id" in mine
+
+    def test_the_record_columns_and_their_writes(self) -> None:
+        conversations, _, _ = ddl(SQLServerDialect(), self.engine_dialect, None)
+        assert (
+            "owner NVARCHAR(255) COLLATE Latin1_General_100_BIN2 NULL" in conversations
+        )
+        assert "metadata NVARCHAR(max) NULL" in conversations
+        assert "created_at DATETIME2(6) NULL" in conversations
+        statements = compiled(SQLServerDialect(), self.engine_dialect)
+        assert statements["set_info"].startswith(
+            "UPDATE app.chat_memory_conversation SET expires_at=:p_expires_at, "
+            "owner=CASE WHEN (:p_keep_owner = :param_1) THEN"
+        )
+        assert "updated_at" not in statements["set_info"]
+        assert "updated_at" not in statements["untally_trimmed"]
+        assert "updated_at=:now" in statements["untally"]
+
 
 class TestOracleCompiled:
     engine_dialect = oracle.dialect()  # type: ignore[no-untyped-call]
@@ -123,6 +195,73 @@ class TestOracleCompiled:
         statements = compiled(OracleDialect(), self.engine_dialect)
         assert statements["lock_select"].endswith("FOR UPDATE")
         assert "FETCH FIRST __[POSTCOMPILE_param_1] ROWS ONLY" in statements["oldest"]
+
+    def test_listing_indexes_are_plain_nonunique_indexes(self) -> None:
+        by_owner, by_update = index_ddl(OracleDialect(), self.engine_dialect)
+        assert by_owner == (
+            "CREATE INDEX app.chat_memory_conversations_by_owner ON "
+            "app.chat_memory_conversation (owner, updated_at, conversation_id)"
+        )
+        assert by_update == (
+            "CREATE INDEX app.chat_memory_conversations_by_update ON "
+            "app.chat_memory_conversation (updated_at, conversation_id)"
+        )
+
+    def test_listing_is_a_keyset_fetch_first(self) -> None:
+        shapes = listings(OracleDialect(), self.engine_dialect)
+        for query in shapes.values():
+            assert query.endswith(
+                "ORDER BY app.chat_memory_conversation.updated_at DESC, "
+                "app.chat_memory_conversation.conversation_id DESC "
+                "FETCH FIRST __[POSTCOMPILE_param_1] ROWS ONLY"
+            )
+        everyone = shapes["owner=False before=True after=True"]
+        assert "owner" not in everyone.split(" FROM ")[1]
+        assert "app.chat_memory_conversation.updated_at < :before" in everyone
+
+    def test_the_record_columns(self) -> None:
+        conversations, _, _ = ddl(OracleDialect(), self.engine_dialect, None)
+        assert "owner VARCHAR2(255 CHAR)," in conversations
+        assert "metadata CLOB," in conversations
+        assert "created_at TIMESTAMP," in conversations
+        statements = compiled(OracleDialect(), self.engine_dialect)
+        assert "created_at=coalesce((SELECT min(" in statements["fill_created_at"]
+        assert statements["fill_created_at"].endswith(
+            "WHERE app.chat_memory_conversation.created_at IS NULL"
+        )
+
+
+def test_mysql_renews_an_expired_record_before_it_renews_the_expiry() -> None:
+    """MySQL and MariaDB assign left to right: the record's columns must read
+    the old ``expires_at``, so they come before it in every such SET."""
+    statements = compiled(MySQLDialect(), mysql.dialect())  # type: ignore[no-untyped-call]
+    for name in ("update_conversation", "update_log"):
+        sets = statements[name].split(" SET ", 1)[1]
+        assigned = [part.split("=", 1)[0] for part in sets.split(", ")]
+        wanted = ["owner", "metadata", "created_at"]
+        assert assigned[:3] == wanted, name
+        assert assigned.index("expires_at") > 2, name
+
+
+def test_postgres_lists_ids_by_code_point() -> None:
+    """``COLLATE "C"`` in the indexes and the query: code point order, the
+    listing's, whatever the database's collation."""
+    engine_dialect = postgresql.dialect()  # type: ignore[no-untyped-call]
+    by_owner, by_update = index_ddl(PostgresDialect(), engine_dialect)
+    assert by_owner == (
+        "CREATE INDEX chat_memory_conversations_by_owner ON "
+        'app.chat_memory_conversation (owner, updated_at, conversation_id COLLATE "C")'
+    )
+    assert by_update.endswith('(updated_at, conversation_id COLLATE "C")')
+    mine = listings(PostgresDialect(), engine_dialect)[
+        "owner=True before=False after=True"
+    ]
+    assert '(app.chat_memory_conversation.conversation_id COLLATE "C") <' in mine
+    assert mine.endswith(
+        "ORDER BY app.chat_memory_conversation.updated_at DESC, "
+        'app.chat_memory_conversation.conversation_id COLLATE "C" DESC '
+        "LIMIT %(param_1)s::INTEGER"
+    )
 
 
 def test_postgres_lock_is_one_upsert_returning_state_and_known_ids() -> None:

@@ -23,12 +23,13 @@ from chatledger import (
 )
 from chatledger_sql import AsyncSqlChatMemoryRepository, SqlChatMemoryRepository
 from chatledger_sql.dialects.base import RoutineDialect
-from chatledger_sql.schema import LOG_COLUMNS
+from chatledger_sql.schema import ADDED_COLUMNS, conversation_indexes
 from tests.sql.conftest import unique_table
 
 
 def _strip_to_release_0_1(repository: SqlChatMemoryRepository) -> bool:
-    """Drop what 0.1 lacked: the log's columns, the evicted-id record, the routine.
+    """Drop what 0.1 lacked: the log's and the record's columns, the listing's
+    indexes, the evicted-id record, the routine.
 
     Returns whether the database runs the routine this release creates.
     """
@@ -36,7 +37,10 @@ def _strip_to_release_0_1(repository: SqlChatMemoryRepository) -> bool:
     assert dialect is not None  # told by the repository's calls before
     tables = repository.tables
     with repository.engine.begin() as connection:
-        for column in LOG_COLUMNS:
+        if dialect.keeps_conversation_indexes:
+            for index in conversation_indexes(tables):
+                index.drop(connection)
+        for column in ADDED_COLUMNS:
             connection.execute(
                 text(f"ALTER TABLE {tables.conversations.name} DROP COLUMN {column}")
             )
@@ -67,12 +71,24 @@ def test_what_an_older_store_lacks_is_added_once_and_said(any_engine: Engine) ->
         )
         expected = [
             f"created table {table}_evicted",
-            *(f"added column {c} to table {table}_conversation" for c in LOG_COLUMNS),
+            *(f"added column {c} to table {table}_conversation" for c in ADDED_COLUMNS),
         ]
+        if repository._dialect().keeps_conversation_indexes:
+            expected += [
+                f"created index {index.name} on table {table}_conversation"
+                for index in conversation_indexes(repository.tables)
+            ]
         if routines:
-            expected.append(f"created routine {table}_append_v2")
+            expected.append(f"created routine {table}_append_v3")
         assert older.upgrade_schema() == expected
         assert older.upgrade_schema() == []
+        record = older.get_conversation_info("c")
+        assert record is not None
+        assert (record.created_at, record.owner, record.message_count) == (
+            before[0].created_at,
+            None,
+            2,
+        )
         assert older.find_by_conversation_id("c") == before
         appended = older.append_to_log("c", [Message.user("next")]).appended
         assert older.find_window("c", window) == [*before, *appended]
@@ -117,6 +133,6 @@ def test_the_async_twin_upgrades_alike(tmp_path: Path) -> None:
 
     first, second, view = asyncio.run(upgrade())
     assert first[0] == "created table chat_memory_evicted"
-    assert len(first) == 1 + len(LOG_COLUMNS)
+    assert len(first) == 1 + len(ADDED_COLUMNS) + 2  # and the two indexes
     assert second == []
     assert [m.content for m in view] == ["kept"]

@@ -21,23 +21,44 @@ from typing import Any
 
 __all__ = ["TARGETS", "Target"]
 
-#: The conversations table's columns the log added after 0.2.
-_SQL_COLUMNS = ("system_batch", "system_last", "system_as_of")
+#: The conversations table's columns the log, then the conversation's
+#: record, added after 0.2.
+_SQL_COLUMNS = (
+    "system_batch",
+    "system_last",
+    "system_as_of",
+    "owner",
+    "metadata",
+    "created_at",
+)
+#: The record's listing indexes (DuckDB keeps none).
+_SQL_INDEXES = ("_conversations_by_owner", "_conversations_by_update")
 
 
 def _table(tag: str, role: str) -> dict[str, Any]:
     return {"table_name": f"r02_{tag}_{role}"}
 
 
-def _sql_changes(url: str, options: dict[str, Any]) -> list[str]:
+def _sql_columns(url: str, options: dict[str, Any]) -> list[str]:
     table = options["table_name"]
     return [f"added column {c} to table {table}_conversation" for c in _SQL_COLUMNS]
 
 
+def _sql_changes(url: str, options: dict[str, Any]) -> list[str]:
+    table = options["table_name"]
+    return [
+        *_sql_columns(url, options),
+        *(
+            f"created index {table}{suffix} on table {table}_conversation"
+            for suffix in _SQL_INDEXES
+        ),
+    ]
+
+
 def _sql_routine_changes(url: str, options: dict[str, Any]) -> list[str]:
     # 0.2 made the routine of its own version (_append_v1); this release calls
-    # another, with the log's rules.
-    routine = f"created routine {options['table_name']}_append_v2"
+    # another, with the log's rules and the record's.
+    routine = f"created routine {options['table_name']}_append_v3"
     return [*_sql_changes(url, options), routine]
 
 
@@ -106,7 +127,7 @@ TARGETS: dict[str, Target] = {
             _table,
             ("chatledger_sql", "duckdb_engine"),
             file="duckdb:///{folder}/release-0.2.duckdb",
-            changes=_sql_changes,
+            changes=_sql_columns,
             alone="DuckDB lets one process at a time open a database file (a "
             "second one fails to take its lock), so no two processes meet a store",
         ),

@@ -53,19 +53,25 @@ from collections.abc import (
 )
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Concatenate, ParamSpec, TypeVar
+from typing import TYPE_CHECKING, Any, Concatenate, Literal, ParamSpec, TypeVar
 
 import sqlalchemy
 from sqlalchemy import Connection, Engine, create_engine, event, exc
 
 from chatledger.adapters import (
+    DEFAULT_CONVERSATION_PAGE_SIZE,
     DEFAULT_MESSAGE_PAGE_SIZE,
+    UNSET,
     AppendResult,
     ChatLedgerError,
     ClosingContext,
+    ConversationInfo,
+    ConversationInfoPage,
     ConversationPage,
+    ConversationQuery,
     FaultPoints,
     InvalidOptionError,
+    JsonValue,
     Message,
     MessagePage,
     Retention,
@@ -74,11 +80,15 @@ from chatledger.adapters import (
     StoredWindow,
     StoreNotFoundError,
     TailView,
+    Unset,
     Window,
+    check_conversation_info,
+    check_find_conversations,
     check_message_page,
     checked_window,
     merge_system,
     message_page,
+    metadata_matches,
     needs_stored_system,
     plan_append,
     rows_to_peek,
@@ -120,13 +130,14 @@ from chatledger_sql.log_steps import (
     untally,
 )
 from chatledger_sql.once import BlockingOnce
-from chatledger_sql.rows import check_ids, check_sizes, decode_raw
+from chatledger_sql.rows import check_ids, check_sizes, conversation_info, decode_raw
 from chatledger_sql.schema import (
     Tables,
     build_tables,
     check_name,
     check_table_name,
-    missing_log_columns,
+    conversation_indexes,
+    missing_columns,
 )
 from chatledger_sql.statements import Statements
 from chatledger_sql.steps import (
@@ -143,6 +154,7 @@ from chatledger_sql.steps import (
     stored_entry,
     stored_system,
     stored_window,
+    update_parameters,
 )
 from chatledger_sql.urls import check_database_file, engine_url, missing_driver
 
@@ -167,6 +179,20 @@ _RAW_READ_OPTIONS: tuple[dict[str, Any], ...] = ({}, {"isolation_level": "AUTOCO
 _KEPT_RAW_STATEMENTS = 128
 #: The MySQL protocol's status bit for an open transaction.
 _SERVER_STATUS_IN_TRANS = 1
+#: Records a listing that filters metadata in Python reads at first, and at
+#: most, per query: the reads go on, doubling, until a page is found.
+_FILTERED_READ = 64
+_MAX_FILTERED_READ = 1024
+#: Why each column a later release added is added (the log line says).
+_ADDED_FOR = {
+    "system_batch": "the log's record of its system messages, new since release 0.2",
+    "system_last": "the log's record of its system messages, new since release 0.2",
+    "system_as_of": "the log's record of its system messages, new since release 0.2",
+    "owner": "the conversation's record, new since release 0.2",
+    "metadata": "the conversation's record, new since release 0.2",
+    "created_at": "the conversation's record, new since release 0.2; filled from "
+    "the messages",
+}
 
 _engine_locks_guard = threading.Lock()
 _log = logging.getLogger("chatledger.sql")
@@ -239,7 +265,8 @@ class SqlChatMemoryRepository(ClosingContext):
 
     Implements :class:`chatledger.ChatMemoryRepository`,
     :class:`chatledger.SupportsWindowAppend`,
-    :class:`chatledger.SupportsSaveMany` and
+    :class:`chatledger.SupportsSaveMany`,
+    :class:`chatledger.SupportsConversationInfo` and
     :class:`chatledger.SupportsSchemaUpgrade`.
 
     Args:
@@ -520,12 +547,19 @@ class SqlChatMemoryRepository(ClosingContext):
         ``create_schema=True``, on a store that must exist: the record of
         evicted ids (new since release 0.1) is created if missing, the
         log's columns of the conversations table (new since release 0.2)
-        are added, and so is the server-side append routine of this
-        release, where the database runs one. Nothing stored is read or
-        rewritten, and the routine an earlier release made stays for its
-        processes still running (:meth:`drop_schema` drops it). Safe beside
-        other processes opening or upgrading the same tables: each column
-        and routine is added by one of them, the others find it there.
+        are added, then the conversation record's (``owner``, ``metadata``,
+        ``created_at``, also new since release 0.2) and its two indexes, and the
+        server-side append routine of this release, where the database runs
+        one. The one thing rewritten is ``created_at`` of the rows lacking
+        it: the ``created_at`` of the conversation's oldest message (none
+        later than the row's ``updated_at``, its last write, which an
+        earlier release kept), else ``updated_at``; this runs on every
+        ``upgrade_schema``, for the rows an earlier release's processes made
+        meanwhile, and is not listed. The routine an earlier release made
+        stays for its processes still running (:meth:`drop_schema` drops
+        it). Safe beside other processes opening or upgrading the same
+        tables: each column, index and routine is added by one of them, the
+        others find it there.
 
         Returns:
             One line per change, ``[]`` when the tables were current.
@@ -547,13 +581,17 @@ class SqlChatMemoryRepository(ClosingContext):
                 "with create_schema=True creates a new one)"
             )
         changes = [f"created table {name}" for name in missing]
-        return changes + self._make_current()
+        return changes + self._make_current(fill=True)
 
     def _create_tables(self) -> None:
         self._make_current()
 
-    def _make_current(self) -> list[str]:
-        """Create what is missing; return the columns and routines added."""
+    def _make_current(self, *, fill: bool = False) -> list[str]:
+        """Create what is missing; return the columns, indexes and routines added.
+
+        ``created_at`` is filled where it lacks when this call added the
+        column, or with ``fill``.
+        """
         dialect = self._dialect()
 
         def prepare(connection: Connection) -> None:
@@ -575,25 +613,58 @@ class SqlChatMemoryRepository(ClosingContext):
         # One column a step, reported once its step committed: where DDL
         # commits by itself (MariaDB), a step that fails after one ALTER is
         # run again and must not add, nor report, that column twice.
-        def add_log_column(connection: Connection) -> None:
+        def add_column(connection: Connection) -> None:
             added.clear()
             _run(connection, dialect.begin_write)
-            columns = _run(connection, missing_log_columns, self.tables)
+            columns = _run(connection, missing_columns, self.tables)
             if columns:
+                name = columns[0].name
                 _log.info(
-                    "adding column %s to table %s (the log's record of its system "
-                    "messages, new since release 0.2)",
-                    columns[0].name,
+                    "adding column %s to table %s (%s)",
+                    name,
                     table.name,
+                    _ADDED_FOR[name],
                 )
                 _run(connection, dialect.add_column, table, columns[0])
-                added.append(columns[0].name)
+                added.append(name)
 
         while True:
-            self._schema_step(add_log_column)
+            self._schema_step(add_column)
             if not added:
                 break
+            fill = fill or added[0] == "created_at"
             changes.append(f"added column {added[0]} to table {table.name}")
+
+        def fill_created_at(connection: Connection) -> None:
+            _run(connection, dialect.begin_write)
+            connection.execute(self._sql.fill_created_at)
+
+        if fill:
+            self._schema_step(fill_created_at)
+        if dialect.keeps_conversation_indexes:
+            for index in conversation_indexes(self.tables):
+                made: list[str] = []
+
+                # Looked for, then made, in one step: a racing creator makes
+                # the CREATE fail, and the step runs again and finds it.
+                def create_index(
+                    connection: Connection, index: Any = index, made: Any = made
+                ) -> None:
+                    made.clear()
+                    _run(connection, dialect.begin_write)
+                    found = _run(connection, dialect.existing_indexes, table)
+                    if str(index.name).lower() not in found:
+                        _log.info(
+                            "creating index %s on table %s (the listing of "
+                            "conversations)",
+                            index.name,
+                            table.name,
+                        )
+                        _run(connection, dialect.create_index, index)
+                        made.append(str(index.name))
+
+                self._schema_step(create_index)
+                changes += [f"created index {n} on table {table.name}" for n in made]
         created: list[str] = []
 
         def create_routines(connection: Connection) -> None:
@@ -726,6 +797,179 @@ class SqlChatMemoryRepository(ClosingContext):
         if len(ids) > limit:
             return ConversationPage(ids[:limit], ids[limit - 1])
         return ConversationPage(ids, None)
+
+    # -- the conversation's record ----------------------------------------------
+
+    def set_conversation_info(
+        self,
+        conversation_id: str,
+        *,
+        owner: str | Literal[Unset.UNSET] | None = UNSET,
+        metadata: Mapping[str, Any] | Literal[Unset.UNSET] = UNSET,
+    ) -> ConversationInfo:
+        """Set a conversation's owner or metadata in one transaction; return
+        the record as stored (see ``SupportsConversationInfo``).
+
+        Under the conversation row's lock, which makes the row when it is
+        missing (a record without messages): the columns given are written
+        (``metadata`` as JSON text, replacing the whole), the expiry renewed,
+        and the row read back. ``updated_at`` stays. A conversation found
+        expired is forgotten first, as a write to it would: its messages go,
+        and its record starts again (made now, no owner, no metadata).
+        """
+        update = check_conversation_info(conversation_id, owner, metadata)
+        dialect = self._prepared()
+
+        def work(connection: Connection) -> ConversationInfo:
+            now = utc_now()
+            state = _run(
+                connection,
+                dialect.lock_conversation,
+                self._sql,
+                conversation_id,
+                now,
+                create=True,
+            )
+            assert state is not None
+            if state.expires_at is not None:
+                now = utc_now()  # the lock may have waited: judge expiry as of now
+                if state.expires_at <= now:
+                    _run(connection, dialect.forget, self._sql, conversation_id)
+                    emptied = update_parameters(
+                        conversation_id,
+                        now,
+                        self.ttl,
+                        next_seq=state.next_seq,
+                        system_count=0,
+                        other_count=0,
+                        weights=None,
+                    )
+                    connection.execute(self._sql.update_conversation, emptied)
+            self.fault_points.reach("after_lock")
+            connection.execute(
+                self._sql.set_info,
+                {
+                    "cid": conversation_id,
+                    "p_keep_owner": int(update.owner is UNSET),
+                    "p_owner": None if update.owner is UNSET else update.owner,
+                    "p_keep_metadata": int(update.metadata_json is UNSET),
+                    "p_metadata": (
+                        None if update.metadata_json is UNSET else update.metadata_json
+                    ),
+                    "p_expires_at": None if self.ttl is None else now + self.ttl,
+                },
+            )
+            found = connection.execute(self._sql.read_info, {"cid": conversation_id})
+            return conversation_info(found.one())
+
+        return self._write(conversation_id, work)
+
+    def get_conversation_info(self, conversation_id: str) -> ConversationInfo | None:
+        """Return a conversation's record, from its row alone; ``None`` when
+        it has none or has expired."""
+        validate_conversation_id(conversation_id)
+        dialect = self._prepared()
+        parameters = {"cid": conversation_id, "now": utc_now()}
+
+        def work(connection: Connection) -> Any:
+            options = dialect.read_options(_sync(connection))
+            if options:
+                connection.execution_options(**options)
+            return (connection.execute(self._sql.get_info, parameters)).first()
+
+        row = self._read(work)
+        return None if row is None else conversation_info(row)
+
+    def find_conversations(
+        self,
+        *,
+        owner: str | None = None,
+        metadata: Mapping[str, JsonValue] | None = None,
+        updated_before: datetime | None = None,
+        cursor: str | None = None,
+        limit: int = DEFAULT_CONVERSATION_PAGE_SIZE,
+    ) -> ConversationInfoPage:
+        """Return a page of records, newest ``updated_at`` first, ties by id
+        descending (see ``SupportsConversationInfo``).
+
+        A keyset page: one range of an index read backwards from the
+        cursor's ``(updated_at, id)``, ``(owner, updated_at, id)`` for an
+        owner's and ``(updated_at, id)`` for everyone's (DuckDB, which keeps
+        no index, scans and keeps the top). The metadata filter is compared
+        in the query on PostgreSQL (``jsonb``) and SQLite (``json_each``);
+        elsewhere the records are read in the listing's order, in growing
+        batches, and compared here, until the page is full.
+        """
+        query = check_find_conversations(
+            owner=owner,
+            metadata=metadata,
+            updated_before=updated_before,
+            cursor=cursor,
+            limit=limit,
+        )
+        dialect = self._prepared()
+        now = utc_now()
+
+        def work(connection: Connection) -> list[ConversationInfo]:
+            options = dialect.read_options(_sync(connection))
+            if options:
+                connection.execution_options(**options)
+            return self._listed(connection, query, now)
+
+        return query.page(self._read(work))
+
+    def _listed(
+        self, connection: Connection, query: ConversationQuery, now: datetime
+    ) -> list[ConversationInfo]:
+        """Up to ``query.limit + 1`` matching records, in the listing's order."""
+        dialect = self._dialect()
+        wanted = query.limit + 1
+        shapes = tuple(
+            dialect.metadata_shape(key, value) for key, value in query.metadata.items()
+        )
+        in_sql = all(shape is not None for shape in shapes) and (
+            not shapes or dialect.filters_metadata(_sync(connection))
+        )
+        native = dialect.native(_sync(connection))
+        parameters: dict[str, Any] = {"now": now}
+        if query.owner is not None:
+            parameters["owner"] = query.owner
+        if query.updated_before is not None:
+            parameters["before"] = query.updated_before
+        if in_sql:
+            for index, (key, value) in enumerate(query.metadata.items()):
+                parameters.update(dialect.metadata_parameters(index, key, value))
+        rows = wanted if in_sql else max(wanted, _FILTERED_READ)
+        after = query.after
+        found: list[ConversationInfo] = []
+        while True:
+            statement = self._sql.listing(
+                owner=query.owner is not None,
+                before=query.updated_before is not None,
+                after=after is not None,
+                metadata=tuple(str(shape) for shape in shapes) if in_sql else (),
+                native=native,
+            )
+            if after is not None:
+                parameters["after_at"], parameters["after_id"] = after
+            read = (
+                connection.execute(self._sql.limited(statement, rows), parameters)
+            ).all()
+            for row in read:
+                info = conversation_info(row)
+                # Compared here too where the query compared: PostgreSQL
+                # passes metadata jsonb cannot hold, and MySQL's utf8mb4_bin
+                # finds "alice " equal to "alice".
+                if (
+                    query.owner is None or info.owner == query.owner
+                ) and metadata_matches(info.metadata, query.metadata):
+                    found.append(info)
+                    if len(found) == wanted:
+                        return found
+            if len(read) < rows:
+                return found
+            after = (read[-1].updated_at, read[-1].conversation_id)
+            rows = min(rows * 2, max(wanted, _MAX_FILTERED_READ))
 
     # -- writes ----------------------------------------------------------------
 
@@ -1212,8 +1456,8 @@ class SqlChatMemoryRepository(ClosingContext):
                 {"cid": conversation_id, "below": trim.trim_below},
             )
         connection.execute(
-            self._sql.untally,
-            {**trim.untally, "now": now, "p_expires_at": state.expires_at},
+            self._sql.untally_trimmed,
+            {**trim.untally, "p_expires_at": state.expires_at},
         )
 
     # -- removals ----------------------------------------------------------------
@@ -1550,15 +1794,14 @@ class SqlChatMemoryRepository(ClosingContext):
         ``create_schema=False``; the check runs on the failure path only. A
         database made before the record of evicted ids existed lacks only
         its table, which writes need and :meth:`create_schema` adds; one made
-        before the log lacks the conversation columns it added, likewise.
+        before the log, or before the conversation's record, lacks the
+        conversation columns they added, likewise.
         """
         try:
             with self._connect() as connection:
                 missing = _run(connection, _missing_tables, self.tables)
                 columns = (
-                    []
-                    if missing
-                    else _run(connection, missing_log_columns, self.tables)
+                    [] if missing else _run(connection, missing_columns, self.tables)
                 )
         except exc.DBAPIError:
             return
@@ -1566,9 +1809,9 @@ class SqlChatMemoryRepository(ClosingContext):
         if columns:
             raise StoreNotFoundError(
                 f"table {self.tables.conversations.name!r} in {where} lacks the "
-                f"column {columns[0].name!r} of the log: the store was made by an "
-                "earlier version; create_schema() adds it (as does opening it "
-                "with create_schema=True, the default)"
+                f"column {columns[0].name!r} ({_ADDED_FOR[columns[0].name]}): the "
+                "store was made by an earlier version; create_schema() adds it "
+                "(as does opening it with create_schema=True, the default)"
             ) from error
         if not missing:
             return

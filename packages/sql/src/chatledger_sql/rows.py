@@ -1,4 +1,4 @@
-"""A message as a row of the messages table, and back.
+"""A message as a row of the messages table, and back; a conversation's record.
 
 Example:
     from types import SimpleNamespace
@@ -15,15 +15,18 @@ Example:
 One encoding for every SQL database and for the sync and async repositories:
 the message's codec form (:mod:`chatledger.codec`) less the columns of its
 own (id, role, text, ``created_at``) as compact JSON. The checks here refuse,
-before any write, a message whose row a database would refuse.
+before any write, a message whose row a database would refuse. A
+conversation's record is read from its row by :func:`conversation_info`.
 """
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any
 
 from chatledger.adapters import (
+    ConversationInfo,
     InvalidMessageError,
     Message,
     RequestLimit,
@@ -35,6 +38,7 @@ __all__ = [
     "STATEMENT_OVERHEAD_BYTES",
     "check_ids",
     "check_sizes",
+    "conversation_info",
     "decode",
     "decode_raw",
     "encode",
@@ -167,3 +171,19 @@ def check_ids(batch: list[Message]) -> None:
                 f"messages[{index}] has an id longer than {MAX_MESSAGE_ID_BYTES} "
                 "bytes in UTF-8, the most the id column holds"
             )
+
+
+def conversation_info(row: Any) -> ConversationInfo:
+    """The record in a row of ``Statements.get_info`` (or another read of its
+    columns): ``metadata`` is JSON text, ``NULL`` for none; a row without
+    ``created_at`` (made by an earlier release's process after the upgrade
+    filled the others) reads it as ``updated_at``."""
+    updated_at = row.updated_at
+    return ConversationInfo(
+        id=row.conversation_id,
+        created_at=row.created_at or updated_at,
+        updated_at=updated_at,
+        message_count=int(row.message_count),
+        owner=row.owner,
+        metadata={} if row.metadata is None else json.loads(row.metadata),
+    )

@@ -20,6 +20,13 @@ out of the window, keyed by ``(conversation_id, message_id)`` and numbered by
 the sequence number the message had, so that a late retry of an evicted
 message stays a no-op. It holds at most ``EVICTED_IDS_KEPT`` plus
 ``EVICTED_IDS_TRIM_STEP`` rows per conversation.
+
+The conversation row is also the conversation's record
+(:mod:`chatledger.conversation_info`): ``owner``, ``metadata`` (JSON text,
+``NULL`` for none), ``created_at`` and ``updated_at``, listed newest first
+through two indexes, ``(owner, updated_at, conversation_id)`` for one owner's
+and ``(updated_at, conversation_id)`` for everyone's
+(:func:`conversation_indexes`).
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ from sqlalchemy import (
     BigInteger,
     CheckConstraint,
     Column,
+    Index,
     Integer,
     MetaData,
     PrimaryKeyConstraint,
@@ -51,9 +59,12 @@ if TYPE_CHECKING:
     from chatledger_sql.dialects.base import SqlDialect
 
 __all__ = [
+    "ADDED_COLUMNS",
     "COMPANION_SUFFIXES",
     "CONVERSATION_SUFFIX",
     "EVICTED_SUFFIX",
+    "INDEX_SUFFIXES",
+    "INFO_COLUMNS",
     "LOG_COLUMNS",
     "MAX_NAME_LENGTH",
     "NAME_PATTERN",
@@ -61,6 +72,8 @@ __all__ = [
     "build_tables",
     "check_name",
     "check_table_name",
+    "conversation_indexes",
+    "missing_columns",
     "missing_log_columns",
 ]
 
@@ -76,9 +89,22 @@ EVICTED_SUFFIX = "_evicted"
 #: The endings of the companion tables, which a messages table may not have.
 COMPANION_SUFFIXES = (CONVERSATION_SUFFIX, EVICTED_SUFFIX)
 
+#: The endings of the conversations table's indexes: one owner's
+#: conversations, and everyone's, by their last write.
+OWNER_INDEX_SUFFIX = "_conversations_by_owner"
+UPDATE_INDEX_SUFFIX = "_conversations_by_update"
+#: A messages table may not end with these either: PostgreSQL, SQLite and
+#: DuckDB keep tables and indexes under one set of names.
+INDEX_SUFFIXES = (OWNER_INDEX_SUFFIX, UPDATE_INDEX_SUFFIX)
+
 #: The columns of the conversations table the log added after release 0.2:
 #: :meth:`create_schema` adds them to a table that lacks them.
 LOG_COLUMNS = ("system_batch", "system_last", "system_as_of")
+#: The columns of the conversation's record, added after the log's.
+INFO_COLUMNS = ("owner", "metadata", "created_at")
+#: Every column a later release added to the conversations table, in the
+#: order :meth:`create_schema` adds them.
+ADDED_COLUMNS = LOG_COLUMNS + INFO_COLUMNS
 
 ROLES = tuple(role.value for role in Role)
 
@@ -104,18 +130,21 @@ def check_table_name(value: object) -> str:
     or ``_evicted`` (in any case): ``chat_memory_conversation`` and
     ``chat_memory_evicted`` are the companion tables of the repository named
     ``chat_memory``, and the two repositories would read each other's rows.
-    Databases that fold case would collide on any spelling.
+    Databases that fold case would collide on any spelling. Nor may it end
+    with ``_conversations_by_owner`` or ``_conversations_by_update``, the
+    names of another repository's indexes.
 
     Raises:
         InvalidNameError: for a name that is not allowed.
     """
     name = check_name(value, "table name")
-    for suffix in COMPANION_SUFFIXES:
+    for suffix in COMPANION_SUFFIXES + INDEX_SUFFIXES:
         if name.lower().endswith(suffix):
             base = name[: -len(suffix)]
+            kind = "companion table" if suffix in COMPANION_SUFFIXES else "index"
             raise InvalidNameError(
                 f"table name {name!r} is not allowed: it ends with {suffix!r}, "
-                f"like the companion table {base + suffix!r} of the repository "
+                f"like the {kind} {base + suffix!r} of the repository "
                 f"named {base!r}, and the two would collide; choose a name "
                 "without that ending"
             )
@@ -204,9 +233,22 @@ def build_tables(dialect: SqlDialect, table_name: str, schema: str | None) -> Ta
         # chatledger.window_view), known right while ``system_as_of`` equals
         # ``next_seq``; a write of another kind moves next_seq past it.
         *(Column(name, BigInteger(), nullable=True) for name in LOG_COLUMNS),
+        # The record: who owns the conversation, the application's metadata
+        # (a JSON object's text; NULL: none) and when the row was made. A row
+        # an earlier release made gets created_at from upgrade_schema; one
+        # such a release's process makes meanwhile has none (read as
+        # updated_at).
+        Column("owner", dialect.id_type(), nullable=True),
+        Column("metadata", dialect.text_type(), nullable=True),
+        Column("created_at", dialect.timestamp_type(), nullable=True),
         PrimaryKeyConstraint("conversation_id"),
         **options,
     )
+    c = conversations.c
+    by_owner = derived_name(table_name, OWNER_INDEX_SUFFIX)
+    by_update = derived_name(table_name, UPDATE_INDEX_SUFFIX)
+    Index(by_owner, c.owner, c.updated_at, c.conversation_id)
+    Index(by_update, c.updated_at, c.conversation_id)
     evicted = Table(
         derived_name(table_name, EVICTED_SUFFIX),
         metadata,
@@ -223,10 +265,26 @@ def build_tables(dialect: SqlDialect, table_name: str, schema: str | None) -> Ta
     return Tables(metadata, messages, conversations, evicted)
 
 
-def missing_log_columns(connection: Connection, tables: Tables) -> list[Column[Any]]:
-    """The :data:`LOG_COLUMNS` the database's conversations table lacks.
+def conversation_indexes(tables: Tables) -> list[Index]:
+    """The conversations table's indexes: by owner, then by last write.
 
-    A table made by release 0.2 lacks all three; ``create_schema`` adds them.
+    ``(owner, updated_at, conversation_id)`` serves one owner's listing,
+    ``(updated_at, conversation_id)`` everyone's; both are read backwards,
+    newest first, in keyset order. The dialect creates them
+    (:meth:`SqlDialect.create_index`, which orders the id as its listing
+    does), where it keeps them.
+    """
+    return sorted(tables.conversations.indexes, key=lambda index: str(index.name))
+
+
+def missing_columns(
+    connection: Connection, tables: Tables, names: tuple[str, ...] = ADDED_COLUMNS
+) -> list[Column[Any]]:
+    """Those of ``names`` (by default :data:`ADDED_COLUMNS`) the database's
+    conversations table lacks, in that order.
+
+    A table made by release 0.2 lacks them all, one made by 0.3 the record's
+    (:data:`INFO_COLUMNS`); ``create_schema`` adds them.
     """
     table = tables.conversations
     # The columns of an empty answer, where an inspector's catalogue queries
@@ -236,4 +294,9 @@ def missing_log_columns(connection: Connection, tables: Tables) -> list[Column[A
     keys = found.keys()
     found.close()
     present = {key.lower() for key in keys}
-    return [table.c[column] for column in LOG_COLUMNS if column not in present]
+    return [table.c[column] for column in names if column not in present]
+
+
+def missing_log_columns(connection: Connection, tables: Tables) -> list[Column[Any]]:
+    """The :data:`LOG_COLUMNS` the database's conversations table lacks."""
+    return missing_columns(connection, tables, LOG_COLUMNS)

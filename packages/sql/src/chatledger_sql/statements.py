@@ -27,14 +27,17 @@ from sqlalchemy import (
     CompoundSelect,
     Delete,
     Insert,
+    Integer,
     Select,
     Update,
+    and_,
     bindparam,
     case,
     delete,
     exists,
     func,
     insert,
+    null,
     or_,
     select,
     union_all,
@@ -60,6 +63,8 @@ _KEPT_DRIVER_STATEMENTS = 256
 _KEPT_LIMITED_STATEMENTS = 80
 #: Above every sequence number: the upper bound of a range left open.
 _BEYOND_EVERY_SEQ = 2**62
+#: How many shapes of the listing's query one repository keeps built.
+_KEPT_LISTINGS = 64
 
 T = TypeVar("T")
 
@@ -121,6 +126,7 @@ class Statements:
             .order_by(m.seq)
         )
         live = or_(c.expires_at.is_(None), c.expires_at > bindparam("now"))
+        live_row = live
         self.list_ids: Select[Any] = select(c.conversation_id).where(
             c.system_count + c.other_count > 0, live
         )
@@ -150,9 +156,13 @@ class Statements:
             "other_weight": 0,
             "updated_at": bindparam("now"),
             "expires_at": None,
+            "created_at": bindparam("now"),
         }
+        #: The same, inserted alone or many at once: ``created_at`` is bound
+        #: as ``created``, of the same value as ``now`` (SQLAlchemy's
+        #: many-row INSERT misnumbers a repeated parameter on DuckDB).
         self.insert_conversation: Insert = insert(tables.conversations).values(
-            **self.new_conversation
+            **{**self.new_conversation, "created_at": bindparam("created")}
         )
         #: The next sequence number of each of ``ids`` that has a row.
         self.next_seqs: Select[Any] = select(c.conversation_id, c.next_seq).where(
@@ -226,18 +236,27 @@ class Statements:
         self.delete_seqs: Delete = delete(tables.messages).where(
             m.conversation_id == cid, m.seq.in_(bindparam("seqs", expanding=True))
         )
+        untallied = {
+            "system_count": c.system_count - bindparam("p_systems"),
+            "other_count": c.other_count - bindparam("p_others"),
+            "system_weight": c.system_weight - bindparam("p_system_weight"),
+            "other_weight": c.other_weight - bindparam("p_other_weight"),
+            "version": c.version + 1,
+            "expires_at": bindparam("p_expires_at"),
+        }
+        #: After a removal, which is a write to the messages: it moves
+        #: ``updated_at``.
         self.untally: Update = (
             update(tables.conversations)
             .where(c.conversation_id == cid)
-            .values(
-                system_count=c.system_count - bindparam("p_systems"),
-                other_count=c.other_count - bindparam("p_others"),
-                system_weight=c.system_weight - bindparam("p_system_weight"),
-                other_weight=c.other_weight - bindparam("p_other_weight"),
-                version=c.version + 1,
-                updated_at=bindparam("now"),
-                expires_at=bindparam("p_expires_at"),
-            )
+            .values(**untallied, updated_at=bindparam("now"))
+        )
+        #: After a trim, which the log's retention makes, not the
+        #: application: ``updated_at`` stays.
+        self.untally_trimmed: Update = (
+            update(tables.conversations)
+            .where(c.conversation_id == cid)
+            .values(**untallied)
         )
         #: A removal's rows (as the log reads them, the stored weight as
         #: size): the newest first (the caller adds a limit), or those of
@@ -312,19 +331,36 @@ class Statements:
         self.purge_evicted: Delete = delete(tables.evicted).where(
             e.conversation_id.in_(ids)
         )
+        # A write that finds its conversation expired (as of ``now``) starts
+        # a new record: no owner, no metadata, made now. These come first in
+        # the SET of a write that renews the expiry: MySQL and MariaDB
+        # assign from left to right, and must read the old ``expires_at``.
+        expired_now = c.expires_at <= bindparam("now")
+        renewed: list[tuple[Any, Any]] = [
+            (c.owner, case((expired_now, null()), else_=c.owner)),
+            (c.metadata, case((expired_now, null()), else_=c.metadata)),
+            (
+                c.created_at,
+                case(
+                    (expired_now, bindparam("now", type_=c.created_at.type)),
+                    else_=c.created_at,
+                ),
+            ),
+        ]
         self.update_conversation: Update = (
             update(tables.conversations)
             .where(c.conversation_id == cid)
-            .values(
-                next_seq=bindparam("p_next_seq"),
-                version=c.version + 1,
-                system_count=bindparam("p_system_count"),
-                other_count=bindparam("p_other_count"),
-                weight_counter=bindparam("p_weight_counter"),
-                system_weight=bindparam("p_system_weight"),
-                other_weight=bindparam("p_other_weight"),
-                updated_at=bindparam("now"),
-                expires_at=bindparam("p_expires_at"),
+            .ordered_values(
+                *renewed,
+                (c.next_seq, bindparam("p_next_seq")),
+                (c.version, c.version + 1),
+                (c.system_count, bindparam("p_system_count")),
+                (c.other_count, bindparam("p_other_count")),
+                (c.weight_counter, bindparam("p_weight_counter")),
+                (c.system_weight, bindparam("p_system_weight")),
+                (c.other_weight, bindparam("p_other_weight")),
+                (c.updated_at, bindparam("now")),
+                (c.expires_at, bindparam("p_expires_at")),
             )
         )
 
@@ -412,23 +448,80 @@ class Statements:
         self.update_log: Update = (
             update(tables.conversations)
             .where(c.conversation_id == cid)
-            .values(
-                next_seq=bindparam("p_next_seq"),
-                version=c.version + 1,
-                system_count=bindparam("p_system_count"),
-                other_count=bindparam("p_other_count"),
-                weight_counter=bindparam("p_weight_counter"),
-                system_weight=bindparam("p_system_weight"),
-                other_weight=bindparam("p_other_weight"),
-                updated_at=bindparam("now"),
-                expires_at=bindparam("p_expires_at"),
-                system_batch=bindparam("p_system_batch"),
-                system_last=bindparam("p_system_last"),
-                system_as_of=bindparam("p_next_seq"),
+            .ordered_values(
+                *renewed,
+                (c.next_seq, bindparam("p_next_seq")),
+                (c.version, c.version + 1),
+                (c.system_count, bindparam("p_system_count")),
+                (c.other_count, bindparam("p_other_count")),
+                (c.weight_counter, bindparam("p_weight_counter")),
+                (c.system_weight, bindparam("p_system_weight")),
+                (c.other_weight, bindparam("p_other_weight")),
+                (c.updated_at, bindparam("now")),
+                (c.expires_at, bindparam("p_expires_at")),
+                (c.system_batch, bindparam("p_system_batch")),
+                (c.system_last, bindparam("p_system_last")),
+                (c.system_as_of, bindparam("p_next_seq")),
             )
         )
         #: Views by first read size (see ``view``).
         self.views: dict[int, CompoundSelect[Any]] = {}
+
+        # -- the conversation's record -------------------------------------------
+        info_columns = (
+            c.conversation_id,
+            c.created_at,
+            c.updated_at,
+            (c.system_count + c.other_count).label("message_count"),
+            c.owner,
+            c.metadata,
+        )
+        self._info_columns: tuple[Any, ...] = info_columns
+        self._live = live_row
+        #: The record of an unexpired conversation.
+        self.get_info: Select[Any] = select(*info_columns).where(
+            c.conversation_id == cid, live_row
+        )
+        #: The record as a write left it, read in the write's transaction.
+        self.read_info: Select[Any] = select(*info_columns).where(
+            c.conversation_id == cid
+        )
+        #: Set the owner and the metadata, each unless told to keep it
+        #: (``p_keep_owner``, ``p_keep_metadata``: 1 keeps), and renew the
+        #: expiry; ``updated_at`` stays.
+        self.set_info: Update = (
+            update(tables.conversations)
+            .where(c.conversation_id == cid)
+            .values(
+                owner=case(
+                    (bindparam("p_keep_owner", type_=Integer()) == 1, c.owner),
+                    else_=bindparam("p_owner", type_=c.owner.type),
+                ),
+                metadata=case(
+                    (bindparam("p_keep_metadata", type_=Integer()) == 1, c.metadata),
+                    else_=bindparam("p_metadata", type_=c.metadata.type),
+                ),
+                expires_at=bindparam("p_expires_at"),
+            )
+        )
+        #: Created_at of the rows an earlier release made, from the oldest of
+        #: their messages (none later than the row's last write), else the
+        #: last write.
+        m_first = (
+            select(func.min(m.created_at))
+            .where(
+                m.conversation_id == c.conversation_id,
+                m.created_at <= c.updated_at,
+            )
+            .scalar_subquery()
+        )
+        self.fill_created_at: Update = (
+            update(tables.conversations)
+            .where(c.created_at.is_(None))
+            .values(created_at=func.coalesce(m_first, c.updated_at))
+        )
+        #: The listing's queries by shape (see ``listing``).
+        self.listings: dict[Any, Select[Any]] = {}
 
         #: The dialect's single-statement lock-or-create, if it has one.
         self.upsert_conversation: Any = dialect.upsert_conversation(self)
@@ -500,6 +593,61 @@ class Statements:
             lambda: self._dialect.log_advance_statement(self, ids),
         )
 
+    def listing(
+        self,
+        *,
+        owner: bool,
+        before: bool,
+        after: bool,
+        metadata: tuple[str, ...] = (),
+        native: bool = True,
+    ) -> Select[Any]:
+        """The records of unexpired conversations, newest ``updated_at`` first,
+        ties by id descending; the caller adds a limit.
+
+        Args:
+            owner: Only the owner ``:owner``'s (the owner index's range).
+            before: Only those with ``updated_at < :before``.
+            after: Only those strictly after ``(:after_at, :after_id)`` in
+                the listing's order: ``updated_at <= :after_at`` bounds the
+                index's range, and the ties at ``:after_at`` are filtered.
+            metadata: The shapes (``SqlDialect.metadata_shape``) of the
+                metadata filter's values the dialect compares in SQL, bound
+                as ``mk<i>`` and ``mv<i>``.
+            native: The dialect's own product: its order of ids
+                (``SqlDialect.listing_id``), else the column's.
+        """
+        key = (owner, before, after, metadata, native)
+        found = self.listings.get(key)
+        if found is not None:
+            return found
+        c = self.tables.conversations.c
+        dialect = self._dialect
+        ordered_id = (
+            dialect.listing_id(c.conversation_id) if native else c.conversation_id
+        )
+        conditions: list[Any] = [self._live]
+        if owner:
+            conditions.append(c.owner == bindparam("owner"))
+        if before:
+            conditions.append(c.updated_at < bindparam("before"))
+        if after:
+            at: Any = bindparam("after_at")
+            conditions.append(c.updated_at <= at)
+            conditions.append(
+                or_(c.updated_at < at, ordered_id < bindparam("after_id"))
+            )
+        for index, shape in enumerate(metadata):
+            conditions.append(dialect.metadata_match(c.metadata, index, shape))
+        found = (
+            select(*self._info_columns)
+            .where(and_(*conditions))
+            .order_by(c.updated_at.desc(), ordered_id.desc())
+        )
+        if len(self.listings) < _KEPT_LISTINGS:
+            self.listings[key] = found
+        return found
+
     def view(self, rows: int) -> CompoundSelect[Any]:
         """A view's first read: the current system rows and ``rows`` newest others.
 
@@ -526,7 +674,10 @@ class Statements:
                 "driver_sql",
                 "limits",
                 "views",
+                "listings",
                 "_dialect",
+                "_info_columns",
+                "_live",
                 "append_routine",
             )
             and value is not None

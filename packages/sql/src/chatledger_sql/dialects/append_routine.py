@@ -6,7 +6,7 @@ Example (needs a PostgreSQL server; the repository creates and calls it):
 
     repository = SqlChatMemoryRepository.from_url(
         "postgresql+psycopg://app@localhost/chat"
-    )  # create_schema() also made the function chat_memory_append_v2
+    )  # create_schema() also made the function chat_memory_append_v3
     window = MessageWindow(20)
     repository.append_to_window("c1", [Message.user("hi")], window)  # one call
 
@@ -67,9 +67,11 @@ __all__ = ["RETIRED_SUFFIXES", "ROUTINE_SUFFIX", "AppendRoutine"]
 
 #: The routine's name is the messages table's name followed by this. v2: a
 #: history with no user message is kept whole (v1 dropped it on overflow).
-ROUTINE_SUFFIX = "_append_v2"
+#: v3: the row it makes has a ``created_at``, and a conversation it finds
+#: expired starts a new record (no owner, no metadata).
+ROUTINE_SUFFIX = "_append_v3"
 #: The suffixes of the routines earlier versions made, never called again.
-RETIRED_SUFFIXES = ("_append_v1",)
+RETIRED_SUFFIXES = ("_append_v1", "_append_v2")
 
 
 class AppendRoutine:

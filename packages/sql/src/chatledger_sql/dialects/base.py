@@ -39,7 +39,8 @@ from sqlalchemy import (
     text,
     type_coerce,
 )
-from sqlalchemy.schema import CreateTable, ExecutableDDLElement
+from sqlalchemy import inspect as sqlalchemy_inspect
+from sqlalchemy.schema import CreateIndex, CreateTable, ExecutableDDLElement
 from sqlalchemy.sql.elements import ClauseElement
 from sqlalchemy.types import NullType, TypeEngine
 
@@ -47,7 +48,8 @@ from chatledger_sql.compiled import CompiledStatement
 from chatledger_sql.types import UtcDateTime
 
 if TYPE_CHECKING:
-    from sqlalchemy import Column, Connection, Table
+    from sqlalchemy import Column, Connection, Index, Table
+    from sqlalchemy.engine import Dialect
 
     from chatledger_sql.dialects.append_routine import AppendRoutine
     from chatledger_sql.statements import Statements
@@ -272,6 +274,28 @@ class SqlDialect:
         )
         connection.exec_driver_sql(sql)
 
+    #: The conversations table has the listing's indexes
+    #: (:func:`chatledger_sql.schema.conversation_indexes`).
+    keeps_conversation_indexes: ClassVar[bool] = True
+
+    def existing_indexes(self, connection: Connection, table: Table) -> set[str]:
+        """The names of ``table``'s indexes in the database, in lower case."""
+        inspector = sqlalchemy_inspect(connection)
+        found = inspector.get_indexes(table.name, schema=table.schema)
+        return {str(index["name"]).lower() for index in found if index["name"]}
+
+    def create_index(self, connection: Connection, index: Index) -> None:
+        """Create ``index``, which :meth:`existing_indexes` did not find.
+
+        Unguarded: a racing creator makes it fail as already existing, and
+        the step runs again, finding it (so only one creator reports it).
+        """
+        connection.execute(self.index_ddl(index, connection.dialect))
+
+    def index_ddl(self, index: Index, engine_dialect: Dialect) -> Any:
+        """The DDL of ``index`` for the engine's dialect (SQLAlchemy's own)."""
+        return CreateIndex(index)
+
     def prepare_database(self, connection: Connection) -> None:
         """Run once before the DDL (SQLite turns on WAL here)."""
 
@@ -342,6 +366,39 @@ class SqlDialect:
     def lock_rows(self, statement: Select[Any], table: Table) -> Select[Any]:
         """Make ``statement`` lock the rows it reads until the transaction ends."""
         return statement.with_for_update()
+
+    # -- the listing of conversations ------------------------------------------
+
+    def listing_id(self, column: Any) -> Any:
+        """The conversation id as the listing orders it on the dialect's own
+        product (see :meth:`native`): by code point.
+
+        The default is the column itself, whose binary collation (or the
+        database's byte order of UTF-8) is code point order.
+        """
+        return column
+
+    def filters_metadata(self, connection: Connection) -> bool:
+        """Whether the listing compares metadata in SQL on ``connection``
+        (:meth:`metadata_match`); otherwise the repository filters the
+        records it reads in the listing's order (the default)."""
+        return False
+
+    def metadata_shape(self, key: str, value: Any) -> str | None:
+        """The shape of the SQL comparison of a metadata filter's ``key`` and
+        ``value`` (a JSON scalar), under which its statement is kept;
+        ``None``: not in SQL (then no key of the filter is)."""
+        return None
+
+    def metadata_match(self, column: Any, index: int, shape: str) -> Any:
+        """The condition that the JSON object in ``column`` holds the key
+        ``:mk<index>`` with a value equal to ``:mv<index>``, for a value of
+        ``shape`` (see :meth:`metadata_parameters`)."""
+        raise NotImplementedError
+
+    def metadata_parameters(self, index: int, key: str, value: Any) -> dict[str, Any]:
+        """The bound values of :meth:`metadata_match`'s condition."""
+        return {f"mk{index}": key, f"mv{index}": value}
 
     def upsert_conversation(self, statements: Statements) -> Any:
         """Build a statement that creates-or-locks a conversation row, or ``None``."""
@@ -627,7 +684,8 @@ class SqlDialect:
             return None
         try:
             connection.execute(
-                statements.insert_conversation, {"cid": conversation_id, "now": now}
+                statements.insert_conversation,
+                {"cid": conversation_id, "now": now, "created": now},
             )
         except exc.IntegrityError as error:
             raise RetryTransaction from error
@@ -668,7 +726,7 @@ class SqlDialect:
             try:
                 connection.execute(
                     statements.insert_conversation,
-                    [{"cid": cid, "now": now} for cid in missing],
+                    [{"cid": cid, "now": now, "created": now} for cid in missing],
                 )
             except exc.IntegrityError as error:
                 raise RetryTransaction from error

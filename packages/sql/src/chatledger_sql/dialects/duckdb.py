@@ -30,6 +30,10 @@ class DuckDBDialect(SqlDialect):
 
     name = "duckdb"
     writes_exclusively = True
+    #: No listing indexes: DuckDB's ART indexes answer point lookups, never an
+    #: ordered range (a listing is a scan and a top-N either way), they would
+    #: cost every append, and a table with an index refuses later ALTERs.
+    keeps_conversation_indexes = False
 
     def serialize_in_process(self) -> bool:
         """Yes: DuckDB has no row locks."""

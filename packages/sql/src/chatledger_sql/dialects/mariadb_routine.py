@@ -58,7 +58,7 @@ BEGIN
   DECLARE v_dropped BIGINT DEFAULT 0;
   DECLARE v_last_user INT DEFAULT NULL;
   DECLARE v_leading INT DEFAULT 0;
-  DECLARE v_found, v_end, v_open, v_stored_done BOOLEAN DEFAULT FALSE;
+  DECLARE v_found, v_end, v_open, v_stored_done, v_expired BOOLEAN DEFAULT FALSE;
   DECLARE v_chunk INT;
   DECLARE v_after BIGINT DEFAULT -1;
   DECLARE v_seq BIGINT;
@@ -95,8 +95,8 @@ BEGIN
     -- The lock (dialect.lock_conversation): create the row or lock it.
     INSERT INTO {c} (conversation_id, next_seq, version, system_count,
         other_count, weight_counter, system_weight, other_weight, updated_at,
-        expires_at)
-      VALUES (p_cid, 0, 0, 0, 0, NULL, 0, 0, p_now, NULL)
+        expires_at, created_at)
+      VALUES (p_cid, 0, 0, 0, 0, NULL, 0, 0, p_now, NULL, p_now)
       ON DUPLICATE KEY UPDATE version = version + 1;
     SELECT next_seq, system_count, other_count, weight_counter, system_weight,
         other_weight, expires_at
@@ -109,7 +109,7 @@ BEGIN
         + INTERVAL timestampdiff(MICROSECOND, now(6), sysdate(6)) MICROSECOND THEN
       DELETE FROM {m} WHERE conversation_id = p_cid;
       DELETE FROM {e} WHERE conversation_id = p_cid;
-      SET v_system_count = 0, v_other_count = 0;
+      SET v_system_count = 0, v_other_count = 0, v_expired = TRUE;
     END IF;
     IF v_system_count + v_other_count > 0 AND NOT v_counted
         AND NOT v_counter <=> p_counter THEN
@@ -269,7 +269,11 @@ BEGIN
     SELECT coalesce(sum(k.size), 0) INTO v_kept_size
       FROM JSON_TABLE(p_batch, '$[*]' COLUMNS ({batch_roles})) AS k
       WHERE k.n > v_drop_new;
-    UPDATE {c} SET next_seq = v_next + v_n, version = version + 1,
+    -- An expired conversation starts a new record (no owner, no metadata).
+    UPDATE {c} SET owner = IF(v_expired, NULL, owner),
+        metadata = IF(v_expired, NULL, metadata),
+        created_at = IF(v_expired, p_now, created_at),
+        next_seq = v_next + v_n, version = version + 1,
         system_count = v_system_count,
         other_count = v_other_count - v_evict + (v_n - v_drop_new),
         weight_counter = p_counter,

@@ -18,14 +18,28 @@ dialect, so it sticks to SQL that PostgreSQL-compatible databases share.
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Iterator
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import TextClause, bindparam, delete, exc, func, text
-from sqlalchemy.dialects.postgresql import TIMESTAMP
+from sqlalchemy import (
+    Text,
+    TextClause,
+    bindparam,
+    case,
+    cast,
+    delete,
+    exc,
+    func,
+    literal_column,
+    text,
+    true,
+)
+from sqlalchemy.dialects.postgresql import JSONB, TIMESTAMP
 from sqlalchemy.dialects.postgresql import insert as pg_insert
 from sqlalchemy.dialects.postgresql.base import PGDialect
+from sqlalchemy.schema import DDL
 from sqlalchemy.types import TypeEngine
 
 from chatledger_sql.dialects.base import ConversationState, RoutineDialect
@@ -34,7 +48,8 @@ from chatledger_sql.dialects.postgresql_routine import PostgresAppendRoutine
 from chatledger_sql.types import UtcDateTime
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection
+    from sqlalchemy import Connection, Index
+    from sqlalchemy.engine import Dialect
 
     from chatledger_sql.statements import Statements
 
@@ -104,6 +119,59 @@ class PostgresDialect(RoutineDialect):
     def native(self, connection: Connection) -> bool:
         """PostgreSQL itself; a product falling back to this dialect is not."""
         return connection.dialect.name == "postgresql"
+
+    def listing_id(self, column: Any) -> Any:
+        """``conversation_id COLLATE "C"``: code point order whatever the
+        database's collation (the indexes are built on it too)."""
+        return column.collate("C")
+
+    def index_ddl(self, index: Index, engine_dialect: Dialect) -> Any:
+        """On PostgreSQL: the id ``COLLATE "C"``, as the listing orders it."""
+        if engine_dialect.name != "postgresql":
+            return super().index_ddl(index, engine_dialect)
+        preparer = engine_dialect.identifier_preparer
+        columns = ", ".join(
+            preparer.quote(column.name)
+            + (' COLLATE "C"' if column.name == "conversation_id" else "")
+            for column in index.columns
+        )
+        assert index.table is not None
+        name = preparer.quote(str(index.name))
+        table = preparer.format_table(index.table)
+        return DDL(f"CREATE INDEX {name} ON {table} ({columns})")  # type: ignore[no-untyped-call]
+
+    def filters_metadata(self, connection: Connection) -> bool:
+        """On PostgreSQL itself: ``jsonb`` compares the values."""
+        return self.native(connection)
+
+    def metadata_shape(self, key: str, value: Any) -> str | None:
+        """One shape, ``jsonb`` equality telling the JSON types apart; none
+        for a NUL, which neither ``text`` nor ``jsonb`` keeps."""
+        if "\x00" in key or (isinstance(value, str) and "\x00" in value):
+            return None
+        return "jsonb"
+
+    def metadata_match(self, column: Any, index: int, shape: str) -> Any:
+        """``CAST(metadata AS JSONB) -> :mk<i> = CAST(:mv<i> AS JSONB)``.
+
+        ``jsonb`` equality is the listing's: numbers by value (``1`` equals
+        ``1.0``), ``true`` never ``1``, a string only the same string, and a
+        missing key (SQL ``NULL``) nothing. Metadata holding ``\u0000``,
+        which ``jsonb`` refuses, passes, to be compared by the repository.
+        """
+        key = bindparam(f"mk{index}", type_=Text())
+        value = cast(bindparam(f"mv{index}", type_=Text()), JSONB)
+        return case(
+            (func.strpos(column, literal_column("'\\u0000'")) > 0, true()),
+            else_=cast(column, JSONB).op("->")(key) == value,
+        )
+
+    def metadata_parameters(self, index: int, key: str, value: Any) -> dict[str, Any]:
+        """The key, and the value as JSON text."""
+        return {
+            f"mk{index}": key,
+            f"mv{index}": json.dumps(value, ensure_ascii=False, allow_nan=False),
+        }
 
     def routine(self, statements: Statements) -> PostgresAppendRoutine:
         """The PL/pgSQL append of :mod:`chatledger_sql.dialects.postgresql_routine`."""
@@ -297,7 +365,13 @@ class PostgresDialect(RoutineDialect):
             "AS r(message_id, seq)), "
             f"trimmed AS (DELETE FROM {e} WHERE conversation_id = :cid "
             "AND seq <= :below AND CAST(:trim AS BOOLEAN)) "
-            f"UPDATE {c} SET next_seq = :p_next_seq, version = version + 1, "
+            # A conversation found expired starts a new record
+            # (Statements.update_conversation).
+            f"UPDATE {c} SET owner = CASE WHEN expires_at <= :now THEN NULL "
+            "ELSE owner END, metadata = CASE WHEN expires_at <= :now THEN NULL "
+            "ELSE metadata END, created_at = CASE WHEN expires_at <= :now "
+            "THEN :now ELSE created_at END, "
+            "next_seq = :p_next_seq, version = version + 1, "
             "system_count = :p_system_count, other_count = :p_other_count, "
             "weight_counter = :p_weight_counter, "
             "system_weight = :p_system_weight, other_weight = :p_other_weight, "
@@ -351,11 +425,11 @@ class PostgresDialect(RoutineDialect):
             f"WITH c AS (INSERT INTO {c} AS c (conversation_id, next_seq, version, "
             "system_count, other_count, weight_counter, system_weight, "
             "other_weight, updated_at, expires_at, system_batch, system_last, "
-            "system_as_of) "
+            "system_as_of, created_at) "
             f"SELECT {cid}, {n}, 0, 0, {n}, {counter}, "
             f"CASE WHEN {counter} IS NOT NULL THEN 0 END, "
             f"CASE WHEN {counter} IS NOT NULL THEN {size} END, :now, :p_expires_at, "
-            f"NULL, NULL, {n} "
+            f"NULL, NULL, {n}, :now "
             f"WHERE NOT EXISTS (SELECT FROM {m} WHERE {held}) "
             f"AND NOT EXISTS (SELECT FROM {e} WHERE {held}) "
             "ON CONFLICT (conversation_id) DO UPDATE SET "

@@ -5,7 +5,7 @@ Example (needs a PostgreSQL server; the repository creates and calls it):
 
     repository = SqlChatMemoryRepository.from_url(
         "postgresql+psycopg://app@localhost/chat"
-    )  # create_schema() also made the function chat_memory_append_v2
+    )  # create_schema() also made the function chat_memory_append_v3
 
 The routine of :mod:`chatledger_sql.dialects.append_routine` (which says what
 it takes and what it declines), written in PL/pgSQL. It runs in the call's
@@ -54,6 +54,7 @@ DECLARE
   v_row TID; v_rows TID[] := '{{}}';
   v_read_sizes BIGINT[] := '{{}}';
   v_first BIGINT; v_last BIGINT; v_bound BIGINT;
+  v_expired BOOLEAN := FALSE;
 BEGIN
   outcome := 'declined';
   evicted_ids := '{{}}';
@@ -71,8 +72,8 @@ BEGIN
   -- The lock (dialect.lock_conversation): create the row or lock it.
   INSERT INTO {c} AS c (conversation_id, next_seq, version, system_count,
       other_count, weight_counter, system_weight, other_weight, updated_at,
-      expires_at)
-    VALUES (p_cid, 0, 0, 0, 0, NULL, 0, 0, p_now, NULL)
+      expires_at, created_at)
+    VALUES (p_cid, 0, 0, 0, 0, NULL, 0, 0, p_now, NULL, p_now)
     ON CONFLICT (conversation_id) DO UPDATE SET version = c.version + 1
     RETURNING c.next_seq, c.system_count, c.other_count, c.weight_counter,
       c.system_weight, c.other_weight, c.expires_at
@@ -86,6 +87,7 @@ BEGIN
     DELETE FROM {e} WHERE conversation_id = p_cid;
     v_system_count := 0;
     v_other_count := 0;
+    v_expired := TRUE;
   END IF;
   IF v_system_count + v_other_count > 0 AND NOT v_counted
       AND v_counter IS DISTINCT FROM p_counter THEN
@@ -223,7 +225,11 @@ BEGIN
       SELECT p_cid, k.id, k.seq FROM unnest(v_ids, v_seqs) AS k(id, seq)
       WHERE k.seq > v_bound;
   END IF;
-  UPDATE {c} SET next_seq = v_next + v_n, version = version + 1,
+  -- An expired conversation starts a new record (no owner, no metadata).
+  UPDATE {c} SET owner = CASE WHEN v_expired THEN NULL ELSE owner END,
+      metadata = CASE WHEN v_expired THEN NULL ELSE metadata END,
+      created_at = CASE WHEN v_expired THEN p_now ELSE created_at END,
+      next_seq = v_next + v_n, version = version + 1,
       system_count = v_system_count,
       other_count = v_other_count - v_evict + (v_n - v_drop_new),
       weight_counter = p_counter,

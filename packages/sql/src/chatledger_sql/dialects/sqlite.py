@@ -21,7 +21,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Select, TextClause, bindparam, exc, func, text
+from sqlalchemy import (
+    Select,
+    Text,
+    TextClause,
+    and_,
+    bindparam,
+    exc,
+    exists,
+    func,
+    literal,
+    select,
+    text,
+)
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.dialects.sqlite.base import SQLiteDialect as SASQLiteDialect
 
@@ -106,6 +118,53 @@ class SQLiteDialect(SqlDialect):
             .returning(*statements.state_columns, *self.lock_probes(statements))
         )
 
+    def filters_metadata(self, connection: Connection) -> bool:
+        """Yes: ``json_each`` reads the metadata's top-level keys."""
+        return True
+
+    def metadata_shape(self, key: str, value: Any) -> str | None:
+        """By the JSON type the stored value must have: ``null``, ``true``,
+        ``false``, ``number`` or ``text``; none for a NUL or an integer
+        beyond 64 bits, which SQLite does not compare."""
+        if "\x00" in key:
+            return None
+        if value is None:
+            return "null"
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, int):
+            return "number" if -(2**63) <= value < 2**63 else None
+        if isinstance(value, float):
+            return "number"
+        return None if "\x00" in value else "text"
+
+    def metadata_match(self, column: Any, index: int, shape: str) -> Any:
+        """``EXISTS (SELECT 1 FROM json_each(metadata) WHERE key = :mk<i> ...)``.
+
+        ``json_each`` gives each top-level key with its JSON ``type`` and its
+        SQL value (``atom``): a number equals a number by value (``1`` equals
+        ``1.0``), ``true`` never ``1``, a string only the same string.
+        """
+        entry = func.json_each(column).table_valued(
+            "key", "type", "atom", name=f"metadata_{index}"
+        )
+        match = [entry.c.key == bindparam(f"mk{index}", type_=Text())]
+        if shape == "number":
+            match.append(entry.c.type.in_(["integer", "real"]))
+            match.append(entry.c.atom == bindparam(f"mv{index}"))
+        elif shape == "text":
+            match.append(entry.c.type == "text")
+            match.append(entry.c.atom == bindparam(f"mv{index}", type_=Text()))
+        else:
+            match.append(entry.c.type == shape)
+        return exists(select(literal(1)).select_from(entry).where(and_(*match)))
+
+    def metadata_parameters(self, index: int, key: str, value: Any) -> dict[str, Any]:
+        """The key, and the value where the shape compares it."""
+        if value is None or isinstance(value, bool):
+            return {f"mk{index}": key}
+        return {f"mk{index}": key, f"mv{index}": value}
+
     def lock_rows(self, statement: Select[Any], table: Table) -> Select[Any]:
         """No row locks: ``BEGIN IMMEDIATE`` already holds the database's."""
         return statement
@@ -136,11 +195,11 @@ class SQLiteDialect(SqlDialect):
             f"INSERT INTO {c} AS c (conversation_id, next_seq, version, "
             "system_count, other_count, weight_counter, system_weight, "
             "other_weight, updated_at, expires_at, system_batch, system_last, "
-            "system_as_of) "
+            "system_as_of, created_at) "
             "SELECT :cid, :n, 0, 0, :n, :counter, "
             "CASE WHEN :counter IS NOT NULL THEN 0 END, "
             "CASE WHEN :counter IS NOT NULL THEN :size END, :now, :p_expires_at, "
-            "NULL, NULL, :n "
+            "NULL, NULL, :n, :now "
             f"WHERE NOT EXISTS (SELECT 1 FROM {m} WHERE {held}) "
             f"AND NOT EXISTS (SELECT 1 FROM {e} WHERE {held}) "
             "ON CONFLICT (conversation_id) DO UPDATE SET "
