@@ -14,9 +14,17 @@ flight, or while a connection waits in the pool, surfaces as
 ``ConnectionError``. So every plain client made here gets
 :func:`async_redis_retry`: the same attempts and backoff, from the constants
 below, for the sync and the async repository (one module is generated from
-the other). Sending a write again is safe: a script's message ids make an
-append the server already applied a no-op, ``save_all`` replaces and a delete
-deletes.
+the other). The server may have run a command whose reply was lost, so
+every write must be safe to send again, and is: a script's message ids make
+an append the server already applied a no-op, ``save_all`` replaces and a
+delete deletes; a removal, which would take other messages the second time,
+finds the receipt its first run left under its write token and answers the
+same messages (:data:`~chatledger_redis.scripts.REMOVE`). The receipts last
+:data:`~chatledger_redis.steps.REMOVAL_RECEIPT_MS` and cover a
+conversation's latest :data:`~chatledger_redis.steps.REMOVAL_RECEIPTS`
+removals, well past the retries of this policy and of redis-py's cluster
+client. A resent append answers that it appended nothing, though (its
+messages were stored by the first run).
 
 A ``retry`` option (``None`` for no retry) overrides the policy; a client or
 ``connection_pool`` the caller made keeps its own. Cluster clients retry with

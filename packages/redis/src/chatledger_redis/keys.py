@@ -36,6 +36,8 @@ __all__ = [
     "meta_key_pattern",
     "parse_evicted_key",
     "parse_meta_key",
+    "parse_removals_key",
+    "removals_key_pattern",
     "validate_key_prefix",
 ]
 
@@ -90,6 +92,11 @@ def evicted_key_pattern(prefix: str) -> str:
     return f"{prefix}{{*}}:evicted"
 
 
+def removals_key_pattern(prefix: str) -> str:
+    """Return the SCAN pattern of every removal receipt under ``prefix``."""
+    return f"{prefix}{{*}}:removals"
+
+
 def _parse_key(prefix: str, key: str, part: str) -> str | None:
     match = re.fullmatch(re.escape(prefix) + r"\{(" + _TAG + r")\}:" + part, key)
     return None if match is None else decode_tag(match.group(1))
@@ -105,9 +112,17 @@ def parse_evicted_key(prefix: str, key: str) -> str | None:
     return _parse_key(prefix, key, "evicted")
 
 
+def parse_removals_key(prefix: str, key: str) -> str | None:
+    """Return the conversation id of a receipt key under ``prefix``, else ``None``."""
+    return _parse_key(prefix, key, "removals")
+
+
 @dataclass(frozen=True, slots=True)
 class ConversationKeys:
-    """The six keys of one conversation, all in one hash slot.
+    """The keys of one conversation, all in one hash slot.
+
+    Six hold the conversation (:meth:`all`); the seventh, :attr:`removals`,
+    only makes a removal safe to send again.
 
     Attributes:
         meta: Hash: ``next`` sequence number, ``ctr`` (the counter the stored
@@ -142,6 +157,18 @@ class ConversationKeys:
             window that empties the conversation (``meta`` is gone then, so
             the conversation is not listed) and goes with ``save_all``,
             delete and expiry like the other keys.
+        removals: Hash: the receipts of the conversation's latest removals
+            (:data:`~chatledger_redis.scripts.REMOVE`), so that a removal sent
+            again (a client's retry after a lost reply) answers what it
+            removed the first time and removes nothing more. Each removal's
+            write token maps to its answer, at most
+            :data:`~chatledger_redis.steps.REMOVAL_RECEIPTS` of them: ``@<k>``
+            names the token in ring slot ``k``, ``#`` counts the removals.
+            It has a deadline of its own,
+            :data:`~chatledger_redis.steps.REMOVAL_RECEIPT_MS` after the last
+            removal, whatever the conversation's TTL; it outlives a removal
+            that empties the conversation and ``save_all``, and goes with
+            delete.
     """
 
     meta: str
@@ -150,6 +177,7 @@ class ConversationKeys:
     system: str
     ids: str
     evicted: str
+    removals: str
 
     @classmethod
     def of(cls, prefix: str, conversation_id: str) -> ConversationKeys:
@@ -162,10 +190,15 @@ class ConversationKeys:
             base + "system",
             base + "ids",
             base + "evicted",
+            base + "removals",
         )
 
     def all(self) -> list[str]:
-        """Return every key, in the order the scripts take them."""
+        """Return the six keys of the conversation, in the order the scripts take them.
+
+        They share the conversation's deadline; :attr:`removals` is not one
+        of them (see :meth:`every`).
+        """
         return [
             self.meta,
             self.msgs,
@@ -174,3 +207,7 @@ class ConversationKeys:
             self.ids,
             self.evicted,
         ]
+
+    def every(self) -> list[str]:
+        """Return every key: :meth:`all`, then :attr:`removals` (``REMOVE``'s keys)."""
+        return [*self.all(), self.removals]

@@ -46,7 +46,11 @@ Removals on request (``SupportsLogRemoval``: ``remove_newest``,
 :mod:`chatledger_redis.scripts`: the messages, their markers and their ids
 go together, atomically against appends, trims and other removals, and when
 the current system set goes the system markers' batches say which set is
-current again.
+current again. A removal is safe to send again: the client resends a
+command whose reply it lost, and the script then finds the receipt its first
+run left (in the conversation's ``removals`` key, a ring of its latest
+removals that expires on its own) and answers the same messages without
+removing others.
 
 The evicted-id record (:mod:`chatledger.evicted_ids`) lives in the
 ``<prefix>{<tag>}:evicted`` list (at least the newest
@@ -126,6 +130,7 @@ from chatledger_redis.keys import (
     ConversationKeys,
     evicted_key_pattern,
     meta_key_pattern,
+    removals_key_pattern,
     validate_key_prefix,
 )
 from chatledger_redis.scripts import (
@@ -319,15 +324,20 @@ class RedisChatMemoryRepository(ClosingContext):
 
         Only keys of the layout this repository writes are touched; other keys
         that share the prefix stay. The evicted-id record a window left when
-        it emptied a conversation (no ``meta``, so not listed) goes too.
+        it emptied a conversation (no ``meta``, so not listed) goes too, and
+        so do the receipts of recent removals.
         """
         client = self.client
-        pattern = evicted_key_pattern(self.key_prefix)
-        records = [k for k in client.scan_iter(match=pattern, count=1000)]
-        doomed = ids_of_evicted_keys(self.key_prefix, records)
+        left: list[Any] = []
+        for pattern in (
+            evicted_key_pattern(self.key_prefix),
+            removals_key_pattern(self.key_prefix),
+        ):
+            left += [k for k in client.scan_iter(match=pattern, count=1000)]
+        doomed = ids_of_evicted_keys(self.key_prefix, left)
         doomed.update(self.find_conversation_ids())
         for conversation_id in doomed:
-            client.unlink(*self._keys(conversation_id).all())
+            client.unlink(*self._keys(conversation_id).every())
 
     def benchmark_floor(self) -> RedisBenchmarkFloor:
         """The driver's bare RPUSH and LRANGE, for ``chatledger bench``."""
@@ -380,11 +390,15 @@ class RedisChatMemoryRepository(ClosingContext):
         self.fault_points.reach("after_commit")
 
     def delete_by_conversation_id(self, conversation_id: str) -> None:
-        """Remove one conversation's keys in one command; an unknown id is a no-op."""
+        """Remove one conversation's keys in one command; an unknown id is a no-op.
+
+        The receipts of its recent removals go too (they hold the removed
+        messages): a removal sent again after the delete removes nothing.
+        """
         validate_conversation_id(conversation_id)
         for point in ("after_lock", "after_delete", "before_commit"):
             self.fault_points.reach(point)
-        self.client.unlink(*self._keys(conversation_id).all())
+        self.client.unlink(*self._keys(conversation_id).every())
         self.fault_points.reach("after_commit")
 
     def append_to_window(
@@ -484,7 +498,8 @@ class RedisChatMemoryRepository(ClosingContext):
         See ``SupportsLogRemoval``. The ``REMOVE`` script of
         :mod:`chatledger_redis.scripts` takes the tails of the turns and the
         system lists, their messages and their ids in one atomic step, so a
-        pop racing appends or other pops never loses nor repeats a message.
+        pop racing appends or other pops never loses nor repeats a message,
+        and one the client sends again (its reply lost) answers the same.
         When the current system set goes, the one before it is current again
         (rule 1 over what is left, decided in the script). One round trip.
         """
@@ -521,8 +536,12 @@ class RedisChatMemoryRepository(ClosingContext):
         return self._removal(conversation_id, args)
 
     def _removal(self, conversation_id: str, args: list[Any]) -> list[Message]:
-        """Run the ``REMOVE`` script with ``args``; the messages it removed."""
-        key_names = conversation_keys(self.key_prefix, conversation_id)[1]
+        """Run the ``REMOVE`` script with ``args``; the messages it removed.
+
+        The client may send it again (its reply lost): the script's receipt
+        answers the first run's messages then, and removes nothing more.
+        """
+        key_names = self._keys(conversation_id).every()
         reply = self._run(self.client, self._remove, key_names, args)
         return removed_messages(reply)
 

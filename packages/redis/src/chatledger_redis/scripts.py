@@ -60,7 +60,9 @@ markers at the head of the system list) and records their ids the same way.
 :data:`REMOVE` takes messages back on request (``SupportsLogRemoval``): the
 newest, or those of named ids, with their markers, ids and sizes, in one
 script; the ids are forgotten rather than recorded as evicted, and rule 1
-runs again over what is left.
+runs again over what is left. It leaves a receipt under its write token, so
+the same removal sent again (a client's retry after a lost reply) answers
+the same messages and removes no others.
 
 Reads of the log (:data:`VIEW`, :data:`TAIL`, :data:`PAGE`) are scripts too,
 so each is one round trip and sees one state of the conversation. They read
@@ -682,11 +684,32 @@ return #gone
 
 #: Remove messages from a log on request (``SupportsLogRemoval``).
 #:
-#: KEYS: meta, msgs, turns, system, ids, evicted (only its expiry is set).
-#: ARGV[1]: ``<n or i>:<ttl ms, 0 = none>:<write token>``; then, for ``n``
-#: (the newest), how many; for ``i``, the ids named, each once.
+#: KEYS: meta, msgs, turns, system, ids, evicted (only its expiry is set),
+#: removals (the receipts).
+#: ARGV[1]: ``<n or i>:<ttl ms, 0 = none>:<receipts kept>:<receipt
+#: ms>:<write token>``; then, for ``n`` (the newest), how many; for ``i``,
+#: the ids named, each once.
 #: Returns the removed messages' codec JSON, oldest first; ``[]`` when
 #: nothing was removed, and then nothing was written.
+#:
+#: Sent again, it answers the same and changes nothing. A client sends a
+#: command again when its reply did not come (a dropped connection, a
+#: timeout), although the server may have run it; a removal run twice
+#: would take other messages the second time and answer only those, and
+#: the first ones would be gone unseen. So each removal that removed
+#: anything leaves a receipt under its write token in ``removals``: its
+#: answer (each message as ``<length>:<JSON>``, one string). The script
+#: first looks for its own token there, and when it finds it answers the
+#: stored messages and writes nothing. The receipts are a ring of the
+#: latest ``receipts kept`` removals of the conversation (``@<slot>``
+#: names the token in a slot, ``#`` counts the removals), whose key expires
+#: ``receipt ms`` after the latest one
+#: (:data:`~chatledger_redis.steps.REMOVAL_RECEIPTS` and
+#: :data:`~chatledger_redis.steps.REMOVAL_RECEIPT_MS` say why the numbers);
+#: it is no key the conversation's TTL or an emptying removal touches. A
+#: removal that removed nothing leaves no receipt: sent again it may remove
+#: what an append stored meanwhile, and answers it, as a removal that ran
+#: then would have.
 #:
 #: The newest are the tails of the turns and the system lists, merged by
 #: number and cut off with ``LTRIM``. A named id is found in ``ids`` (an
@@ -711,19 +734,56 @@ return #gone
 #: total. With no system marker left, ``sb`` goes. A removal that empties
 #: the conversation deletes every key but ``ids`` (then holding only the
 #: evicted-id record's marks) and ``evicted``, as a window that empties it
-#: does, and slides their TTL.
+#: does, and slides their TTL; its receipt stays in ``removals``.
 REMOVE = (
     _EXPIRE
     + _CHUNKS
     + _CURRENT_SYSTEM
     + """
 local meta, msgs, turns, system, ids = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local conversation = {meta, msgs, turns, system, ids, KEYS[6]}
+local receipts = KEYS[7]
 local head = ARGV[1]
 local c1 = string.find(head, ':', 1, true)
 local c2 = string.find(head, ':', c1 + 1, true)
+local c3 = string.find(head, ':', c2 + 1, true)
+local c4 = string.find(head, ':', c3 + 1, true)
 local newest = string.sub(head, 1, c1 - 1) == 'n'
 local ttl = tonumber(string.sub(head, c1 + 1, c2 - 1))
-local token = string.sub(head, c2 + 1)
+local kept = tonumber(string.sub(head, c2 + 1, c3 - 1))
+local lifetime = string.sub(head, c3 + 1, c4 - 1)
+local token = string.sub(head, c4 + 1)
+
+-- sent again: the first run's answer, and nothing else
+local receipt = redis.call('HMGET', receipts, token, '#')
+if receipt[1] then
+  local packed, reply, at = receipt[1], {}, 1
+  while at <= #packed do
+    local colon = string.find(packed, ':', at, true)
+    local size = tonumber(string.sub(packed, at, colon - 1))
+    reply[#reply + 1] = string.sub(packed, colon + 1, colon + size)
+    at = colon + size + 1
+  end
+  return reply
+end
+
+-- the receipt of this removal: the oldest one leaves the ring for it
+local function answer(reply)
+  local parts = {}
+  for k, body in ipairs(reply) do
+    parts[2 * k - 1] = string.format('%d:', #body)
+    parts[2 * k] = body
+  end
+  local count = tonumber(receipt[2] or '0') + 1
+  local slot = string.format('@%d', count % kept)
+  local oldest = redis.call('HGET', receipts, slot)
+  if oldest then redis.call('HDEL', receipts, oldest) end
+  redis.call('HSET', receipts, token, table.concat(parts), slot, token,
+    '#', string.format('%d', count))
+  redis.call('PEXPIRE', receipts, lifetime)
+  return reply
+end
+
 local state = redis.call('HMGET', meta, 'next', 'ctr', 'tsize', 'ssize', 'exp', 'sb')
 if state[1] == false then return {} end
 
@@ -812,7 +872,7 @@ local expiring = state[5] ~= '0'
 if redis.call('HLEN', msgs) == 0 then
   redis.call('DEL', meta, msgs, turns, system)
   expire({ids, KEYS[6]}, ttl, expiring)
-  return reply
+  return answer(reply)
 end
 
 -- the totals, and rule 1 over what is left
@@ -862,8 +922,8 @@ if moved then
 end
 redis.call('HSET', meta, unpack(fields))
 if cleared then redis.call('HDEL', meta, 'sb') end
-expire(KEYS, ttl, expiring)
-return reply
+expire(conversation, ttl, expiring)
+return answer(reply)
 """
 )
 

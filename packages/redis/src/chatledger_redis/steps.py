@@ -58,6 +58,7 @@ from chatledger_redis.keys import (
     ConversationKeys,
     parse_evicted_key,
     parse_meta_key,
+    parse_removals_key,
     validate_key_prefix,
 )
 from chatledger_redis.markers import (
@@ -69,6 +70,8 @@ from chatledger_redis.markers import (
 
 __all__ = [
     "CLUSTER_SUFFIX",
+    "REMOVAL_RECEIPTS",
+    "REMOVAL_RECEIPT_MS",
     "RESIZE_ATTEMPTS",
     "TailRead",
     "append_args",
@@ -98,6 +101,22 @@ __all__ = [
 RESIZE_ATTEMPTS = 8
 # The evicted-id record's bound and trim step, as the APPEND header sends them.
 _RECORD_BOUNDS = f"{EVICTED_IDS_KEPT}:{EVICTED_IDS_TRIM_STEP}"
+#: How many removals of one conversation keep a receipt (the newest ones):
+#: a removal sent again finds its own among them unless this many others of
+#: the same conversation ran in between. A retry after a dropped connection
+#: comes within milliseconds (the backoff starts at 10 ms), one after a
+#: timeout within seconds; 64 removals of one conversation in that time is
+#: a storm, and a receipt holds only what its removal returned, so the
+#: receipts of a conversation hold at most its last 64 removals' messages.
+REMOVAL_RECEIPTS = 64
+#: How long the receipts live after a conversation's last removal, in ms.
+#: They must outlast the client's last resend: redis-py's cluster client
+#: sends a command up to 11 times, each waiting up to its 5 s socket timeout
+#: and the retries up to 1 s of backoff each, so about 65 s from the first
+#: send; a plain client made here gives up within seconds. Two minutes
+#: covers both with room; a client whose attempts span longer (a longer
+#: ``socket_timeout``, more retries) may outlive the receipt.
+REMOVAL_RECEIPT_MS = 120_000
 #: A URL scheme ending in this (``redis+cluster://``) asks for a cluster client.
 CLUSTER_SUFFIX = "+cluster"
 #: The options a repository takes for itself; every other goes to the client.
@@ -276,14 +295,18 @@ def ids_of_meta_keys(prefix: str, keys: Iterable[bytes | str]) -> list[str]:
 
 
 def ids_of_evicted_keys(prefix: str, keys: Iterable[bytes | str]) -> set[str]:
-    """The conversation ids of the evicted-id records a SCAN found.
+    """The conversation ids of the evicted-id records and receipts a SCAN found.
 
     A window that empties a conversation leaves its record behind (without
-    ``meta``), so removing everything under a prefix scans for these too.
+    ``meta``), a removal its receipts (see ``ConversationKeys.removals``), so
+    removing everything under a prefix scans for these too.
     """
     found: set[str] = set()
     for key in keys:
-        conversation_id = parse_evicted_key(prefix, text(key))
+        name = text(key)
+        conversation_id = parse_evicted_key(prefix, name)
+        if conversation_id is None:
+            conversation_id = parse_removals_key(prefix, name)
         if conversation_id is not None:
             found.add(conversation_id)
     return found
@@ -529,16 +552,29 @@ def trim_args(
     ]
 
 
-def removal_args(newest: bool, values: Sequence[Any], ttl_ms: int) -> list[Any]:
+def removal_args(
+    newest: bool,
+    values: Sequence[Any],
+    ttl_ms: int,
+    receipts: int = REMOVAL_RECEIPTS,
+    receipt_ms: int = REMOVAL_RECEIPT_MS,
+) -> list[Any]:
     """The REMOVE script's ARGV: one header, then the count or the ids.
+
+    The header's write token names the removal's receipt: sent again with
+    these very arguments, the script answers what it removed the first
+    time and changes nothing.
 
     Args:
         newest: Remove the newest ``values[0]`` messages; else the messages
             of the ids in ``values``.
         values: ``[count]``, or the ids, each once.
         ttl_ms: The repository's TTL in milliseconds (0 for none).
+        receipts: How many of the conversation's removals keep a receipt.
+        receipt_ms: How long the receipts live after the latest removal.
     """
-    return [f"{'n' if newest else 'i'}:{ttl_ms}:{write_token()}", *values]
+    mode = "n" if newest else "i"
+    return [f"{mode}:{ttl_ms}:{receipts}:{receipt_ms}:{write_token()}", *values]
 
 
 def removed_messages(reply: Sequence[Any]) -> list[Message]:
