@@ -140,8 +140,11 @@ def test_a_removal_sent_again_answers_the_same_and_writes_nothing(
     kept = [m for m in sent if m.id not in _ids(expected)]
     assert _ids(repository("find_by_conversation_id", "c")) == _ids(kept)
     _layout(client, keys)
-    # A removal of its own (a new token) does remove.
+    # A removal of its own (a new token) does remove; a repository without
+    # a TTL leaves the receipts their own deadline.
     assert _ids(repository("remove_newest", "c")) == _ids(kept[-1:])
+    assert 0 < client.pttl(keys.removals) <= REMOVAL_RECEIPT_MS
+    assert client.pttl(keys.meta) == -1
 
 
 @pytest.mark.parametrize("newest", [True, False], ids=["newest", "ids"])
@@ -226,12 +229,16 @@ def test_the_receipts_are_a_ring_of_the_latest_removals(
     repository, client, prefix = target
     keys = ConversationKeys.of(prefix, "r")
     sent = _log(repository, "r", 9)
-    runs = [removal_args(True, [1], 0, receipts=3, receipt_ms=5_000) for _ in range(5)]
+    runs = [
+        removal_args(True, [1], 60_000, receipts=3, receipt_ms=5_000) for _ in range(5)
+    ]
     for n, args in enumerate(runs):
         assert _ids(repository.resend("r", args)) == [sent[8 - n].id]
     # Three tokens, the three slots naming them, the count.
     assert client.hlen(keys.removals) == 7
+    # The receipts keep their deadline, the conversation's keys theirs.
     assert 0 < client.pttl(keys.removals) <= 5_000
+    assert client.pttl(keys.meta) > 5_000
     for n, args in list(enumerate(runs))[2:]:
         assert _ids(repository.resend("r", args)) == [sent[8 - n].id]
     assert _ids(repository("find_by_conversation_id", "r")) == _ids(sent[:4])
