@@ -11,6 +11,7 @@ from neo4j import AsyncDriver, AsyncGraphDatabase
 from chatledger.retention import Retention
 from chatledger.testing import (
     AsyncChatMemoryRepositoryTests,
+    ConversationInfoTests,
     LogRemovalTests,
     LogTests,
 )
@@ -24,7 +25,7 @@ from tests.backends import backend_url
 from tests.conformance.test_neo4j import small_reads
 
 
-class TestAsyncNeo4jConformance(AsyncChatMemoryRepositoryTests):
+class TestAsyncNeo4jConformance(AsyncChatMemoryRepositoryTests, ConversationInfoTests):
     supports_atomic_append = True
     supports_retention = True
 

@@ -11,6 +11,7 @@ import pytest
 from chatledger.retention import Retention
 from chatledger.testing import (
     ChatMemoryRepositoryTests,
+    ConversationInfoTests,
     LogRemovalTests,
     LogTests,
     RetentionTests,
@@ -58,7 +59,7 @@ def _made(
             repository.close()
 
 
-class TestNeo4jConformance(ChatMemoryRepositoryTests):
+class TestNeo4jConformance(ChatMemoryRepositoryTests, ConversationInfoTests):
     supports_atomic_append = True
     supports_retention = True
 

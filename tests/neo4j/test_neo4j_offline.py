@@ -365,7 +365,79 @@ def test_neo4j_schema_has_constraints_and_the_read_indexes() -> None:
     assert "FOR (m:`ChatMsg`) REQUIRE (m.conversation_id, m.id) IS UNIQUE" in schema
     assert "FOR (m:`ChatMsg`) ON (m.conversation_id, m.seq)" in schema
     assert "FOR (m:`ChatMsg`) ON (m.conversation_id, m.role, m.seq)" in schema
-    assert schema.count("IF NOT EXISTS") == 4
+    # The records' listings: one owner's, and everyone's.
+    assert "FOR (c:`ChatConv`) ON (c.owner, c.updated_at, c.id)" in schema
+    assert "FOR (c:`ChatConv`) ON (c.updated_at, c.id)" in schema
+    assert schema.count("IF NOT EXISTS") == 6
+
+
+def _first_read(**request: Any) -> dict[str, Any]:
+    from chatledger.adapters import check_find_conversations
+    from chatledger_neo4j.steps import Listing
+
+    query = check_find_conversations(**request)
+    return Listing(Statements(CONVERSATION, MESSAGE), query).read()[1]
+
+
+def test_neo4j_listing_bounds_are_the_requests_in_milliseconds() -> None:
+    """updated_before keeps the whole milliseconds strictly before it; a
+    cursor continues below its record, by id only where Neo4j orders ids as
+    the listing does."""
+    from datetime import UTC, datetime
+
+    from chatledger.adapters import encode_conversation_cursor, filter_fingerprint
+
+    at = datetime(2024, 1, 1, tzinfo=UTC)
+    ms = int(at.timestamp() * 1000)
+    assert _first_read()["top"] == 2**63 - 1
+    assert _first_read(updated_before=at)["top"] == ms - 1
+    later = at.replace(microsecond=1)
+    assert _first_read(updated_before=later)["top"] == ms
+    fingerprint = filter_fingerprint(None, {}, None)
+    cursor = encode_conversation_cursor(at, "b", fingerprint)
+    read = _first_read(cursor=cursor)
+    assert (read["top"], read["after_id"]) == (ms, "b")
+    odd = encode_conversation_cursor(at, "\ufffd", fingerprint)
+    read = _first_read(cursor=odd)
+    assert (read["top"], read["after_id"]) == (ms, None)
+    # updated_before tighter than the cursor, and the other way round.
+    both = filter_fingerprint(None, {}, at)
+    cursor = encode_conversation_cursor(later, "b", both)
+    read = _first_read(cursor=cursor, updated_before=at)
+    assert (read["top"], read["after_id"]) == (ms - 1, None)
+
+
+def test_neo4j_record_of_an_old_node_reads_its_messages_times() -> None:
+    """No times stored: the oldest and newest message's, or the epoch."""
+    from datetime import UTC, datetime
+
+    from chatledger.adapters import codec
+    from chatledger_neo4j.steps import record_info
+
+    first = datetime(2024, 1, 1, 0, 0, 0, 5000, tzinfo=UTC)
+    last = datetime(2024, 2, 1, tzinfo=UTC)
+    row = {
+        "id": "c",
+        "created_at": None,
+        "updated_at": None,
+        "message_count": 2,
+        "owner": None,
+        "metadata": None,
+        "oldest": [codec.to_json(Message.user("a").stamped(first))],
+        "newest": [codec.to_json(Message.user("b").stamped(last))],
+    }
+    info, fill = record_info(row)
+    assert (info.created_at, info.updated_at) == (first, last)
+    assert fill == {
+        "id": "c",
+        "created_at": int(first.timestamp() * 1000),
+        "updated_at": int(last.timestamp() * 1000),
+    }
+    info, fill = record_info({**row, "oldest": [], "newest": []})
+    assert info.created_at == info.updated_at == datetime(1970, 1, 1, tzinfo=UTC)
+    stored = {**row, "created_at": 5, "updated_at": 7, "metadata": '{"t":1}'}
+    info, fill = record_info(stored)
+    assert (fill, info.metadata) == (None, {"t": 1})
 
 
 def test_neo4j_drop_schema_drops_the_index_releases_before_the_log_made() -> None:

@@ -56,6 +56,41 @@ and the record of evicted ids does not learn their ids (appended again, a
 removed message is stored again). Rule 1 follows at once: the current system
 set is read from the newest system message left and its ``batch``.
 
+Conversation records (:class:`chatledger.AsyncSupportsConversationInfo`) are
+properties of the conversation node: ``owner``, ``metadata`` (its compact
+JSON text; absent for ``{}``), ``created_at`` and ``updated_at`` (epoch
+milliseconds, the writing transaction's time on the server's clock, so every
+process orders by one clock). ``updated_at`` is moved, never back, by the
+statement that already writes the messages: the log append, the window
+append's write, ``save_all``'s replace and the removals; no write gains a
+statement or a round trip. A retention trim (the store's own doing) and
+``set_conversation_info`` leave it. The count is the node's
+``message_count`` (its non-system messages) plus its system messages,
+counted on the ``(conversation_id, role, seq)`` index. What each costs:
+
+- ``set_conversation_info``: one auto-commit statement (lock, set, read
+  back), one round trip;
+- ``get_conversation_info``: one read of the node by its id, and one seek of
+  its system messages;
+- ``find_conversations``: one read transaction; a page is a range of the
+  index ``(owner, updated_at, id)`` given an owner (only that owner's
+  entries are read) or of ``(updated_at, id)``, newest first in the index's
+  own order, stopped at ``limit + 1`` entries, and a seek of each record's
+  system messages. The metadata filter is compared here, on the decoded
+  JSON, with the contract's equality: the metadata is JSON text (nested
+  values, ``null`` in lists and big integers are no Neo4j properties) and
+  Cypher has no JSON reading without plugins, so a filter reads on in the
+  listing's order, up to 1,024 entries a read, until the page is full. Keyset
+  pages continue strictly below the cursor's ``(updated_at, id)``.
+
+A node an earlier release wrote has no times: its record reads its oldest
+message's ``created_at`` as ``created_at`` and its newest one's as
+``updated_at`` (the epoch when it holds none), and it is not listed until it
+has them: an append stores ``updated_at``, ``set_conversation_info`` stores
+both, and :meth:`AsyncNeo4jChatMemoryRepository.upgrade_schema` (or the
+first open that creates the listing's indexes) stores them on every such
+node.
+
 The graph model and why it is so: :mod:`chatledger_neo4j.cypher`.
 """
 
@@ -63,8 +98,16 @@ from __future__ import annotations
 
 import asyncio  # async-only
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
-from typing import Any, LiteralString, Protocol, Self, TypeVar
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
+from datetime import datetime
+from typing import Any, Literal, LiteralString, Protocol, Self, TypeVar
 
 from neo4j import (
     READ_ACCESS,
@@ -80,20 +123,28 @@ from neo4j.api import AsyncBookmarkManager
 from neo4j.exceptions import ClientError, DriverError, Neo4jError
 
 from chatledger.adapters import (
+    DEFAULT_CONVERSATION_PAGE_SIZE,
     DEFAULT_MESSAGE_PAGE_SIZE,
+    UNSET,
     AppendResult,
     AsyncClosingContext,
     AsyncStoredWindow,
     ContentionError,
+    ConversationInfo,
+    ConversationInfoPage,
     ConversationPage,
     FaultPoints,
+    JsonValue,
     Message,
     MessagePage,
     Retention,
     StoredEntry,
     StoreNotFoundError,
     TailView,
+    Unset,
     Window,
+    check_conversation_info,
+    check_find_conversations,
     check_message_page,
     checked_window,
     message_page,
@@ -129,9 +180,11 @@ from chatledger_neo4j.log_steps import (
     view_settled,
 )
 from chatledger_neo4j.steps import (
+    FILL_BATCH,
     FIRST_PAGE,
     PURGE_BATCH,
     SNAPSHOT_ATTEMPTS,
+    Listing,
     append_parameters,
     append_result,
     checked_payloads,
@@ -140,6 +193,7 @@ from chatledger_neo4j.steps import (
     decoded,
     fresh_messages,
     ids_page_query,
+    info_parameters,
     is_schema_race,
     kept_total,
     list_ids_query,
@@ -150,11 +204,14 @@ from chatledger_neo4j.steps import (
     page_parameters,
     probe_parameters,
     purge_done,
+    record_info,
+    record_parameters,
     replace_parameters,
     schema_object,
     sizes_parameters,
     snapshot_payloads,
     stored_window,
+    time_fills,
 )
 from chatledger_neo4j.url import parse_url
 
@@ -188,6 +245,7 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
     :class:`chatledger.AsyncSupportsWindowAppend`,
     :class:`chatledger.AsyncSupportsLog`,
     :class:`chatledger.AsyncSupportsLogRemoval`,
+    :class:`chatledger.AsyncSupportsConversationInfo`,
     :class:`chatledger.AsyncSupportsSchemaUpgrade`, and counting and paging.
 
     Args:
@@ -395,8 +453,17 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
                 self._ready = True
 
     async def create_schema(self) -> None:
-        """Create the constraints and indexes if missing, and wait until online."""
-        await self._make_schema()
+        """Create the constraints and indexes if missing, and wait until online.
+
+        When this call creates the index of the records' ``updated_at`` (the
+        store is new, or an earlier release made it), it then stores the
+        record times of the conversations an earlier release wrote, as
+        :meth:`upgrade_schema` does.
+        """
+        made = await self._make_schema()
+        listing = self._statements.index_names["conversation_updated"]
+        if f"index {listing}" in made:
+            await self._fill_times()
 
     async def upgrade_schema(self) -> list[str]:
         """Create the indexes a store of an earlier release lacks; say which.
@@ -412,8 +479,18 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
         other processes opening or upgrading the store: one of them creates
         each index, the others find it there.
 
+        The conversation records (:meth:`find_conversations`) need two
+        indexes on the conversation label, ``(owner, updated_at, id)`` and
+        ``(updated_at, id)``, and their times on every node: a node an
+        earlier release wrote gets ``created_at`` from its oldest message's
+        ``created_at`` and ``updated_at`` from its newest one's (the epoch,
+        for a node a window emptied), a batch of nodes per transaction
+        after a scan of the label. Until then such a conversation is not
+        listed, though its record reads the same times.
+
         Returns:
-            One line per constraint or index created, ``[]`` when the store
+            One line per constraint or index created, and one for the
+            conversations whose times were filled; ``[]`` when the store
             was current.
 
         Raises:
@@ -440,7 +517,39 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
                 "store to upgrade (check the labels and the database; opening it "
                 "with create_schema=True creates a new one)"
             )
-        return [f"created {created}" for created in await self._make_schema()]
+        done = [f"created {created}" for created in await self._make_schema()]
+        filled = await self._fill_times()
+        if filled:
+            done.append(f"filled created_at and updated_at of {filled} conversations")
+        return done
+
+    async def _fill_times(self) -> int:
+        """Store the record times of nodes an earlier release wrote; how many.
+
+        One transaction per batch: it reads up to :data:`FILL_BATCH` nodes
+        without them, with their oldest and newest messages, and stores the
+        times :func:`~chatledger_neo4j.steps.record_info` reads from those,
+        where a node still has none.
+        """
+        q = self._statements
+
+        async def work(tx: AsyncManagedTransaction) -> tuple[int, int]:
+            result = await tx.run(
+                q.times_missing, {"batch": FILL_BATCH, **record_parameters()}
+            )
+            records = [record async for record in result]
+            rows = time_fills(records)
+            if rows:
+                await (await tx.run(q.fill_times, rows=rows)).consume()
+            return len(records), len(rows)
+
+        filled = 0
+        async with self._session() as session:
+            while True:
+                found, stored = await session.execute_write(work)
+                filled += stored
+                if found < FILL_BATCH or not stored:
+                    return filled
 
     async def _make_schema(self) -> list[str]:
         """Create what is missing and wait until online; return what this call
@@ -616,6 +725,98 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
             self.fault_points.reach("before_commit")
 
         await self._write(work)
+
+    # -- conversation records ----------------------------------------------------
+
+    async def set_conversation_info(
+        self,
+        conversation_id: str,
+        *,
+        owner: str | Literal[Unset.UNSET] | None = UNSET,
+        metadata: Mapping[str, Any] | Literal[Unset.UNSET] = UNSET,
+    ) -> ConversationInfo:
+        """Set the owner or the metadata in one statement; return the record.
+
+        See :class:`chatledger.AsyncSupportsConversationInfo`. One
+        auto-commit statement locks the conversation node (making it, as a
+        record without messages, for a new id), sets what was given and
+        reads the record back: one round trip. ``updated_at`` stays. On a
+        node an earlier release wrote, the times read from its messages are
+        stored by a second statement.
+
+        Raises:
+            InvalidConversationIdError: the id is not valid, before any I/O.
+            InvalidConversationInfoError: a bad owner or metadata, before any
+                I/O.
+        """
+        update = check_conversation_info(conversation_id, owner, metadata)
+        await self._prepared()
+        q = self._statements
+        record = await self._write_alone(q.set_info, info_parameters(update))
+        info, fill = record_info(record)
+        if fill is not None:
+            await self._write_alone(q.fill_times, {"rows": [fill]})
+        return info
+
+    async def get_conversation_info(
+        self, conversation_id: str
+    ) -> ConversationInfo | None:
+        """Return the record of one conversation, or ``None``; one read.
+
+        The node's properties, and its system messages counted on the
+        ``(conversation_id, role, seq)`` index.
+        """
+        cid = validate_conversation_id(conversation_id)
+        query = self._statements.get_info
+
+        async def work(tx: AsyncManagedTransaction) -> Record | None:
+            parameters = {"cid": cid, **record_parameters()}
+            return await (await tx.run(query, parameters)).single()
+
+        record = await self._read(work)
+        return None if record is None else record_info(record)[0]
+
+    async def find_conversations(
+        self,
+        *,
+        owner: str | None = None,
+        metadata: Mapping[str, JsonValue] | None = None,
+        updated_before: datetime | None = None,
+        cursor: str | None = None,
+        limit: int = DEFAULT_CONVERSATION_PAGE_SIZE,
+    ) -> ConversationInfoPage:
+        """Return up to ``limit`` records, newest ``updated_at`` first.
+
+        One read transaction. Each read is a range of the ``(owner,
+        updated_at, id)`` index (given an owner) or of ``(updated_at, id)``,
+        read newest first below the cursor's record and stopped by ``LIMIT``
+        at ``limit + 1``; without a metadata filter one read is the page. The
+        metadata filter is compared here, on the decoded JSON (Cypher cannot
+        read the JSON text): a filter few records match reads on, up to
+        1,024 rows a read (:class:`chatledger_neo4j.steps.Listing`).
+
+        Raises:
+            InvalidConversationInfoError: a bad ``owner``, ``metadata`` filter
+                or ``updated_before``, before any I/O.
+            InvalidPageError: a bad ``limit`` or ``cursor``, before any I/O.
+        """
+        query = check_find_conversations(
+            owner=owner,
+            metadata=metadata,
+            updated_before=updated_before,
+            cursor=cursor,
+            limit=limit,
+        )
+
+        async def work(tx: AsyncManagedTransaction) -> ConversationInfoPage:
+            listing = Listing(self._statements, query)
+            while not listing.done:
+                statement, parameters = listing.read()
+                result = await tx.run(statement, parameters)
+                listing.feed([record async for record in result])
+            return listing.page()
+
+        return await self._read(work)
 
     # -- the atomic window append ----------------------------------------------
 

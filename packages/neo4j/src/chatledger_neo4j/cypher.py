@@ -15,7 +15,8 @@ value (conversation id, message ids, payloads, limits) is a bound parameter.
 The model, one node per conversation and one node per message::
 
     (:Conversation {id, next_seq, message_count, size_total, size_counter,
-                    version, evicted_ids, emptied})
+                    version, evicted_ids, emptied,
+                    owner, metadata, created_at, updated_at})
     (:Message {conversation_id, id, seq, batch, role, payload, size,
                size_counter, system_key})
 
@@ -26,7 +27,11 @@ oldest first, at most :data:`chatledger.adapters.EVICTED_IDS_KEPT` of them
 so the record never travels to the client). An append reads which of its ids
 are in it and extends it in its own statements. ``emptied`` marks a
 conversation whose window left no message: its node stays for the record, but
-it is not listed.
+it is not listed. ``owner``, ``metadata`` (JSON text), ``created_at`` and
+``updated_at`` (epoch milliseconds) are the conversation's record
+(:class:`chatledger.SupportsConversationInfo`); a conversation made by
+``set_conversation_info`` before its first message is marked ``emptied``
+too.
 
 Why one JSON payload per message and not child nodes (metadata, tool calls,
 tool responses and media as nodes of their own, as other Neo4j chat stores do):
@@ -74,7 +79,12 @@ Schema (created by :attr:`Statements.schema`, each ``IF NOT EXISTS``;
   is two seeks on it, so system messages the log superseded are never read.
   Releases before the log made a ``(conversation_id, role)`` index instead;
   nothing reads it any more (``drop_schema`` drops it, and so may you:
-  ``DROP INDEX chatledger_message_<label>_role``).
+  ``DROP INDEX chatledger_message_<label>_role``);
+- range indexes on ``Conversation (owner, updated_at, id)`` and
+  ``Conversation (updated_at, id)``: a listing of records is a range of one
+  of them read newest first, an owner's reading that owner's entries only.
+  A node enters an index once it has every property of it: a node without
+  ``updated_at`` (written by an earlier release) is listed by neither.
 
 Each query on messages names its index with ``USING INDEX SEEK``. The cost
 planner estimates rows from index samples, which a new or fast-growing store
@@ -148,6 +158,24 @@ def _text(template: str, **labels: str) -> LiteralString:
     return text
 
 
+#: The time of a write, in epoch milliseconds: the transaction's, so every
+#: statement of one transaction writes the same time.
+NOW = "datetime.transaction().epochMillis"
+
+
+def moved(unchanged: str) -> str:
+    """The new ``c.updated_at`` of a write: its time, unless ``unchanged``.
+
+    Never earlier than it was: a writer whose transaction began before the
+    previous writer committed waits for the lock with an older time, and a
+    conversation moving back would let a listing show it twice.
+    """
+    return (
+        f"CASE WHEN {unchanged} OR c.updated_at >= {NOW} "
+        f"THEN c.updated_at ELSE {NOW} END"
+    )
+
+
 class Statements:
     """Every query of the repository, built once for a pair of labels.
 
@@ -175,6 +203,8 @@ class Statements:
             "message_id": f"chatledger_message_{message}_id",
             "message_seq": f"chatledger_message_{message}_seq",
             "message_system": f"chatledger_message_{message}_system",
+            "conversation_owner": f"chatledger_conversation_{conversation}_owner",
+            "conversation_updated": f"chatledger_conversation_{conversation}_updated",
         }
         # Made by releases before the log: nothing reads it any more, and
         # drop_schema drops it with the rest.
@@ -203,12 +233,22 @@ class Statements:
                 "CREATE INDEX {message_system} IF NOT EXISTS "
                 "FOR (m:{M}) ON (m.conversation_id, m.role, m.seq)"
             ),
+            text(
+                "CREATE INDEX {conversation_owner} IF NOT EXISTS "
+                "FOR (c:{C}) ON (c.owner, c.updated_at, c.id)"
+            ),
+            text(
+                "CREATE INDEX {conversation_updated} IF NOT EXISTS "
+                "FOR (c:{C}) ON (c.updated_at, c.id)"
+            ),
         )
         self.drop_schema = (
             text("DROP CONSTRAINT {conversation_id} IF EXISTS"),
             text("DROP CONSTRAINT {message_id} IF EXISTS"),
             text("DROP INDEX {message_seq} IF EXISTS"),
             text("DROP INDEX {message_system} IF EXISTS"),
+            text("DROP INDEX {conversation_owner} IF EXISTS"),
+            text("DROP INDEX {conversation_updated} IF EXISTS"),
             _text("DROP INDEX {role} IF EXISTS", role=retired_role),
         )
         # Writing a property takes the node's write lock; every write does
@@ -216,9 +256,12 @@ class Statements:
         # The value is new for every write, even across a delete and
         # re-create, so a reader that sees the same version before and after
         # the messages knows no write committed in between.
+        # A node made here is the conversation's record too: created_at and
+        # updated_at are the transaction's time, in epoch milliseconds.
         lock = (
             "MERGE (c:{C} {{id: $cid}}) "
-            "ON CREATE SET c.next_seq = 0, c.message_count = 0 "
+            "ON CREATE SET c.next_seq = 0, c.message_count = 0, "
+            "c.created_at = " + NOW + ", c.updated_at = " + NOW + " "
             "SET c.version = randomUUID() "
         )
         self.lock = text(lock)
@@ -331,6 +374,7 @@ class Statements:
         # evicted ones gone.
         self.append = text(
             counters + ", c.emptied = $emptied, "
+            "c.updated_at = " + moved("NOT $moved") + ", "
             "c.evicted_ids = CASE WHEN size($evicted) = 0 THEN c.evicted_ids "
             "ELSE (coalesce(c.evicted_ids, []) + $evicted)[-$evicted_kept..] END "
             "FOREACH (row IN $rows | "
@@ -348,7 +392,8 @@ class Statements:
         # and the record of evicted ids is cleared (the list is the whole
         # conversation now).
         self.replace = text(
-            counters + " REMOVE c.evicted_ids, c.emptied WITH c "
+            counters + ", c.updated_at = " + moved("false") + " "
+            "REMOVE c.evicted_ids, c.emptied WITH c "
             "OPTIONAL MATCH (old:{M}) USING INDEX SEEK old:{M}(conversation_id, seq) "
             "WHERE old.conversation_id = $cid AND old.seq >= 0 "
             "AND NOT old.id IN $keep "
@@ -415,7 +460,8 @@ class Statements:
             "WHEN c.size_counter = $counter THEN c.size_total + reduce("
             "t = 0, r IN kept | t + CASE WHEN r.role = $system THEN 0 "
             "ELSE r.size END) END, "
-            "c.emptied = CASE WHEN size(kept) = 0 THEN c.emptied END "
+            "c.emptied = CASE WHEN size(kept) = 0 THEN c.emptied END, "
+            "c.updated_at = " + moved("size(kept) = 0") + " "
             "RETURN [r IN kept | r.id] AS appended, base AS first, unkeyed"
         )
         # The newest non-system rows below $below, newest first, as
@@ -562,7 +608,8 @@ class Statements:
             "AND m.size_counter = c.size_counter) "
             "THEN c.size_total - reduce(t = 0, m IN others | t + m.size) END, "
             "c.emptied = CASE WHEN size(gone) = 0 OR left THEN c.emptied "
-            "ELSE true END "
+            "ELSE true END, "
+            "c.updated_at = " + moved("size(gone) = 0") + " "
             "WITH gone, [m IN gone | m.payload] AS removed "
             "FOREACH (m IN gone | DETACH DELETE m) "
             "RETURN removed"
@@ -580,6 +627,86 @@ class Statements:
             "DETACH DELETE m"
         )
         self.delete_conversation = text("MATCH (c:{C} {{id: $cid}}) DETACH DELETE c")
+        # -- conversation records (chatledger.SupportsConversationInfo) -----
+        # A record is the conversation node's own properties: owner, metadata
+        # (compact JSON text; absent for {}), created_at and updated_at
+        # (epoch ms). The count is the node's message_count, which counts
+        # the non-system messages, plus the system ones counted on the
+        # (conversation_id, role, seq) index. A node an earlier release wrote
+        # has no times: its oldest and newest message's payloads come back,
+        # for the client to read their created_at (steps.record_info). The
+        # properties no index names are read by the names in $keys
+        # (steps.RECORD_KEYS): a database that never stored one would have
+        # the server warn about a literal name with every read, as with
+        # $emptied.
+        record = (
+            "c.id AS id, c[$keys.created_at] AS created_at, "
+            "c.updated_at AS updated_at, "
+            "coalesce(c[$keys.message_count], 0) + COUNT {{ "
+            "MATCH (s:{M}) USING INDEX SEEK s:{M}(conversation_id, role, seq) "
+            "WHERE s.conversation_id = c.id AND s.role = $system AND s.seq >= 0 "
+            "}} AS message_count, c.owner AS owner, "
+            "c[$keys.metadata] AS metadata, "
+            "CASE WHEN c[$keys.created_at] IS NULL THEN COLLECT {{ "
+            "MATCH (o:{M}) USING INDEX SEEK o:{M}(conversation_id, seq) "
+            "WHERE o.conversation_id = c.id AND o.seq >= 0 "
+            "WITH o ORDER BY o.conversation_id, o.seq LIMIT 1 "
+            "RETURN o.payload }} END AS oldest, "
+            "CASE WHEN c.updated_at IS NULL THEN COLLECT {{ "
+            "MATCH (n:{M}) USING INDEX SEEK n:{M}(conversation_id, seq) "
+            "WHERE n.conversation_id = c.id AND n.seq >= 0 "
+            "WITH n ORDER BY n.conversation_id DESC, n.seq DESC LIMIT 1 "
+            "RETURN n.payload }} END AS newest"
+        )
+        # Owner and metadata in one statement, which locks the node (making
+        # it, as a record without messages: emptied, so not listed by id)
+        # and reads the record back. updated_at stays.
+        self.set_info = text(
+            "MERGE (c:{C} {{id: $cid}}) "
+            "ON CREATE SET c.next_seq = 0, c.message_count = 0, "
+            "c.created_at = " + NOW + ", c.updated_at = " + NOW + ", "
+            "c.emptied = true "
+            "SET c.owner = CASE WHEN $set_owner THEN $owner ELSE c.owner END, "
+            "c.metadata = CASE WHEN $set_metadata THEN $metadata "
+            "ELSE c[$keys.metadata] END "
+            "WITH c, count(*) AS locked RETURN " + record
+        )
+        self.get_info = text("MATCH (c:{C} {{id: $cid}}) RETURN " + record)
+        # One batch of the listing: newest updated_at first, ties by id
+        # descending, strictly below the bound ($top, $after_id) (a null
+        # $after_id takes every id at $top). The seek is a range of one
+        # index read in its own order, so LIMIT stops it: an owner's
+        # listing reads that owner's entries only.
+        below = (
+            "AND c.id IS NOT NULL "
+            "AND (c.updated_at < $top OR $after_id IS NULL OR c.id < $after_id) "
+        )
+        self.list_owned = text(
+            "MATCH (c:{C}) USING INDEX SEEK c:{C}(owner, updated_at, id) "
+            "WHERE c.owner = $owner AND c.updated_at <= $top " + below + "WITH c "
+            "ORDER BY c.owner DESC, c.updated_at DESC, c.id DESC LIMIT $limit "
+            "RETURN " + record
+        )
+        self.list_all = text(
+            "MATCH (c:{C}) USING INDEX SEEK c:{C}(updated_at, id) "
+            "WHERE c.updated_at <= $top " + below + "WITH c "
+            "ORDER BY c.updated_at DESC, c.id DESC LIMIT $limit "
+            "RETURN " + record
+        )
+        # Nodes an earlier release wrote, a batch at a time (a scan of the
+        # label, for upgrade_schema), and the times the client read from
+        # their messages, filled where still missing.
+        self.times_missing = text(
+            "MATCH (c:{C}) WHERE c.id IS NOT NULL "
+            "AND (c[$keys.created_at] IS NULL OR c.updated_at IS NULL) "
+            "WITH c LIMIT $batch RETURN " + record
+        )
+        self.fill_times = text(
+            "UNWIND $rows AS row MATCH (c:{C} {{id: row.id}}) "
+            "SET c.created_at = coalesce(c.created_at, row.created_at), "
+            "c.updated_at = coalesce(c.updated_at, row.updated_at) "
+            "RETURN count(c) AS filled"
+        )
         # One batch per statement, run until a batch comes back short: the
         # form that runs on every 5.x (CALL { WITH ... } IN TRANSACTIONS is
         # deprecated from 5.23 on, and CALL (m) { ... } is new there).

@@ -32,33 +32,44 @@ both call the same code and neither decides anything of its own.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any, LiteralString, TypeVar
 
 from neo4j.exceptions import ClientError, IncompleteCommit
 
 from chatledger.adapters import (
     EVICTED_IDS_KEPT,
+    UNSET,
     AppendPlan,
     AppendResult,
+    ConversationInfo,
+    ConversationInfoPage,
+    ConversationInfoUpdate,
     ConversationPage,
+    ConversationQuery,
     Message,
     Role,
     StoredEntry,
     Window,
     codec,
+    listing_key,
     system_key,
 )
 from chatledger_neo4j.cypher import Statements
 
 __all__ = [
     "EMPTIED",
+    "FILL_BATCH",
     "FIRST_PAGE",
     "MAX_PAGE",
     "PURGE_BATCH",
+    "RECORD_KEYS",
     "SNAPSHOT_ATTEMPTS",
     "SYSTEM",
+    "Listing",
     "append_parameters",
     "append_result",
     "checked_payloads",
@@ -67,6 +78,7 @@ __all__ = [
     "decoded",
     "fresh_messages",
     "ids_page_query",
+    "info_parameters",
     "is_schema_race",
     "kept_total",
     "list_ids_query",
@@ -78,11 +90,14 @@ __all__ = [
     "page_parameters",
     "probe_parameters",
     "purge_done",
+    "record_info",
+    "record_parameters",
     "replace_parameters",
     "schema_object",
     "sizes_parameters",
     "snapshot_payloads",
     "stored_window",
+    "time_fills",
 ]
 
 W = TypeVar("W")
@@ -98,6 +113,22 @@ MAX_PAGE = 1024
 SNAPSHOT_ATTEMPTS = 8
 #: Nodes deleted per transaction by ``drop_schema``.
 PURGE_BATCH = 5000
+#: The names of the record's properties that no index names, which the record
+#: statements take as ``$keys`` (see ``Statements.get_info``).
+RECORD_KEYS = {
+    "created_at": "created_at",
+    "metadata": "metadata",
+    "message_count": "message_count",
+}
+#: Conversations an upgrade reads and fills the record times of per statement.
+FILL_BATCH = 1000
+#: The most records one read of a listing asks for, when a metadata filter
+#: leaves rows out.
+_MAX_LISTING_BATCH = 1024
+#: The largest integer Neo4j stores: no bound on ``updated_at``.
+_NO_BOUND = 2**63 - 1
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MILLISECOND = timedelta(milliseconds=1)
 #: Errors a concurrent ``CREATE ... IF NOT EXISTS`` of the same schema may raise.
 _SCHEMA_RACES = frozenset(
     {
@@ -408,6 +439,8 @@ def append_parameters(
         "message_count": plan.message_count,
         "size_total": None if counter is None else plan.size_total,
         "size_counter": counter,
+        # Whether the messages change, which moves the record's updated_at.
+        "moved": bool(plan.insert or plan.delete_ids),
     }
 
 
@@ -424,3 +457,196 @@ def _size(size: Any, size_counter: Any, payload: Any, window: Window) -> int:
     if size_counter == counter and size is not None:
         return int(size)
     return window.measure(codec.from_json(payload))
+
+
+# -- conversation records -------------------------------------------------------
+
+
+def info_parameters(update: ConversationInfoUpdate) -> dict[str, Any]:
+    """The parameters of ``Statements.set_info`` for a checked update.
+
+    Metadata is stored as its compact JSON text, ``{}`` as no property.
+    """
+    metadata = update.metadata_json
+    return {
+        "cid": update.conversation_id,
+        "set_owner": update.owner is not UNSET,
+        "owner": None if update.owner is UNSET else update.owner,
+        "set_metadata": metadata is not UNSET,
+        "metadata": None if metadata is UNSET or metadata == "{}" else metadata,
+        **record_parameters(),
+    }
+
+
+def record_parameters() -> dict[str, Any]:
+    """What every statement that reads records takes beside its own."""
+    return {"system": SYSTEM, "keys": RECORD_KEYS}
+
+
+def _moment(milliseconds: int) -> datetime:
+    return _EPOCH + int(milliseconds) * _MILLISECOND
+
+
+def _milliseconds(moment: datetime) -> int:
+    return (moment - _EPOCH) // _MILLISECOND
+
+
+def _written_at(payloads: Sequence[Any] | None) -> int | None:
+    """The ``created_at`` of the one message of ``payloads``, in epoch ms."""
+    if not payloads:
+        return None
+    created = codec.from_json(payloads[0]).created_at
+    return None if created is None else _milliseconds(created)
+
+
+def record_info(
+    record: Mapping[str, Any],
+) -> tuple[ConversationInfo, dict[str, Any] | None]:
+    """The record of a row of ``Statements.record``, and the times to store.
+
+    A node an earlier release wrote lacks ``created_at`` (or both times):
+    ``created_at`` is then its oldest message's, ``updated_at`` its newest
+    message's (those the store stamped when they were written), and a node
+    without a message (a window emptied it) reads as made and updated at the
+    epoch. The second item is then ``{id, created_at, updated_at}`` for
+    ``Statements.fill_times``; ``None`` when the node has both times.
+    """
+    created, updated = record["created_at"], record["updated_at"]
+    fill = None
+    if created is None or updated is None:
+        if created is None:
+            created = _written_at(record["oldest"])
+        if updated is None:
+            updated = _written_at(record["newest"])
+        known = [t for t in (created, updated) if t is not None]
+        created = min(known, default=0)
+        updated = max(known, default=0)
+        fill = {"id": record["id"], "created_at": created, "updated_at": updated}
+    metadata = record["metadata"]
+    info = ConversationInfo(
+        id=record["id"],
+        created_at=_moment(created),
+        updated_at=_moment(updated),
+        message_count=int(record["message_count"]),
+        owner=record["owner"],
+        metadata={} if metadata is None else json.loads(metadata),
+    )
+    return info, fill
+
+
+def time_fills(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """The ``rows`` of ``Statements.fill_times`` for records of ``times_missing``."""
+    fills = (record_info(record)[1] for record in records)
+    return [fill for fill in fills if fill is not None]
+
+
+def _comparable(conversation_id: str) -> bool:
+    """Whether Neo4j orders ``conversation_id`` against any id as Python does.
+
+    Neo4j compares strings by UTF-16 code unit, the listing by code point;
+    the two differ only where one id has a character from U+E000 on and the
+    other a character past U+FFFF, so an id without either compares alike.
+    """
+    return all(ord(character) < 0xE000 for character in conversation_id)
+
+
+#: A listing's bound: updated_at at most this (epoch ms), and at that time
+#: only ids below the second item (``None``: every id).
+_Bound = tuple[int, str | None]
+
+
+def _tighter(a: _Bound, b: _Bound) -> _Bound:
+    if a[0] != b[0]:
+        return a if a[0] < b[0] else b
+    if a[1] is None:
+        return b
+    if b[1] is None:
+        return a
+    return a if a[1] < b[1] else b
+
+
+def _bound(milliseconds: int, after_id: str | None) -> _Bound:
+    """A bound Neo4j compares right: an id it may order otherwise is left to
+    the client, which drops what it reads past the bound."""
+    if after_id is not None and not _comparable(after_id):
+        return milliseconds, None
+    return milliseconds, after_id
+
+
+class Listing:
+    """One ``find_conversations`` call: the reads it sends and the page it makes.
+
+    Each read is ``Statements.list_owned`` or ``list_all``: the next records
+    in the listing's order below a bound, ``limit + 1`` of them. Every record
+    read is checked again here against the whole request
+    (:meth:`ConversationQuery.matches`: the metadata filter, which only the
+    client compares, and the bounds, since a record a concurrent write moved
+    may be read at its old place) and kept once; while a full read leaves
+    the page short, the next read continues below the last record read,
+    twice as many rows at a time up to 1,024.
+
+    Args:
+        statements: The repository's statements.
+        query: The checked request.
+    """
+
+    def __init__(self, statements: Statements, query: ConversationQuery) -> None:
+        """Start below the cursor's record and ``updated_before``."""
+        self._statements = statements
+        self._query = query
+        bound: _Bound = (_NO_BOUND, None)
+        if query.updated_before is not None:
+            # Strictly before: the last whole millisecond before the moment.
+            micros = (query.updated_before - _EPOCH) // timedelta(microseconds=1)
+            bound = (-(-micros // 1000) - 1, None)
+        if query.after is not None:
+            moment, after_id = query.after
+            micros = (moment - _EPOCH) // timedelta(microseconds=1)
+            cursor = (micros // 1000, after_id if micros % 1000 == 0 else None)
+            bound = _tighter(bound, _bound(*cursor))
+        self._bound = bound
+        self._size = query.limit + 1
+        self._seen: set[str] = set()
+        self._kept: list[ConversationInfo] = []
+        self.done = False
+
+    def read(self) -> tuple[LiteralString, dict[str, Any]]:
+        """The statement and parameters of the next read."""
+        top, after_id = self._bound
+        parameters: dict[str, Any] = {
+            "top": top,
+            "after_id": after_id,
+            "limit": self._size,
+            **record_parameters(),
+        }
+        if self._query.owner is None:
+            return self._statements.list_all, parameters
+        return self._statements.list_owned, {**parameters, "owner": self._query.owner}
+
+    def feed(self, records: Sequence[Mapping[str, Any]]) -> None:
+        """Take the records of the last read; ``done`` says whether to read on."""
+        for record in records:
+            info, _ = record_info(record)
+            if info.id in self._seen:
+                continue
+            self._seen.add(info.id)
+            if self._query.matches(info):
+                self._kept.append(info)
+        if len(records) < self._size or len(self._kept) > self._query.limit:
+            self.done = True
+            return
+        last = records[-1]
+        bound = _bound(int(last["updated_at"]), str(last["id"]))
+        if self._query.metadata:
+            # A filter that leaves rows out: read more at a time.
+            self._size = max(self._size, min(self._size * 2, _MAX_LISTING_BATCH))
+        if bound == self._bound:
+            # Ties the server cannot tell apart fill the read: only a longer
+            # one gets past them.
+            self._size *= 2
+        self._bound = bound
+
+    def page(self) -> ConversationInfoPage:
+        """The page of what was kept, in the listing's order."""
+        self._kept.sort(key=listing_key, reverse=True)
+        return self._query.page(self._kept)
