@@ -478,6 +478,58 @@ def test_a_mariadb_view_is_one_round_trip() -> None:
         repository.close()
 
 
+def _rows_read(repository: SqlChatMemoryRepository) -> int:
+    """How many index and table rows the server has read on the repository's
+    one pooled connection (MariaDB's handler counters)."""
+    connection = repository.engine.raw_connection()
+    try:
+        cursor = connection.cursor()
+        cursor.execute("SHOW SESSION STATUS LIKE 'Handler_read%'")
+        return sum(int(value) for _, value in cursor.fetchall())
+    finally:
+        connection.close()
+
+
+def test_a_saved_conversation_views_without_reading_its_whole_log() -> None:
+    """save_all records where its system messages are, as an append does, so
+    the view of a conversation saved whole (an import, a copy) reads about the
+    window's rows, not every row looking for system messages."""
+    repository = SqlChatMemoryRepository.from_url(
+        backend_url("mariadb"),
+        table_name=unique_table(),
+        engine_options={"pool_size": 1, "max_overflow": 0},
+    )
+    window = MessageWindow(5)
+    turns = [
+        m
+        for n in range(1000)
+        for m in (Message.user(f"u{n}"), Message.assistant(f"a{n}"))
+    ]
+    try:
+        repository.save_all("saved", [Message.system("S"), *turns])
+        repository.append_to_log("logged", [Message.system("S"), *turns])
+        costs = {}
+        for cid in ("saved", "logged"):
+            repository.find_window(cid, window)
+            before = _rows_read(repository)
+            view = repository.find_window(cid, window)
+            costs[cid] = _rows_read(repository) - before
+            assert [m.content for m in view] == [
+                "S",
+                "u998",
+                "a998",
+                "u999",
+                "a999",
+            ]
+        assert costs["saved"] == costs["logged"] < 100
+        # A system message saved later in the list is current too.
+        repository.save_all("saved", [*turns[:4], Message.system("T"), *turns[4:]])
+        assert [m.content for m in repository.find_window("saved", window)][0] == "T"
+    finally:
+        repository.drop_schema()
+        repository.close()
+
+
 def test_a_raw_write_stores_times_as_sqlalchemy_does(tmp_path: Path) -> None:
     """A created_at written on the driver's connection is SQLAlchemy's text
     form of it on SQLite, microseconds included when they are zero, so that

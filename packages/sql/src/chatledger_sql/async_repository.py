@@ -1090,7 +1090,7 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
             )
             await connection.execute(self._sql.insert_messages, rows)
             self.fault_points.reach("after_insert")
-            await connection.execute(self._sql.update_conversation, update)
+            await connection.execute(self._sql.save_conversation, update)
 
         await self._write(conversation_id, work)
 
@@ -1158,7 +1158,7 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         if rows:
             await connection.execute(self._sql.insert_messages, rows)
             self.fault_points.reach("after_insert")
-            await connection.execute(self._sql.update_conversation, updates)
+            await connection.execute(self._sql.save_conversation, updates)
 
     async def delete_by_conversation_id(self, conversation_id: str) -> None:
         """Remove a conversation; an unknown id does nothing."""

@@ -347,20 +347,34 @@ class Statements:
                 ),
             ),
         ]
+        written = (
+            *renewed,
+            (c.next_seq, bindparam("p_next_seq")),
+            (c.version, c.version + 1),
+            (c.system_count, bindparam("p_system_count")),
+            (c.other_count, bindparam("p_other_count")),
+            (c.weight_counter, bindparam("p_weight_counter")),
+            (c.system_weight, bindparam("p_system_weight")),
+            (c.other_weight, bindparam("p_other_weight")),
+            (c.updated_at, bindparam("now")),
+            (c.expires_at, bindparam("p_expires_at")),
+        )
         self.update_conversation: Update = (
             update(tables.conversations)
             .where(c.conversation_id == cid)
+            .ordered_values(*written)
+        )
+        #: ``update_conversation`` after ``save_all``, which also records where
+        #: the system messages are: without it every view read would look
+        #: for them through the whole log.
+        self.save_conversation: Update = (
+            update(tables.conversations)
+            .where(c.conversation_id == cid)
             .ordered_values(
-                *renewed,
-                (c.next_seq, bindparam("p_next_seq")),
-                (c.version, c.version + 1),
-                (c.system_count, bindparam("p_system_count")),
-                (c.other_count, bindparam("p_other_count")),
-                (c.weight_counter, bindparam("p_weight_counter")),
-                (c.system_weight, bindparam("p_system_weight")),
-                (c.other_weight, bindparam("p_other_weight")),
-                (c.updated_at, bindparam("now")),
-                (c.expires_at, bindparam("p_expires_at")),
+                *written,
+                (c.system_batch, bindparam("p_system_batch")),
+                (c.system_last, bindparam("p_system_last")),
+                (c.system_as_of, bindparam("p_next_seq")),
             )
         )
 

@@ -309,12 +309,20 @@ def save_writes(
     now: datetime,
     ttl: timedelta | None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The rows and the conversation update of a ``save_all`` numbered from ``base``."""
+    """The rows and the ``Statements.save_conversation`` parameters of a
+    ``save_all`` numbered from ``base``.
+
+    Its messages are one batch: every system message among them is current,
+    the last one ends the set (none: ``system_last`` is ``None``).
+    """
     rows = [
         encode(conversation_id, base + index, message, None)
         for index, message in enumerate(stamped)
     ]
-    system = sum(1 for m in stamped if m.role is Role.SYSTEM)
+    system_seqs = [
+        base + index for index, m in enumerate(stamped) if m.role is Role.SYSTEM
+    ]
+    system = len(system_seqs)
     update = update_parameters(
         conversation_id,
         now,
@@ -324,6 +332,8 @@ def save_writes(
         other_count=len(stamped) - system,
         weights=None,
     )
+    update["p_system_batch"] = base
+    update["p_system_last"] = system_seqs[-1] if system_seqs else None
     return rows, update
 
 
