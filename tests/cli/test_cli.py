@@ -492,6 +492,29 @@ class TestConformanceCommand:
         summary = done.out.strip().splitlines()[-1]
         assert summary.endswith("(atomic window append; TTL): 2 passed"), summary
 
+    @pytest.mark.skipif(not HAVE_SQL, reason=NO_SQL)
+    @pytest.mark.parametrize("twin", [(), ("--async",)], ids=["sync", "async"])
+    def test_runs_the_record_cases_and_clears_records_without_messages(
+        self, cli: Cli, tmp_path: Path, twin: tuple[str, ...]
+    ) -> None:
+        if twin:
+            pytest.importorskip("aiosqlite")
+        url = f"sqlite:///{tmp_path / 'records.db'}"
+        done = cli(
+            "conformance",
+            *twin,
+            url,
+            "--",
+            "-k",
+            "set_on_a_new_id or listing_is_newest_first or owner_filter",
+        )
+        assert done.code == 0, done.out + done.err
+        summary = done.out.strip().splitlines()[-1]
+        assert summary.endswith(": 3 passed"), summary
+        # The record set_conversation_info made, without messages, is gone too.
+        listed = cli("ls", url, "--long")
+        assert (listed.code, listed.out) == (0, ""), listed.err
+
     def test_async_sqlite_runs_in_a_namespace_that_is_dropped(
         self, cli: Cli, tmp_path: Path
     ) -> None:

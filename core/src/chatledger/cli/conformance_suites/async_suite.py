@@ -8,19 +8,34 @@ from typing import Any
 
 import pytest
 
-from chatledger import AsyncChatMemoryRepository, connect_async
-from chatledger.testing import AsyncChatMemoryRepositoryTests
+from chatledger import (
+    AsyncChatMemoryRepository,
+    AsyncSupportsConversationInfo,
+    connect_async,
+)
+from chatledger.testing import AsyncChatMemoryRepositoryTests, ConversationInfoTests
 
 URL = os.environ["CHATLEDGER_CONFORMANCE_URL"]
 OPTIONS = json.loads(os.environ["CHATLEDGER_CONFORMANCE_OPTIONS"])
 
 
 async def _clear(repository: AsyncChatMemoryRepository) -> None:
-    for conversation_id in await repository.find_conversation_ids():
+    # Records made by set_conversation_info hold no messages, so only the
+    # listing of records finds them.
+    ids = set(await repository.find_conversation_ids())
+    if isinstance(repository, AsyncSupportsConversationInfo):
+        cursor = None
+        while True:
+            page = await repository.find_conversations(cursor=cursor, limit=1000)
+            ids.update(info.id for info in page.items)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+    for conversation_id in sorted(ids):
         await repository.delete_by_conversation_id(conversation_id)
 
 
-class TestAsyncConformance(AsyncChatMemoryRepositoryTests):
+class TestAsyncConformance(AsyncChatMemoryRepositoryTests, ConversationInfoTests):
     supports_atomic_append = os.environ["CHATLEDGER_CONFORMANCE_ATOMIC"] == "1"
     supports_ttl = os.environ["CHATLEDGER_CONFORMANCE_TTL"] == "1"
 

@@ -7,19 +7,30 @@ from datetime import timedelta
 
 import pytest
 
-from chatledger import ChatMemoryRepository, connect
-from chatledger.testing import ChatMemoryRepositoryTests
+from chatledger import ChatMemoryRepository, SupportsConversationInfo, connect
+from chatledger.testing import ChatMemoryRepositoryTests, ConversationInfoTests
 
 URL = os.environ["CHATLEDGER_CONFORMANCE_URL"]
 OPTIONS = json.loads(os.environ["CHATLEDGER_CONFORMANCE_OPTIONS"])
 
 
 def _clear(repository: ChatMemoryRepository) -> None:
-    for conversation_id in repository.find_conversation_ids():
+    # Records made by set_conversation_info hold no messages, so only the
+    # listing of records finds them.
+    ids = set(repository.find_conversation_ids())
+    if isinstance(repository, SupportsConversationInfo):
+        cursor = None
+        while True:
+            page = repository.find_conversations(cursor=cursor, limit=1000)
+            ids.update(info.id for info in page.items)
+            cursor = page.next_cursor
+            if cursor is None:
+                break
+    for conversation_id in sorted(ids):
         repository.delete_by_conversation_id(conversation_id)
 
 
-class TestConformance(ChatMemoryRepositoryTests):
+class TestConformance(ChatMemoryRepositoryTests, ConversationInfoTests):
     supports_atomic_append = os.environ["CHATLEDGER_CONFORMANCE_ATOMIC"] == "1"
     supports_ttl = os.environ["CHATLEDGER_CONFORMANCE_TTL"] == "1"
 
