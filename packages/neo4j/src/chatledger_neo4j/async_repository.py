@@ -489,9 +489,9 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
         listed, though its record reads the same times.
 
         Returns:
-            One line per constraint or index created, and one for the
-            conversations whose times were filled; ``[]`` when the store
-            was current.
+            One line per constraint or index created, ``[]`` when the store
+            was current. Times filled are no change of the schema, and are
+            not reported: two upgrades racing may each fill some nodes.
 
         Raises:
             StoreNotFoundError: the database holds neither a constraint or
@@ -518,9 +518,7 @@ class AsyncNeo4jChatMemoryRepository(AsyncClosingContext):
                 "with create_schema=True creates a new one)"
             )
         done = [f"created {created}" for created in await self._make_schema()]
-        filled = await self._fill_times()
-        if filled:
-            done.append(f"filled created_at and updated_at of {filled} conversations")
+        await self._fill_times()
         return done
 
     async def _fill_times(self) -> int:

@@ -449,9 +449,9 @@ class Neo4jChatMemoryRepository(ClosingContext):
         listed, though its record reads the same times.
 
         Returns:
-            One line per constraint or index created, and one for the
-            conversations whose times were filled; ``[]`` when the store
-            was current.
+            One line per constraint or index created, ``[]`` when the store
+            was current. Times filled are no change of the schema, and are
+            not reported: two upgrades racing may each fill some nodes.
 
         Raises:
             StoreNotFoundError: the database holds neither a constraint or
@@ -474,9 +474,7 @@ class Neo4jChatMemoryRepository(ClosingContext):
                 "with create_schema=True creates a new one)"
             )
         done = [f"created {created}" for created in self._make_schema()]
-        filled = self._fill_times()
-        if filled:
-            done.append(f"filled created_at and updated_at of {filled} conversations")
+        self._fill_times()
         return done
 
     def _fill_times(self) -> int:
