@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import Engine, event
 
-from chatledger import Message, connect
+from chatledger import Message
 from chatledger.bulk import MAX_BATCH_CONVERSATIONS
 from chatledger.cli import main
 from chatledger.jsonl import export_line
@@ -39,7 +39,9 @@ def commits() -> Iterator[list[str]]:
 
 def _schema_commits(url: str, commits: list[str]) -> int:
     """How many commits creating the schema of a new store at ``url`` takes."""
-    repository = connect(url)
+    from chatledger_sql import SqlChatMemoryRepository
+
+    repository = SqlChatMemoryRepository.from_url(url)
     try:
         before = len(commits)
         repository.find_conversation_ids()  # the first use creates the schema
@@ -66,8 +68,9 @@ def test_import_and_copy_commit_once_per_batch(
         pytest.importorskip("duckdb_engine")
     source = f"sqlite:///{tmp_path / 'source.db'}"
     target = f"{kind}:///{tmp_path / f'target.{kind}'}"
-    source_schema = _schema_commits(f"sqlite:///{tmp_path / 'scratch.db'}", commits)
-    target_schema = _schema_commits(f"{kind}:///{tmp_path / f'scratch.{kind}'}", commits)
+    scratch = tmp_path / "scratch"
+    source_schema = _schema_commits(f"sqlite:///{scratch}.db", commits)
+    target_schema = _schema_commits(f"{kind}:///{scratch}.{kind}", commits)
     commits.clear()
     path = _export_file(tmp_path / "in.jsonl")
     assert main(["import", source, str(path), "--no-progress"]) == 0

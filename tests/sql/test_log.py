@@ -524,7 +524,7 @@ def test_a_saved_conversation_views_without_reading_its_whole_log() -> None:
         assert costs["saved"] == costs["logged"] < 100
         # A system message saved later in the list is current too.
         repository.save_all("saved", [*turns[:4], Message.system("T"), *turns[4:]])
-        assert [m.content for m in repository.find_window("saved", window)][0] == "T"
+        assert repository.find_window("saved", window)[0].content == "T"
     finally:
         repository.drop_schema()
         repository.close()
