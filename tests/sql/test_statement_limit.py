@@ -1,4 +1,6 @@
-"""MariaDB drops the connection on a statement over ``max_allowed_packet``.
+"""Statements a server or driver refuses for their size, and what is sent instead.
+
+MariaDB drops the connection on a statement over ``max_allowed_packet``.
 
 The repository reads the limit once and refuses a message whose row cannot
 fit a statement with ``MessageTooLargeError`` before it writes anything,
@@ -6,6 +8,10 @@ instead of surfacing a "server has gone away" from the middle of a
 transaction. A batch whose rows each fit but whose stored-procedure call
 (the whole batch in one value) would not is sent a row per statement
 instead, by every driver.
+
+PostgreSQL takes at most 65,535 parameters in a statement (asyncpg 32,767),
+which the client finds out only as it sends it: a log append of more
+messages than its one statement names goes to the transaction instead.
 """
 
 from __future__ import annotations
@@ -134,3 +140,42 @@ def test_routine_call_size_counts_escapes_and_every_text_value() -> None:
     assert AppendRoutine.fits(parameters, size + STATEMENT_OVERHEAD_BYTES)
     assert not AppendRoutine.fits(parameters, size + STATEMENT_OVERHEAD_BYTES - 1)
     assert AppendRoutine.fits(parameters, None)
+
+
+#: More messages than a PostgreSQL statement has parameters for.
+_PAST_PARAMETERS = 70_000
+
+
+@pytest.mark.parametrize("driver", ["psycopg", "asyncpg"])
+def test_postgresql_log_append_past_the_parameter_limit_is_stored_whole(
+    driver: str,
+) -> None:
+    url = with_driver(backend_url("postgresql"), driver)
+    batch = [Message.user(f"m{n}") for n in range(_PAST_PARAMETERS)]
+    table = unique_table()
+    if driver == "psycopg":
+        repository = SqlChatMemoryRepository.from_url(url, table_name=table)
+        try:
+            repository.append_to_log("c", [Message.user("first")])
+            assert len(repository.append_to_log("c", batch).appended) == len(batch)
+            stored = repository.find_by_conversation_id("c")
+        finally:
+            repository.drop_schema()
+            repository.close()
+    else:
+
+        async def scenario() -> list[Message]:
+            repository = AsyncSqlChatMemoryRepository.from_url(url, table_name=table)
+            try:
+                await repository.append_to_log("c", [Message.user("first")])
+                result = await repository.append_to_log("c", batch)
+                assert len(result.appended) == len(batch)
+                return await repository.find_by_conversation_id("c")
+            finally:
+                try:
+                    await repository.drop_schema()
+                finally:
+                    await repository.aclose()
+
+        stored = asyncio.run(scenario())
+    assert [m.content for m in stored] == ["first", *(m.content for m in batch)]

@@ -154,6 +154,7 @@ from chatledger_sql.steps import (
     check_retry,
     forgotten,
     id_chunks,
+    probed_ids,
     retry_pause,
     reweighed,
     save_writes,
@@ -1425,6 +1426,7 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         dialect = self._dialect()
         now = utc_now()
         ids = [m.id for m in batch]
+        probed = probed_ids(ids)
         state = await _run(
             connection,
             dialect.lock_conversation,
@@ -1432,7 +1434,7 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
             conversation_id,
             now,
             create=True,
-            probe_ids=ids,
+            probe_ids=probed,
         )
         assert state is not None
         expired = False
@@ -1444,7 +1446,7 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
                 expired = True
         self.fault_points.reach("after_lock")
         known: set[str] = set()
-        if state.known is None or state.known > 0:
+        if len(probed) < len(ids) or state.known is None or state.known > 0:
             for chunk in id_chunks(ids):
                 found = await connection.execute(
                     self._sql.known_ids, {"cid": conversation_id, "ids": chunk}
@@ -2156,6 +2158,7 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         dialect = self._dialect()
         now = utc_now()
         ids = [m.id for m in batch]
+        probed = probed_ids(ids)
         counter = window.counter_id
         # The lock statement (where the dialect can) also reads the oldest
         # rows, as many as a steady-state eviction of this batch needs.
@@ -2166,7 +2169,7 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
             conversation_id,
             now,
             create=True,
-            probe_ids=ids,
+            probe_ids=probed,
             peek=rows_to_peek(window, len(batch)),
         )
         assert state is not None
@@ -2178,7 +2181,7 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
                 state = forgotten(state)
         self.fault_points.reach("after_lock")
         known: set[str] = set()
-        if state.known is None or state.known > 0:
+        if len(probed) < len(ids) or state.known is None or state.known > 0:
             for chunk in id_chunks(ids):
                 found = await connection.execute(
                     self._sql.known_ids, {"cid": conversation_id, "ids": chunk}

@@ -147,6 +147,7 @@ from chatledger_sql.steps import (
     check_retry,
     forgotten,
     id_chunks,
+    probed_ids,
     retry_pause,
     reweighed,
     save_writes,
@@ -1329,6 +1330,7 @@ class SqlChatMemoryRepository(ClosingContext):
         dialect = self._dialect()
         now = utc_now()
         ids = [m.id for m in batch]
+        probed = probed_ids(ids)
         state = _run(
             connection,
             dialect.lock_conversation,
@@ -1336,7 +1338,7 @@ class SqlChatMemoryRepository(ClosingContext):
             conversation_id,
             now,
             create=True,
-            probe_ids=ids,
+            probe_ids=probed,
         )
         assert state is not None
         expired = False
@@ -1348,7 +1350,7 @@ class SqlChatMemoryRepository(ClosingContext):
                 expired = True
         self.fault_points.reach("after_lock")
         known: set[str] = set()
-        if state.known is None or state.known > 0:
+        if len(probed) < len(ids) or state.known is None or state.known > 0:
             for chunk in id_chunks(ids):
                 found = connection.execute(
                     self._sql.known_ids, {"cid": conversation_id, "ids": chunk}
@@ -2018,6 +2020,7 @@ class SqlChatMemoryRepository(ClosingContext):
         dialect = self._dialect()
         now = utc_now()
         ids = [m.id for m in batch]
+        probed = probed_ids(ids)
         counter = window.counter_id
         # The lock statement (where the dialect can) also reads the oldest
         # rows, as many as a steady-state eviction of this batch needs.
@@ -2028,7 +2031,7 @@ class SqlChatMemoryRepository(ClosingContext):
             conversation_id,
             now,
             create=True,
-            probe_ids=ids,
+            probe_ids=probed,
             peek=rows_to_peek(window, len(batch)),
         )
         assert state is not None
@@ -2040,7 +2043,7 @@ class SqlChatMemoryRepository(ClosingContext):
                 state = forgotten(state)
         self.fault_points.reach("after_lock")
         known: set[str] = set()
-        if state.known is None or state.known > 0:
+        if len(probed) < len(ids) or state.known is None or state.known > 0:
             for chunk in id_chunks(ids):
                 found = connection.execute(
                     self._sql.known_ids, {"cid": conversation_id, "ids": chunk}

@@ -62,6 +62,7 @@ __all__ = [
     "check_retry",
     "forgotten",
     "id_chunks",
+    "probed_ids",
     "retry_pause",
     "reweighed",
     "save_writes",
@@ -113,6 +114,13 @@ def id_chunks(ids: list[str]) -> Iterator[list[str]]:
     step = MAX_IDS_PER_STATEMENT // 2
     for start in range(0, len(ids), step):
         yield ids[start : start + step]
+
+
+def probed_ids(ids: list[str]) -> list[str]:
+    """The ids the lock statement counts as held: all of them, or none for a
+    batch past :data:`MAX_IDS_PER_STATEMENT`, whose ids the write then looks
+    up a chunk at a time (a statement takes only so many parameters)."""
+    return ids if len(ids) <= MAX_IDS_PER_STATEMENT else []
 
 
 def forgotten(state: ConversationState) -> ConversationState:

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +42,11 @@ from sqlalchemy.dialects.postgresql.base import PGDialect
 from sqlalchemy.schema import DDL
 from sqlalchemy.types import TypeEngine
 
-from chatledger_sql.dialects.base import ConversationState, RoutineDialect
+from chatledger_sql.dialects.base import (
+    MAX_IDS_PER_STATEMENT,
+    ConversationState,
+    RoutineDialect,
+)
 from chatledger_sql.dialects.pipeline import PipelinedWrite
 from chatledger_sql.dialects.postgresql_routine import PostgresAppendRoutine
 from chatledger_sql.types import UtcDateTime
@@ -389,6 +393,16 @@ class PostgresDialect(RoutineDialect):
             bindparam("now", type_=timestamp),
             bindparam("p_expires_at", type_=timestamp),
         )
+
+    def log_append_takes(self, rows: Sequence[Mapping[str, Any]]) -> bool:
+        """A batch of at most :data:`MAX_IDS_PER_STATEMENT` messages.
+
+        The statement names each id as a parameter of its own, and a
+        statement takes at most 65,535 (asyncpg: 32,767), which the client
+        finds out only as it sends it; a larger batch goes to the
+        transaction, which checks its ids a chunk at a time.
+        """
+        return len(rows) <= MAX_IDS_PER_STATEMENT
 
     def log_append_statement(self, statements: Statements, ids: int) -> TextClause:
         """One statement: lock-or-create the row, then insert after its last message.
