@@ -69,7 +69,13 @@ def _cassandra_changes(url: str, options: dict[str, Any]) -> list[str]:
 
 
 def _neo4j_changes(url: str, options: dict[str, Any]) -> list[str]:
-    return [f"created index chatledger_message_{options['message_label']}_system"]
+    # The log's index, then the conversation record's two listing indexes.
+    conversation = options["conversation_label"]
+    return [
+        f"created index chatledger_message_{options['message_label']}_system",
+        f"created index chatledger_conversation_{conversation}_owner",
+        f"created index chatledger_conversation_{conversation}_updated",
+    ]
 
 
 @dataclass(frozen=True)
