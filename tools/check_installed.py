@@ -78,7 +78,9 @@ def check(name: str, module: str, version: str) -> list[str]:
     from chatledger.cli.conformance import suite_module
 
     for use_async in (False, True):
-        if "RepositoryTests):" not in suite_module(use_async):
+        if "ChatMemoryRepositoryTests, ConversationInfoTests):" not in suite_module(
+            use_async
+        ):
             problems.append("core's wheel lacks the conformance suite it writes out")
     return problems
 
