@@ -1091,7 +1091,7 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
             )
             await connection.execute(self._sql.insert_messages, rows)
             self.fault_points.reach("after_insert")
-            await connection.execute(self._sql.save_conversation, update)
+            await connection.execute(self._sql.update_log, update)
 
         await self._write(conversation_id, work)
 
@@ -1159,7 +1159,7 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         if rows:
             await connection.execute(self._sql.insert_messages, rows)
             self.fault_points.reach("after_insert")
-            await connection.execute(self._sql.save_conversation, updates)
+            await connection.execute(self._sql.update_log, updates)
 
     async def delete_by_conversation_id(self, conversation_id: str) -> None:
         """Remove a conversation; an unknown id does nothing."""

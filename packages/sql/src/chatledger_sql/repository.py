@@ -1006,7 +1006,7 @@ class SqlChatMemoryRepository(ClosingContext):
             )
             connection.execute(self._sql.insert_messages, rows)
             self.fault_points.reach("after_insert")
-            connection.execute(self._sql.save_conversation, update)
+            connection.execute(self._sql.update_log, update)
 
         self._write(conversation_id, work)
 
@@ -1074,7 +1074,7 @@ class SqlChatMemoryRepository(ClosingContext):
         if rows:
             connection.execute(self._sql.insert_messages, rows)
             self.fault_points.reach("after_insert")
-            connection.execute(self._sql.save_conversation, updates)
+            connection.execute(self._sql.update_log, updates)
 
     def delete_by_conversation_id(self, conversation_id: str) -> None:
         """Remove a conversation; an unknown id does nothing."""

@@ -364,20 +364,6 @@ class Statements:
             .where(c.conversation_id == cid)
             .ordered_values(*written)
         )
-        #: ``update_conversation`` after ``save_all``, which also records where
-        #: the system messages are: without it every view read would look
-        #: for them through the whole log.
-        self.save_conversation: Update = (
-            update(tables.conversations)
-            .where(c.conversation_id == cid)
-            .ordered_values(
-                *written,
-                (c.system_batch, bindparam("p_system_batch")),
-                (c.system_last, bindparam("p_system_last")),
-                (c.system_as_of, bindparam("p_next_seq")),
-            )
-        )
-
         # -- the log -----------------------------------------------------------
         # Rows come back as (seq, message_id, role, content, payload,
         # created_at raw, size): size is the stored weight when it was
@@ -458,7 +444,7 @@ class Statements:
         self.page_oldest_after: Select[Any] = self.page_oldest.where(
             m.seq > bindparam("after")
         )
-        #: The conversation row after a log append.
+        #: The conversation row after a log append or a ``save_all``.
         self.update_log: Update = (
             update(tables.conversations)
             .where(c.conversation_id == cid)

@@ -317,7 +317,7 @@ def save_writes(
     now: datetime,
     ttl: timedelta | None,
 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    """The rows and the ``Statements.save_conversation`` parameters of a
+    """The rows and the ``Statements.update_log`` parameters of a
     ``save_all`` numbered from ``base``.
 
     Its messages are one batch: every system message among them is current,
