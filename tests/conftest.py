@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections import defaultdict
 from typing import Any
 
 import pytest
@@ -144,10 +145,39 @@ def required(pytestconfig: pytest.Config) -> set[str]:
     return required_backends(pytestconfig.getoption("--require-backend"))
 
 
+#: Seconds spent per server group and per test file in this run (setup, call
+#: and teardown), summed from the reports, which under xdist reach the
+#: controller too.
+_group_seconds: defaultdict[str, float] = defaultdict(float)
+_file_seconds: defaultdict[str, float] = defaultdict(float)
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    server = _SERVER_NAMES.search(report.nodeid)
+    _group_seconds[server.group(0).lower() if server else "no server"] += (
+        report.duration
+    )
+    _file_seconds[report.nodeid.split("::", 1)[0]] += report.duration
+
+
+def _time_lines(terminalreporter: Any) -> None:
+    """Where a long run's time went: one worker runs a server's tests, so the
+    largest group bounds the run's length (see ``pytest_itemcollected``)."""
+    if sum(_group_seconds.values()) < 300:
+        return
+    terminalreporter.section("seconds per server group, and the slowest files")
+    for table, count in ((_group_seconds, None), (_file_seconds, 15)):
+        largest = sorted(table.items(), key=lambda item: -item[1])[:count]
+        for name, seconds in largest:
+            terminalreporter.write_line(f"{seconds:8.0f}  {name}")
+
+
 def pytest_terminal_summary(
     terminalreporter: Any, exitstatus: int, config: pytest.Config
 ) -> None:
-    """Sum the skips up in ten lines at most, each saying how to run them."""
+    """Say where a long run's time went; sum the skips up in ten lines at
+    most, each saying how to run them."""
+    _time_lines(terminalreporter)
     skips = []
     for report in terminalreporter.stats.get("skipped", []):
         longrepr = report.longrepr
