@@ -93,6 +93,7 @@ def test_cassandra_concurrent_first_calls_connect_and_make_the_schema_once(
         assert [d.split(" (")[0].split(" WITH")[0] for d in ddl] == [
             f'CREATE KEYSPACE IF NOT EXISTS "{keyspace}"',
             f'CREATE TABLE IF NOT EXISTS "{keyspace}"."{table}"',
+            f'CREATE TABLE "{keyspace}"."{table}_records"',
         ]
 
     _run(url, scenario)

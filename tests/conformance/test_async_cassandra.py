@@ -19,7 +19,11 @@ from typing import Any
 import pytest
 
 from chatledger.retention import Retention
-from chatledger.testing import AsyncChatMemoryRepositoryTests, LogRemovalTests
+from chatledger.testing import (
+    AsyncChatMemoryRepositoryTests,
+    ConversationInfoTests,
+    LogRemovalTests,
+)
 from chatledger.testing.async_runner import (
     EventLoopThread,
     RepositoryFacade,
@@ -54,7 +58,9 @@ def _fresh(root: CassandraChatMemoryRepository, **options: Any) -> Any:
     )
 
 
-class TestAsyncCassandraConformance(AsyncChatMemoryRepositoryTests):
+class TestAsyncCassandraConformance(
+    AsyncChatMemoryRepositoryTests, ConversationInfoTests
+):
     supports_atomic_append = True
     supports_ttl = True
     supports_retention = True

@@ -16,7 +16,11 @@ from typing import Any
 import pytest
 
 from chatledger.retention import Retention
-from chatledger.testing import ChatMemoryRepositoryTests, LogRemovalTests
+from chatledger.testing import (
+    ChatMemoryRepositoryTests,
+    ConversationInfoTests,
+    LogRemovalTests,
+)
 from chatledger_cassandra import CassandraChatMemoryRepository, parse_url
 from tests.backends import backend_url
 
@@ -42,7 +46,7 @@ def _fresh(root: CassandraChatMemoryRepository, **options: Any) -> Any:
     )
 
 
-class TestCassandraConformance(ChatMemoryRepositoryTests):
+class TestCassandraConformance(ChatMemoryRepositoryTests, ConversationInfoTests):
     supports_atomic_append = True
     supports_ttl = True
     supports_retention = True

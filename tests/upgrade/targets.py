@@ -65,7 +65,10 @@ def _sql_routine_changes(url: str, options: dict[str, Any]) -> list[str]:
 def _cassandra_changes(url: str, options: dict[str, Any]) -> list[str]:
     keyspace = url.rstrip("/").rsplit("/", 1)[-1].partition("?")[0]
     table = f"{keyspace}.{options['table']}"
-    return [f"added column {c} to table {table}" for c in ("indexed", "system_batch")]
+    # The log's columns and the conversation record's, then its listing table.
+    columns = ("created_at", "indexed", "metadata", "owner", "system_batch")
+    added = [f"added column {c} to table {table}" for c in (*columns, "updated_at")]
+    return [*added, f"created table {table}_records"]
 
 
 def _neo4j_changes(url: str, options: dict[str, Any]) -> list[str]:

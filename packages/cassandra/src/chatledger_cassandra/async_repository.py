@@ -158,18 +158,22 @@ first calls wait on. Both prepare each statement once, on first use.
 
 from __future__ import annotations
 
+import json
+from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from cassandra import (
+    AlreadyExists,
     ConsistencyLevel,
     DriverException,
     InvalidRequest,
     ReadTimeout,
     WriteTimeout,
 )
+from cassandra.query import UNSET_VALUE
 
 from chatledger.adapters import (
     DEFAULT_MESSAGE_PAGE_SIZE,
@@ -197,6 +201,15 @@ from chatledger.adapters import (
     validate_messages,
     validate_removal_count,
     view_reads,
+)
+from chatledger.conversation_info import (
+    UNSET,
+    ConversationInfo,
+    ConversationInfoPage,
+    ConversationInfoUpdate,
+    Unset,
+    check_conversation_info,
+    check_find_conversations,
 )
 from chatledger_cassandra.connecting import url_settings
 from chatledger_cassandra.errors import ContentionError, missing_keyspace
@@ -245,6 +258,20 @@ from chatledger_cassandra.log_views import (
     system_rows,
     tail_start,
 )
+from chatledger_cassandra.records import (
+    BUCKETS,
+    Candidate,
+    Merge,
+    Record,
+    aware,
+    from_millis,
+    judge,
+    listing_bound,
+    millis,
+    owner_scope,
+    record_of,
+    scopes_of,
+)
 from chatledger_cassandra.sizes import DEFAULT_MAX_WRITE_BYTES, check_write
 from chatledger_cassandra.snapshots import (
     SnapshotCache,
@@ -257,6 +284,7 @@ from chatledger_cassandra.statements import (
     LANE_IDS,
     LANE_OTHER,
     LANE_SYSTEM,
+    RECORD_COLUMNS,
     STATIC_COLUMNS,
     Statements,
 )
@@ -268,6 +296,7 @@ from chatledger_cassandra.steps import (
     Plan,
     Snapshot,
     StoredRow,
+    Write,
     backoff,
     cells,
     commit_statement,
@@ -278,6 +307,7 @@ from chatledger_cassandra.steps import (
     plan_delete,
     plan_replace,
     record_floor,
+    rewrite_write,
     to_snapshot,
     ttl_seconds,
 )
@@ -303,6 +333,10 @@ _DEFAULT_REPLICATION: dict[str, object] = {
 #: How many conversations a repository remembers the last written snapshot of
 #: (:mod:`chatledger_cassandra.snapshots`), most recently written first.
 _REMEMBERED_CONVERSATIONS = 64
+#: How many conversations' owners (and last updated_at) a repository keeps
+#: from its own writes and reads, so that a write names the owner its batch
+#: conditions on without reading it first.
+_KNOWN_RECORDS = 4096
 #: Said beside the server's refusal of a statement on a table made before
 #: the log's static columns.
 _OLDER_TABLE = (
@@ -429,6 +463,8 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
         self._texts = self._cql.prepared()
         self._prepared: dict[str, Any] = {}
         self._writers = AsyncConversationLocks()
+        self._known: OrderedDict[str, tuple[str | None, datetime]] = OrderedDict()
+        self._unsure: set[str] = set()
         if True:  # async
             self._opening: asyncio.Future[tuple[Any, Any]] | None = None
         else:
@@ -520,8 +556,9 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
     async def drop_schema(self) -> None:
         """Drop the table and every conversation in it (the keyspace stays)."""
         await self._connected()
-        ddl = f"DROP TABLE IF EXISTS {self._cql.qualified}"
-        await all_rows(self._session.execute_async(ddl))
+        for name in (self._cql.qualified, self._cql.listing):
+            ddl = f"DROP TABLE IF EXISTS {name}"
+            await all_rows(self._session.execute_async(ddl))
 
     async def _make_schema(self, *, table: bool) -> None:
         if self._create_keyspace:
@@ -536,19 +573,25 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
                     raise
                 raise refused from error
             await self._add_log_columns()
+            await self._make_listing()
             self._create_schema = False
 
     async def upgrade_schema(self) -> list[str]:
-        """Add the log's static columns to a table release 0.2 made; say which.
+        """Bring a table an earlier release made up to date; say what changed.
 
-        What :meth:`create_schema` does on a table that exists, reported:
-        nothing stored is read or rewritten (the id index of a conversation
-        written before is built by its first log append). Safe beside other
-        processes opening or upgrading the table: a column another one
-        added first is not reported here.
+        Adds the log's and the record's static columns and the listing table
+        (what :meth:`create_schema` does on a table that exists), then gives
+        every conversation that has no record times its record: both times
+        are when it was last written (``WRITETIME`` of its version), and it
+        is listed there. The messages are not read or rewritten (the id index
+        of a conversation written before is built by its first log append).
+        Safe beside other processes opening or upgrading the table: a column
+        or table another one made first is not reported here, and a record
+        is filled once, by a conditional write.
 
         Returns:
-            One line per column added, ``[]`` when the table was current.
+            One line per column or table added, ``[]`` when the schema was
+            current (the records filled are data, not reported).
 
         Raises:
             StoreNotFoundError: the keyspace or the table does not exist;
@@ -563,7 +606,52 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
             )
         added = await self._add_log_columns()
         table = f"{self.keyspace}.{self.table}"
-        return [f"added column {name} to table {table}" for name in added]
+        changes = [f"added column {name} to table {table}" for name in added]
+        if await self._make_listing():
+            changes.append(f"created table {self.keyspace}.{self._cql.listing_table}")
+        await self._fill_records()
+        return changes
+
+    async def _make_listing(self) -> bool:
+        """Create the listing table if missing; True when this call made it."""
+        exists = await all_rows(
+            self._session.execute_async(
+                "SELECT table_name FROM system_schema.tables "
+                "WHERE keyspace_name = %s AND table_name = %s",
+                (self.keyspace, self._cql.listing_table),
+            )
+        )
+        if exists:
+            return False
+        # Without IF NOT EXISTS: of two processes making it at once, the one
+        # the server refuses is not the one that made it, and says nothing.
+        ddl = self._cql.create_listing.replace(" IF NOT EXISTS", "", 1)
+        try:
+            await all_rows(self._session.execute_async(ddl))
+        except AlreadyExists:
+            return False
+        return True
+
+    async def _fill_records(self) -> None:
+        """Give every conversation without record times its times and its
+        listing row: both when its version was last written."""
+        rows = await self._read("list_ids", (), self._page_size)
+        for conversation_id in (cells(row, ("conversation_id",))[0] for row in rows):
+            found = await self._read("select_record", (conversation_id,))
+            record = record_of(cells(found[0], RECORD_COLUMNS) if found else None)
+            if record is None or record.stored_times:
+                continue
+            moment = record.updated_at
+            plan = Plan(
+                Write(
+                    "fill_record",
+                    (moment, moment, conversation_id, record.version),
+                    "condition",
+                )
+            )
+            await self._commit(
+                conversation_id, plan, scopes_of(conversation_id, None), moment
+            )
 
     async def _table_columns(self) -> set[str]:
         """The names of the table's columns (none: no table, or no keyspace)."""
@@ -696,6 +784,222 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
                 lambda: self._append_once(conversation_id, stamped, window),
             )
         return result
+
+    # -- conversation records ------------------------------------------------
+
+    async def set_conversation_info(
+        self,
+        conversation_id: str,
+        *,
+        owner: str | Unset | None = UNSET,
+        metadata: Mapping[str, Any] | Unset = UNSET,
+    ) -> ConversationInfo:
+        """Set a conversation's owner or metadata in one conditional write.
+
+        A new id gets a record without messages (listed by
+        :meth:`find_conversations`, not by ``find_conversation_ids``). The
+        write is conditional on the version and the owner read, so a write to
+        the messages or another owner set in between makes it read again;
+        ``updated_at`` stays. The record is listed under its (new) owner in
+        the same round trip. With a TTL, every cell of the conversation is
+        written again under it, so it reads and writes the whole log.
+
+        Raises:
+            InvalidConversationIdError: a bad id, before any I/O.
+            InvalidConversationInfoError: a bad owner or metadata, before any I/O.
+        """
+        update = check_conversation_info(conversation_id, owner, metadata)
+        await self._made_ready()
+        async with self._writers.hold(conversation_id):
+            info: ConversationInfo = await self._retrying(
+                conversation_id, lambda: self._set_info_once(update)
+            )
+        return info
+
+    async def get_conversation_info(
+        self, conversation_id: str
+    ) -> ConversationInfo | None:
+        """Return a conversation's record, ``None`` when it has none.
+
+        One round trip: the record's static columns and the count of its
+        message rows, read together.
+        """
+        validate_conversation_id(conversation_id)
+        await self._made_ready()
+        found = await self._records_of([conversation_id])
+        record, count = found[0]
+        return None if record is None else record.info(conversation_id, count)
+
+    async def find_conversations(
+        self,
+        *,
+        owner: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        updated_before: datetime | None = None,
+        cursor: str | None = None,
+        limit: int = 100,
+    ) -> ConversationInfoPage:
+        """Return up to ``limit`` records, newest ``updated_at`` first.
+
+        With ``owner``, reads that owner's partition of the listing table
+        from the cursor on, newest first, ``limit + 1`` rows at a time;
+        without, the :data:`~chatledger_cassandra.records.BUCKETS` bucket
+        partitions, merged. Each row's record is read (with its count) in one
+        round trip per batch of rows; rows whose record moved on are skipped
+        and removed (:mod:`chatledger_cassandra.records`). The metadata
+        filter is compared here, on the records read in listing order: a
+        filter that few records match reads on through the listing.
+
+        Raises:
+            InvalidConversationInfoError: a bad owner, metadata filter or
+                ``updated_before``, before any I/O.
+            InvalidPageError: a bad ``limit`` or ``cursor``, before any I/O.
+        """
+        query = check_find_conversations(
+            owner=owner,
+            metadata=metadata,
+            updated_before=updated_before,
+            cursor=cursor,
+            limit=limit,
+        )
+        await self._made_ready()
+        if query.owner is not None:
+            scopes = [owner_scope(query.owner)]
+        else:
+            scopes = [f"a:{n}" for n in range(BUCKETS)]
+        merge = Merge(scopes, listing_bound(query), query.limit + 1)
+        now = datetime.now(UTC)
+        found: list[ConversationInfo] = []
+        stale: list[Any] = []
+        while len(found) <= query.limit:
+            wanted = merge.wanted()
+            if wanted:
+                answers = [
+                    (name, await self._send(*self._scope_read(name, bound, merge)))
+                    for name, bound in wanted
+                ]
+                for name, answer in answers:
+                    rows = await self._rows(answer)
+                    names = ("updated_at", "conversation_id")
+                    merge.add(name, [cells(r, names) for r in rows], merge.batch)
+                continue
+            candidates: list[Candidate] = []
+            while len(candidates) < query.limit + 1 - len(found):
+                candidate = merge.pop()
+                if candidate is None:
+                    break
+                candidates.append(candidate)
+            if not candidates:
+                break
+            ids = [candidate.conversation_id for candidate in candidates]
+            records = await self._records_of(ids)
+            for candidate, (record, count) in zip(candidates, records, strict=True):
+                verdict = judge(candidate, record, now)
+                if verdict == "stale":
+                    stale.append(candidate)
+                elif verdict == "current" and record is not None:
+                    info = record.info(candidate.conversation_id, count)
+                    if query.matches(info):
+                        found.append(info)
+        removals = [
+            await self._send(
+                "delete_listing",
+                (row.scope, row.updated_at, row.conversation_id),
+            )
+            for row in stale
+        ]
+        for answer in removals:
+            await self._rows(answer)
+        return query.page(found)
+
+    def _scope_read(
+        self, scope: str, bound: tuple[datetime, str] | None, merge: Merge
+    ) -> tuple[str, tuple[object, ...]]:
+        if bound is None:
+            return "list_scope", (scope, merge.batch)
+        return "list_scope_after", (scope, bound[0], bound[1], merge.batch)
+
+    async def _records_of(
+        self, conversation_ids: Sequence[str]
+    ) -> list[tuple[Record | None, int]]:
+        """The record and message count of each conversation, read together."""
+        answers = [
+            (
+                await self._send("select_record", (cid,)),
+                await self._send("count_messages", (cid, LANE_EVICTED)),
+            )
+            for cid in conversation_ids
+        ]
+        found: list[tuple[Record | None, int]] = []
+        for cid, (record_answer, count_answer) in zip(
+            conversation_ids, answers, strict=True
+        ):
+            rows = await self._rows(record_answer)
+            counted = await self._rows(count_answer)
+            record = record_of(cells(rows[0], RECORD_COLUMNS) if rows else None)
+            count = int(cells(counted[0], ("count",))[0]) if counted else 0
+            if record is not None:
+                self._know(cid, record.owner, record.updated_at)
+            found.append((record, count))
+        return found
+
+    async def _set_info_once(
+        self, update: ConversationInfoUpdate
+    ) -> ConversationInfo | None:
+        """One attempt of ``set_conversation_info``; ``None`` to read again."""
+        cid = update.conversation_id
+        rewrites: list[Write] = []
+        partition = None
+        if self.ttl:
+            partition = await self._send("select_partition", (cid,), self._page_size)
+        ((record, count),) = await self._records_of([cid])
+        if partition is not None:
+            rows = await self._rows(partition)
+            rewrites, version, count = _rewrites(cid, rows, self.ttl)
+            if record is not None and version != record.version:
+                return None  # a write landed between the reads: read again
+        self._fault_points.reach("after_lock")
+        ttl = self.ttl
+        now = from_millis(millis(datetime.now(UTC)))
+        owner = update.owner_after(None if record is None else record.owner)
+        if update.metadata_json is not UNSET:
+            text: str | None = update.metadata_json
+        else:
+            text = None if record is None else record.metadata
+        if text == "{}":
+            text = None
+        if record is None:
+            condition = Write(
+                "new_record",
+                (
+                    *(ttl, first_sequence_number(), True, now, now),
+                    *(_or_unset(owner), _or_unset(text), cid),
+                ),
+                "condition",
+            )
+            made = ConversationInfo(cid, now, now, 0, owner, json.loads(text or "{}"))
+        else:
+            condition = Write(
+                "set_record",
+                (
+                    ttl,
+                    record.version,
+                    record.emptied,
+                    record.updated_at,
+                    record.created_at,
+                    owner,
+                    text,
+                    cid,
+                    record.version,
+                    record.owner,
+                ),
+                "condition",
+            )
+            made = replace(record, owner=owner, metadata=text).info(cid, count)
+        plan = Plan(condition, rewrites)
+        if not await self._commit(cid, plan, scopes_of(cid, owner), made.updated_at):
+            return None
+        return made
 
     # -- the log -------------------------------------------------------------
 
@@ -1654,17 +1958,38 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
         others = [r for r in snapshot.rows if r.lane != LANE_SYSTEM]
         return replace(snapshot, rows=lane.rows + others)
 
-    async def _commit(self, conversation_id: str, plan: Plan) -> bool:
+    async def _commit(
+        self,
+        conversation_id: str,
+        plan: Plan,
+        scopes: Sequence[str] = (),
+        moment: datetime | None = None,
+    ) -> bool:
         """Send ``plan`` as one conditional statement or batch; True if applied.
 
         The fault points of its phases are reached before it is sent: the
         batch is one request, so nothing of it lands before the commit.
+
+        A write to the messages (a ``start`` or ``advance`` condition) moves
+        the record's ``updated_at`` to now in its condition, which then also
+        holds only while the record's owner is the one the repository knows
+        (:meth:`_recorded`). The record's listing rows (``scopes`` at
+        ``moment``, or those of such a write) are sent just before the batch
+        and waited for after it: the same round trip. They are sent whether
+        the batch applies or not, since a row the listing finds without its
+        record is skipped, where a record without its row would be missed.
 
         Raises:
             MessageTooLargeError: before sending, if the batch may not fit.
         """
         assert plan.condition is not None
         check_write(plan, self._max_write_bytes, conversation_id)
+        owner: str | None = None
+        if plan.condition.statement in ("start", "advance"):
+            plan, owner, moment = await self._recorded(conversation_id, plan)
+            scopes = scopes_of(conversation_id, owner)
+        elif moment is not None and scopes:
+            owner = next((s[2:] for s in scopes if s.startswith("o:")), None)
         phase: str | None = None
         for write in plan.writes:
             if phase is not None and write.phase != phase:
@@ -1673,6 +1998,7 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
         if phase is not None:
             self._reach_phase(phase)
         self._fault_points.reach("before_commit")
+        assert plan.condition is not None
         names = {plan.condition.statement, *(write.statement for write in plan.writes)}
         for name in names - self._prepared.keys():
             await self._prepare(name)
@@ -1682,17 +2008,115 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
         statement = commit_statement(
             plan, self._prepared.__getitem__, self._consistency, self._serial
         )
-        if True:  # async
-            # Once sent, the batch is carried out whatever the client does: a
-            # cancellation waits for its answer, so the write does not land
-            # after the cancellation returned.
-            rows = await settled(all_rows(self._session.execute_async(statement)))
-        else:
-            rows = list(self._session.execute(statement))
+        listed = [
+            await self._send(
+                "insert_listing", (scope, moment, conversation_id, self.ttl)
+            )
+            for scope in scopes
+        ]
+        try:
+            if True:  # async
+                # Once sent, the batch is carried out whatever the client does:
+                # a cancellation waits for its answer, so the write does not
+                # land after the cancellation returned.
+                rows = await settled(all_rows(self._session.execute_async(statement)))
+            else:
+                rows = list(self._session.execute(statement))
+            for answer in listed:
+                await self._rows(answer)
+        except BaseException:
+            self._forget_record(conversation_id)  # outcome unknown
+            raise
         applied = bool(rows) and bool(cells(rows[0], ("[applied]",))[0])
         if applied:
+            if moment is not None:
+                self._know(conversation_id, owner, moment)
             self._fault_points.reach("after_commit")
+        elif not self._learn_record(conversation_id, rows):
+            self._forget_record(conversation_id)
         return applied
+
+    async def _recorded(
+        self, conversation_id: str, plan: Plan
+    ) -> tuple[Plan, str | None, datetime]:
+        """``plan``, a write to the messages, with a condition that moves the
+        record's ``updated_at`` too; the owner it holds for and that time.
+
+        The time is now, to the millisecond, or the ``updated_at`` the
+        repository last knew if its clock is behind that (it never moves
+        back in one process). A new conversation's record starts with it as
+        ``created_at``. An existing one's condition names the owner known
+        from the repository's last write or read of the conversation, else
+        none, which a conversation nobody gave an owner has: a wrong one fails
+        the batch, and the next attempt reads the record before its batch.
+        With a TTL, the record's other cells are read and written again under
+        it (the condition then names the metadata read too).
+        """
+        condition = plan.condition
+        assert condition is not None
+        now = from_millis(millis(datetime.now(UTC)))
+        known = self._known.get(conversation_id)
+        if condition.statement == "start":
+            ttl, new, emptied, cid = condition.params
+            write = Write(
+                "start_record", (ttl, new, emptied, now, now, cid), "condition"
+            )
+            return Plan(write, plan.writes, plan.result), None, now
+        ttl, new, emptied, cid, version = condition.params
+        record: Record | None = None
+        if self.ttl or conversation_id in self._unsure:
+            ((record, _),) = await self._records_of([conversation_id])
+            self._unsure.discard(conversation_id)
+            known = self._known.get(conversation_id)
+        owner = None if known is None else known[0]
+        moment = now if known is None else max(now, known[1])
+        if self.ttl:
+            created = now if record is None else record.created_at
+            text = None if record is None else record.metadata
+            params: tuple[object, ...] = (ttl, new, emptied, moment, created)
+            params += (_or_unset(owner), _or_unset(text), cid, version, owner, text)
+            write = Write("refresh_record", params, "condition")
+        else:
+            params = (ttl, new, emptied, moment, cid, version, owner)
+            write = Write("advance_record", params, "condition")
+        return Plan(write, plan.writes, plan.result), owner, moment
+
+    def _learn_record(self, conversation_id: str, rows: Sequence[Any]) -> bool:
+        """Learn the owner and ``updated_at`` from the answer of a batch that
+        lost its condition (the server returns the partition's static
+        columns); False when the rows do not name them."""
+        for row in rows:
+            named = row if isinstance(row, Mapping) else getattr(row, "_asdict", None)
+            values = named if isinstance(named, Mapping) else None
+            if values is None and callable(named):
+                values = named()
+            if values is None or not {"next_seq", "owner"} <= values.keys():
+                continue
+            if values["next_seq"] is None:
+                self._known.pop(conversation_id, None)
+                return True
+            updated = values.get("updated_at")
+            moment = from_millis(0) if updated is None else aware(updated)
+            self._know(conversation_id, values["owner"], moment)
+            return True
+        return False
+
+    def _forget_record(self, conversation_id: str) -> None:
+        """Forget a conversation's record: its next write reads it first."""
+        self._known.pop(conversation_id, None)
+        self._unsure.add(conversation_id)
+        while len(self._unsure) > _KNOWN_RECORDS:
+            self._unsure.pop()
+
+    def _know(
+        self, conversation_id: str, owner: str | None, updated_at: datetime
+    ) -> None:
+        """Remember a conversation's owner and ``updated_at``."""
+        self._unsure.discard(conversation_id)
+        self._known[conversation_id] = (owner, updated_at)
+        self._known.move_to_end(conversation_id)
+        while len(self._known) > _KNOWN_RECORDS:
+            self._known.popitem(last=False)
 
     def _reach_phase(self, phase: str) -> None:
         point = _PHASE_POINT.get(phase)
@@ -1819,6 +2243,43 @@ def _system_set_read(
     if statics.system_batch is None:
         return "select_lane", (conversation_id, LANE_SYSTEM)
     return "select_from", (conversation_id, LANE_SYSTEM, statics.system_batch)
+
+
+def _or_unset(value: object) -> object:
+    """``value``, or the driver's unset (no cell written) for ``None``."""
+    return UNSET_VALUE if value is None else value
+
+
+def _rewrites(
+    conversation_id: str, rows: Sequence[Any], ttl: int
+) -> tuple[list[Write], int | None, int]:
+    """The writes that store every row of a partition read whole
+    (``select_partition``) again under ``ttl``; its version and how many
+    messages it holds."""
+    version: int | None = None
+    writes: list[Write] = []
+    count = 0
+    statics: tuple[object, object] = (UNSET_VALUE, UNSET_VALUE)
+    for row in rows:
+        values = dict(zip(FULL_COLUMNS, cells(row, FULL_COLUMNS), strict=True))
+        version = values["next_seq"]
+        statics = (
+            _or_unset(values["system_batch"]),
+            _or_unset(values["indexed"]),
+        )
+        lane, seq = values["lane"], values["seq"]
+        if seq is None:
+            continue
+        if lane in (LANE_SYSTEM, LANE_OTHER):
+            count += 1
+            stored = StoredRow(*(values[name] for name in FULL_COLUMNS[3:]))
+            writes.append(rewrite_write(conversation_id, stored, ttl))
+        else:
+            params = (conversation_id, lane, seq, values["msg_id"], ttl)
+            writes.append(Write("insert_evicted", params, "refresh"))
+    if version is not None:
+        writes.append(Write("mark", (ttl, *statics, conversation_id), "mark"))
+    return writes, version, count
 
 
 def _shutdown(opened: tuple[Any, Any]) -> None:  # async-only

@@ -54,6 +54,7 @@ partition. Names are validated before they get here
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 from chatledger_cassandra.names import render_replication, validate_name
@@ -64,10 +65,12 @@ __all__ = [
     "LANE_IDS",
     "LANE_OTHER",
     "LANE_SYSTEM",
+    "RECORD_COLUMNS",
     "ROW_COLUMNS",
     "STATIC_COLUMNS",
     "Statements",
     "create_keyspace",
+    "listing_table_name",
 ]
 
 #: Clustering lane of system messages.
@@ -80,7 +83,25 @@ LANE_EVICTED = 2
 LANE_IDS = 3
 #: The static columns the log added to the table, with their types: a table
 #: made before them gets them from :meth:`Statements.add_column`.
-ADDED_COLUMNS = {"system_batch": "bigint static", "indexed": "boolean static"}
+ADDED_COLUMNS = {
+    "system_batch": "bigint static",
+    "indexed": "boolean static",
+    "owner": "text static",
+    "metadata": "text static",
+    "created_at": "timestamp static",
+    "updated_at": "timestamp static",
+}
+#: The columns of a conversation's record, in the order :attr:`Statements.select_record`
+#: returns them.
+RECORD_COLUMNS = (
+    "next_seq",
+    "emptied",
+    "owner",
+    "metadata",
+    "created_at",
+    "updated_at",
+    "written",
+)
 #: The static columns every read of the log returns, in this order, first.
 STATIC_COLUMNS = ("next_seq", "system_batch", "indexed")
 #: The columns of a stored row, in the order the reads return them.
@@ -89,6 +110,17 @@ ROW_COLUMNS = ("lane", "seq", "msg_id", "role", "size_counter", "size", "payload
 
 _STATICS = ", ".join(STATIC_COLUMNS)
 _ROW = ", ".join(ROW_COLUMNS)
+
+
+def listing_table_name(table: str) -> str:
+    """The listing table of ``table``: ``<table>_records``, or, where that
+    would pass Cassandra's 48 characters, a prefix of ``table`` and a digest
+    of the whole name."""
+    name = f"{table}_records"
+    if len(name) <= 48:
+        return name
+    digest = hashlib.blake2b(table.encode("ascii"), digest_size=4).hexdigest()
+    return f"{table[:31]}_{digest}_records"
 
 
 def create_keyspace(keyspace: str, replication: dict[str, object]) -> str:
@@ -135,6 +167,10 @@ class Statements:
             "emptied boolean static, "
             "system_batch bigint static, "
             "indexed boolean static, "
+            "owner text static, "
+            "metadata text static, "
+            "created_at timestamp static, "
+            "updated_at timestamp static, "
             "msg_id text, "
             "role text, "
             "size_counter text, "
@@ -142,6 +178,32 @@ class Statements:
             "payload text, "
             "PRIMARY KEY ((conversation_id), lane, seq)"
             ") WITH CLUSTERING ORDER BY (lane ASC, seq ASC)"
+        )
+
+    @property
+    def listing_table(self) -> str:
+        """The table listing the records (:mod:`chatledger_cassandra.records`)."""
+        return listing_table_name(self.table)
+
+    @property
+    def listing(self) -> str:
+        """The quoted ``"keyspace"."listing table"`` name."""
+        return f'"{self.keyspace}"."{self.listing_table}"'
+
+    @property
+    def create_listing(self) -> str:
+        """Create the listing table if it is missing (idempotent).
+
+        One partition per scope (an owner, or one of the buckets every record
+        is listed in), its rows newest first: the order a listing reads.
+        """
+        return (
+            f"CREATE TABLE IF NOT EXISTS {self.listing} ("
+            "scope text, "
+            "updated_at timestamp, "
+            "conversation_id text, "
+            "PRIMARY KEY ((scope), updated_at, conversation_id)"
+            ") WITH CLUSTERING ORDER BY (updated_at DESC, conversation_id DESC)"
         )
 
     def add_column(self, name: str) -> str:
@@ -460,6 +522,108 @@ class Statements:
         """Delete a whole conversation; only ever sent behind a delete condition."""
         return f"DELETE FROM {self.qualified} WHERE conversation_id = ?"
 
+    @property
+    def start_record(self) -> str:
+        """The condition of a batch that creates a conversation and its record."""
+        return (
+            f"UPDATE {self.qualified} USING TTL ? SET next_seq = ?, emptied = ?, "
+            "created_at = ?, updated_at = ? WHERE conversation_id = ? "
+            "IF next_seq = null"
+        )
+
+    @property
+    def advance_record(self) -> str:
+        """The condition of a batch that writes an existing conversation's
+        messages: it moves ``updated_at``, and holds only while the owner is
+        the one whose listing the batch's caller writes beside it."""
+        return (
+            f"UPDATE {self.qualified} USING TTL ? SET next_seq = ?, emptied = ?, "
+            "updated_at = ? WHERE conversation_id = ? IF next_seq = ? AND owner = ?"
+        )
+
+    @property
+    def refresh_record(self) -> str:
+        """:attr:`advance_record` that also writes the record's other cells
+        again, under the batch's TTL, while they are the ones read."""
+        return (
+            f"UPDATE {self.qualified} USING TTL ? SET next_seq = ?, emptied = ?, "
+            "updated_at = ?, created_at = ?, owner = ?, metadata = ? "
+            "WHERE conversation_id = ? IF next_seq = ? AND owner = ? AND metadata = ?"
+        )
+
+    @property
+    def set_record(self) -> str:
+        """Set a record's owner and metadata (and rewrite its times and
+        version under the TTL), while the version and the owner are the ones
+        read."""
+        return (
+            f"UPDATE {self.qualified} USING TTL ? SET next_seq = ?, emptied = ?, "
+            "updated_at = ?, created_at = ?, owner = ?, metadata = ? "
+            "WHERE conversation_id = ? IF next_seq = ? AND owner = ?"
+        )
+
+    @property
+    def new_record(self) -> str:
+        """Make the record of a conversation without messages."""
+        return (
+            f"UPDATE {self.qualified} USING TTL ? SET next_seq = ?, emptied = ?, "
+            "updated_at = ?, created_at = ?, owner = ?, metadata = ? "
+            "WHERE conversation_id = ? IF next_seq = null"
+        )
+
+    @property
+    def fill_record(self) -> str:
+        """Give a conversation an earlier release wrote its record's times."""
+        return (
+            f"UPDATE {self.qualified} SET updated_at = ?, created_at = ? "
+            "WHERE conversation_id = ? IF next_seq = ? AND updated_at = null"
+        )
+
+    @property
+    def select_record(self) -> str:
+        """Read a conversation's record (no row: no conversation).
+
+        ``written`` is when ``next_seq`` was last written, for a conversation
+        an earlier release wrote, whose record holds no times.
+        """
+        return (
+            "SELECT next_seq, emptied, owner, metadata, created_at, updated_at, "
+            f'WRITETIME(next_seq) AS "written" FROM {self.qualified} '
+            "WHERE conversation_id = ? LIMIT 1"
+        )
+
+    @property
+    def insert_listing(self) -> str:
+        """List a record in one scope at one ``updated_at``."""
+        return (
+            f"INSERT INTO {self.listing} (scope, updated_at, conversation_id) "
+            "VALUES (?, ?, ?) USING TTL ?"
+        )
+
+    @property
+    def delete_listing(self) -> str:
+        """Remove one listing row that no longer says where a record is."""
+        return (
+            f"DELETE FROM {self.listing} "
+            "WHERE scope = ? AND updated_at = ? AND conversation_id = ?"
+        )
+
+    @property
+    def list_scope(self) -> str:
+        """The newest listing rows of a scope."""
+        return (
+            f"SELECT updated_at, conversation_id FROM {self.listing} "
+            "WHERE scope = ? LIMIT ?"
+        )
+
+    @property
+    def list_scope_after(self) -> str:
+        """The newest listing rows of a scope below a ``(updated_at, id)`` key."""
+        return (
+            f"SELECT updated_at, conversation_id FROM {self.listing} "
+            "WHERE scope = ? AND (updated_at, conversation_id) < (?, ?) LIMIT ?"
+        )
+
     def prepared(self) -> dict[str, str]:
         """Return the text of every statement prepared once per repository."""
         return {
@@ -498,4 +662,15 @@ class Statements:
             "delete_version": self.delete_version,
             "delete_any": self.delete_any,
             "delete_partition": self.delete_partition,
+            "start_record": self.start_record,
+            "advance_record": self.advance_record,
+            "refresh_record": self.refresh_record,
+            "set_record": self.set_record,
+            "new_record": self.new_record,
+            "fill_record": self.fill_record,
+            "select_record": self.select_record,
+            "insert_listing": self.insert_listing,
+            "delete_listing": self.delete_listing,
+            "list_scope": self.list_scope,
+            "list_scope_after": self.list_scope_after,
         }
