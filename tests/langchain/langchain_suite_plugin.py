@@ -4,12 +4,12 @@ Loaded (``-p langchain_suite_plugin``) into a pytest run of the test files of
 langchain-core's source distribution, it changes one thing: how the history
 under test is built. ``InMemoryChatMessageHistory`` becomes a
 :class:`ChatLedgerMessageHistory` on a conversation of its own in the SQL
-database that ``CHATLEDGER_SUITE_URL`` names (a table of its own, dropped at
-the end); ``messages=`` given to it are added first, two of them are equal
-when they hold equal messages (the tests compare a history with one built
-from the messages expected), and its docstring is the class's. The suite's
-``async def`` tests run in ``asyncio.run``, which pytest-asyncio does for
-LangChain.
+database or the Redis server that ``CHATLEDGER_SUITE_URL`` names (a table or
+key prefix of its own, dropped at the end); ``messages=`` given to it are
+added first, two of them are equal when they hold equal messages (the tests
+compare a history with one built from the messages expected), and its
+docstring is the class's. The suite's ``async def`` tests run in
+``asyncio.run``, which pytest-asyncio does for LangChain.
 """
 
 from __future__ import annotations
@@ -26,11 +26,19 @@ from langchain_core import chat_history
 from langchain_core.messages import BaseMessage
 
 from chatledger_langchain import ChatLedgerMessageHistory
+from chatledger_redis import RedisChatMemoryRepository
 from chatledger_sql import SqlChatMemoryRepository
 
-REPOSITORY = SqlChatMemoryRepository.from_url(
-    os.environ["CHATLEDGER_SUITE_URL"], table_name=f"cl_suite_{uuid.uuid4().hex[:12]}"
-)
+
+def _repository(url: str) -> SqlChatMemoryRepository | RedisChatMemoryRepository:
+    """A store on ``url`` in a table (or under a key prefix) of the run's own."""
+    name = f"cl_suite_{uuid.uuid4().hex[:12]}"
+    if url.startswith("redis"):
+        return RedisChatMemoryRepository.from_url(url, key_prefix=f"{name}:")
+    return SqlChatMemoryRepository.from_url(url, table_name=name)
+
+
+REPOSITORY = _repository(os.environ["CHATLEDGER_SUITE_URL"])
 
 
 class StoredHistory(ChatLedgerMessageHistory):

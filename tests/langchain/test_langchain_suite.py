@@ -3,7 +3,8 @@
 langchain-core's source distribution on PyPI holds its tests. The version
 installed here is downloaded (``pip download --no-deps --no-binary :all:``)
 into a temporary folder of the test session, and two of its test files run
-in a pytest process of their own, on SQLite and on PostgreSQL:
+in a pytest process of their own, on SQLite, PostgreSQL and Redis (each
+server's case skipped, with the reason, without its URL):
 
 - ``tests/unit_tests/chat_history/test_chat_history.py``: the chat history
   classes;
@@ -86,17 +87,17 @@ def langchain_core_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return source
 
 
-def _sql_url(backend: str, tmp_path: Path) -> str:
+def _url(backend: str, tmp_path: Path) -> str:
     if backend == "sqlite":
         return f"sqlite:///{tmp_path / 'suite.db'}"
     return backend_url(backend)
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql", "redis"])
 def test_langchain_chat_history_suite(
     backend: str, langchain_core_source: Path, tmp_path: Path
 ) -> None:
-    url = _sql_url(backend, tmp_path)
+    url = _url(backend, tmp_path)
     ini = tmp_path / "pytest.ini"
     ini.write_text("[pytest]\n", encoding="utf-8")
     report = tmp_path / "report.xml"

@@ -5,8 +5,9 @@ with ``pip download`` into a temporary folder (nothing is kept), and pytest
 runs its session test files there, in a process of its own, with
 ``tests/openai_agents/sdk_plugin/chatledger_sdk_plugin.py`` loaded: where a
 test builds a ``SQLiteSession``, an ``AsyncSQLiteSession`` or a
-``SQLAlchemySession``, it gets a ``ChatLedgerSession`` over SQLite or
-PostgreSQL instead. Nothing else of the tests changes. The plugin skips, each
+``SQLAlchemySession``, it gets a ``ChatLedgerSession`` over SQLite,
+PostgreSQL or Redis instead (each server's case skipped, with the reason,
+without its URL). Nothing else of the tests changes. The plugin skips, each
 with its reason, the tests of those sessions' own machinery, and leaves out
 the tests that build no session.
 """
@@ -82,7 +83,7 @@ def sdk_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_the_sdks_session_tests_pass(
-    sdk_source: Path, database_url: str, tmp_path: Path
+    sdk_source: Path, store_url: str, tmp_path: Path
 ) -> None:
     report = tmp_path / "report.xml"
     paths = [os.fspath(PLUGIN), *filter(None, [os.environ.get("PYTHONPATH")])]
@@ -94,7 +95,7 @@ def test_the_sdks_session_tests_pass(
         env={
             **os.environ,
             "PYTHONPATH": os.pathsep.join(paths),
-            "CHATLEDGER_SDK_SUITE_URL": database_url,
+            "CHATLEDGER_SDK_SUITE_URL": store_url,
         },
         capture_output=True,
         text=True,

@@ -6,12 +6,13 @@ files, taken from its sdist into a temporary folder by
 ``SQLiteSession(session_id, db_path, ...)``, ``AsyncSQLiteSession(...)``,
 ``SQLAlchemySession(session_id, engine=...)`` and
 ``SQLAlchemySession.from_url(session_id, url=...)`` in a test give a
-``ChatLedgerSession`` over an async SQL repository on the database
-``CHATLEDGER_SDK_SUITE_URL`` names, with the settings given, one table per
-database the test named (sessions on one file, URL or engine share a store,
-as they would share the database; each in-memory database gets a store of
-its own), and the ``close()`` or ``engine.dispose()`` the test calls when it
-is done (the tables are dropped after each test). ``isinstance`` against the
+``ChatLedgerSession`` over an async repository on the database
+``CHATLEDGER_SDK_SUITE_URL`` names (SQL, or Redis for a ``redis`` URL), with
+the settings given, one table (or Redis key prefix) per database the test
+named (sessions on one file, URL or engine share a store, as they would
+share the database; each in-memory database gets a store of its own), and
+the ``close()`` or ``engine.dispose()`` the test calls when it is done (the
+stores are dropped after each test). ``isinstance`` against the
 name holds for what it built.
 
 Only the tests that build one of those sessions run; the others do not test
@@ -37,7 +38,11 @@ import agents.memory
 import pytest
 
 from chatledger_openai_agents import ChatLedgerSession
+from chatledger_redis import AsyncRedisChatMemoryRepository
 from chatledger_sql import AsyncSqlChatMemoryRepository
+
+#: The store a run uses: SQL, or Redis when the URL is a Redis one.
+AsyncRepository = AsyncSqlChatMemoryRepository | AsyncRedisChatMemoryRepository
 
 URL_VARIABLE = "CHATLEDGER_SDK_SUITE_URL"
 
@@ -203,16 +208,23 @@ class Stores:
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self.by_name: dict[object, AsyncSqlChatMemoryRepository] = {}
-        self.opened: list[AsyncSqlChatMemoryRepository] = []
+        self.by_name: dict[object, AsyncRepository] = {}
+        self.opened: list[AsyncRepository] = []
 
-    def repository(self, database: object) -> AsyncSqlChatMemoryRepository:
+    def repository(self, database: object) -> AsyncRepository:
         """The store of ``database``; a new one for each in-memory database."""
         if database in self.by_name:
             return self.by_name[database]
-        repository = AsyncSqlChatMemoryRepository.from_url(
-            self.url, table_name=f"sdk_{uuid.uuid4().hex[:16]}"
-        )
+        name = f"sdk_{uuid.uuid4().hex[:16]}"
+        repository: AsyncRepository
+        if self.url.startswith("redis"):
+            repository = AsyncRedisChatMemoryRepository.from_url(
+                self.url, key_prefix=f"{name}:"
+            )
+        else:
+            repository = AsyncSqlChatMemoryRepository.from_url(
+                self.url, table_name=name
+            )
         self.opened.append(repository)
         if ":memory:" not in str(database):
             self.by_name[database] = repository
