@@ -19,6 +19,7 @@ import pytest
 from chatledger.retention import Retention
 from chatledger.testing import (
     AsyncChatMemoryRepositoryTests,
+    ConversationInfoTests,
     LogRemovalTests,
     LogTests,
     RetentionTests,
@@ -37,7 +38,9 @@ chatledger_mongodb = pytest.importorskip("chatledger_mongodb")
 DATABASE = "chatledger_test"
 
 
-class TestAsyncMongoDBConformance(AsyncChatMemoryRepositoryTests):
+class TestAsyncMongoDBConformance(
+    AsyncChatMemoryRepositoryTests, ConversationInfoTests
+):
     """The whole suite against a real MongoDB server, on pymongo's async API."""
 
     supports_atomic_append = True

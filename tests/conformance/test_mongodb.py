@@ -20,6 +20,7 @@ import pytest
 from chatledger.retention import Retention
 from chatledger.testing import (
     ChatMemoryRepositoryTests,
+    ConversationInfoTests,
     LogRemovalTests,
     LogTests,
     RetentionTests,
@@ -55,7 +56,7 @@ def small_reads(window: Window) -> Iterator[int]:
     yield from itertools.repeat(2)
 
 
-class TestMongoDBConformance(ChatMemoryRepositoryTests):
+class TestMongoDBConformance(ChatMemoryRepositoryTests, ConversationInfoTests):
     """The whole suite against a real MongoDB server."""
 
     supports_atomic_append = True

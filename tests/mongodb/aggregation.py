@@ -21,7 +21,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-__all__ = ["MISSING", "evaluate", "project", "run_pipeline"]
+__all__ = ["MISSING", "evaluate", "now_variable", "project", "run_pipeline"]
 
 
 class _Missing:
@@ -262,15 +262,24 @@ def _set_path(document: dict[str, Any], path: str, value: Any) -> None:
     target[last] = value
 
 
+def now_variable() -> datetime:
+    """``$$NOW`` as the server gives it: the current UTC time, in milliseconds."""
+    return _utc(datetime.now(UTC))
+
+
 def run_pipeline(
     document: dict[str, Any], stages: list[dict[str, Any]]
 ) -> dict[str, Any]:
-    """Apply ``$set`` and ``$unset`` stages to a copy of ``document``."""
+    """Apply ``$set`` and ``$unset`` stages to a copy of ``document``.
+
+    ``$$NOW`` is one moment for the whole pipeline, as it is for a command.
+    """
     current = dict(document)
+    variables = {"NOW": now_variable()}
     for stage in stages:
         ((kind, spec),) = stage.items()
         if kind == "$set":
-            values = {path: evaluate(e, current, {}) for path, e in spec.items()}
+            values = {path: evaluate(e, current, variables) for path, e in spec.items()}
             current = dict(current)
             for path, value in values.items():
                 if value is not MISSING:

@@ -7,9 +7,11 @@ Example:
     twin = AsyncMongoDBChatMemoryRepository(AsyncStandInClient(), collection="t1")
 
 It is NOT a MongoDB server and proves nothing about one. mongomock keeps the
-documents and answers the plain queries (an aggregation's ``$match`` too);
-update pipelines and an aggregation's ``$project`` stages, which mongomock
-cannot evaluate for the operators the adapter uses, go through
+documents and answers the plain queries (an aggregation's ``$match``,
+``$sort`` and ``$limit`` too, as a find with that sort and limit: no index
+is involved, so nothing here says what a server's plan reads); update
+pipelines and an aggregation's ``$project`` stages, which mongomock cannot
+evaluate for the operators the adapter uses, go through
 :mod:`tests.mongodb.aggregation`. One lock around every call stands in for the
 server's single-document atomicity. What it checks: the adapter's Python side
 and the window and log logic its pipelines encode, end to end.
@@ -62,11 +64,19 @@ class _Collection:
             return _Cursor(self._inner.find(*args, **kwargs))
 
     def aggregate(self, pipeline: list[dict[str, Any]]) -> _Cursor:
-        """``$match`` by mongomock, then each ``$project`` by the evaluator."""
+        """``$match``, then ``$sort`` and ``$limit``, by mongomock; each
+        ``$project`` after them by the evaluator."""
         (kind, query), *rest = (next(iter(stage.items())) for stage in pipeline)
         assert kind == "$match", "the stand-in aggregates from a $match"
         with self._lock:
-            found = [copy.deepcopy(d) for d in self._inner.find(query)]
+            cursor = self._inner.find(query)
+            while rest and rest[0][0] in ("$sort", "$limit"):
+                kind, spec = rest.pop(0)
+                if kind == "$sort":
+                    cursor = cursor.sort(list(spec.items()))
+                else:
+                    cursor = cursor.limit(spec)
+            found = [copy.deepcopy(d) for d in cursor]
         for kind, spec in rest:
             assert kind == "$project", f"the stand-in does not run {kind}"
             found = [project(document, spec) for document in found]
@@ -123,19 +133,21 @@ class _Collection:
     ) -> Any:
         """mongomock's, but an update pipeline goes through the evaluator.
 
-        The filter picks the document as mongomock matches it; no upsert.
+        The filter picks the document as mongomock matches it; a pipeline
+        upserts by ``_id`` only.
         """
         if not isinstance(update, list):
             with self._lock:
                 return self._inner.update_one(filter, update, upsert=upsert, **kwargs)
-        assert not upsert, "the stand-in runs an update pipeline without upsert"
+        assert not upsert or set(filter) == {"_id"}, "the stand-in upserts by _id"
         with self._lock:
             before = self._inner.find_one(filter)
-            if before is None:
+            if before is None and not upsert:
                 return _Updated(0, 0)
-            after = run_pipeline(copy.deepcopy(before), update)
-            self._inner.replace_one({"_id": before["_id"]}, after)
-            return _Updated(1, int(after != before))
+            start = before if before is not None else {"_id": filter["_id"]}
+            after = run_pipeline(copy.deepcopy(start), update)
+            self._inner.replace_one({"_id": start["_id"]}, after, upsert=True)
+            return _Updated(int(before is not None), int(after != before))
 
 
 class _Updated:
@@ -235,6 +247,9 @@ class _AsyncCollection:
 
     async def create_index(self, *args: Any, **kwargs: Any) -> Any:
         return self._inner.create_index(*args, **kwargs)
+
+    async def create_indexes(self, *args: Any, **kwargs: Any) -> Any:
+        return self._inner.create_indexes(*args, **kwargs)
 
     async def index_information(self) -> Any:
         return self._inner.index_information()

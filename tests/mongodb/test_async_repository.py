@@ -135,7 +135,7 @@ def test_async_mongodb_closes_only_the_client_it_made() -> None:
 
 
 class _CountingIndexes(AsyncStandInClient):
-    """Counts ``create_index`` calls; each yields once, as a server call would."""
+    """Counts ``create_indexes`` calls; each yields once, as a server call would."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -148,14 +148,14 @@ class _CountingIndexes(AsyncStandInClient):
         class Database:
             def __getitem__(self, collection: str) -> Any:
                 inner = database[collection]
-                create = inner.create_index
+                create = inner.create_indexes
 
                 async def counted(*args: Any, **kwargs: Any) -> Any:
                     client.created += 1
                     await asyncio.sleep(0)
                     return await create(*args, **kwargs)
 
-                inner.create_index = counted  # type: ignore[method-assign]
+                inner.create_indexes = counted  # type: ignore[method-assign]
                 return inner
 
         return Database()

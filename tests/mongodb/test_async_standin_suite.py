@@ -21,6 +21,7 @@ import pytest
 from chatledger.retention import Retention
 from chatledger.testing import (
     AsyncChatMemoryRepositoryTests,
+    ConversationInfoTests,
     LogRemovalTests,
     LogTests,
     RetentionTests,
@@ -38,7 +39,9 @@ from tests.conformance.test_mongodb import small_reads
 from tests.mongodb.standin import AsyncStandInClient
 
 
-class TestAsyncMongoDBStandInEvaluator(AsyncChatMemoryRepositoryTests):
+class TestAsyncMongoDBStandInEvaluator(
+    AsyncChatMemoryRepositoryTests, ConversationInfoTests
+):
     """Suite on mongomock + the pipeline evaluator: a stand-in, NOT a server."""
 
     supports_atomic_append = True

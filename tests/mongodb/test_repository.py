@@ -97,7 +97,7 @@ def test_mongodb_ttl_index_is_created_idempotently() -> None:
     MongoDBChatMemoryRepository(client, collection="idx").create_schema()
     MongoDBChatMemoryRepository(client, collection="idx", ttl=5).create_schema()
     indexes = client["chatledger"]["idx"].index_information()
-    assert indexes["chatledger_expires_at"]["key"] == [("expires_at", 1)]
+    assert list(indexes["chatledger_expires_at"]["key"]) == [("expires_at", 1)]
     assert indexes["chatledger_expires_at"]["expireAfterSeconds"] == 0
 
 

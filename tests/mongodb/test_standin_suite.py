@@ -22,6 +22,7 @@ import pytest
 from chatledger.retention import Retention
 from chatledger.testing import (
     ChatMemoryRepositoryTests,
+    ConversationInfoTests,
     LogRemovalTests,
     LogTests,
     RetentionTests,
@@ -34,7 +35,7 @@ from tests.conformance.test_mongodb import small_reads
 from tests.mongodb.standin import StandInClient
 
 
-class TestMongoDBStandInEvaluator(ChatMemoryRepositoryTests):
+class TestMongoDBStandInEvaluator(ChatMemoryRepositoryTests, ConversationInfoTests):
     """Suite on mongomock + the pipeline evaluator: a stand-in, NOT a server."""
 
     supports_atomic_append = True

@@ -24,7 +24,8 @@ transactions need a replica set and cost more). So a conversation is ONE
 document::
 
     {_id: <conversation id>, messages: [{seq, id, role, sizes, k?, b?, p}, ...],
-     next_seq, sb, version, expires_at, evicted_ids, last_append}
+     next_seq, sb, version, expires_at, evicted_ids, last_append,
+     created_at, updated_at, owner?, meta?, meta_eq?}
 
 - ``p`` is the codec's JSON text. Metadata keys such as ``"$set"`` or ``"a.b"``
   therefore never become BSON field names, and a message comes back exactly.
@@ -49,6 +50,11 @@ document::
 - ``version`` is a fresh random token on every content write (no ABA after a
   delete and re-create); ``expires_at`` drives a TTL index and is refreshed by
   every write (sliding TTL).
+- ``created_at``, ``updated_at``, ``owner``, ``meta`` and ``meta_eq`` are the
+  conversation's record (:mod:`chatledger_mongodb.records`): the times are
+  the server's ``$$NOW``, kept by the update each write of the messages
+  already sends; two indexes, ``(owner, updated_at, _id)`` and
+  ``(updated_at, _id)``, list the records newest first.
 
 A window append is ONE ``findAndModify`` whose update is an aggregation
 pipeline (:mod:`chatledger_mongodb.pipeline`): the server skips known message
@@ -162,22 +168,29 @@ from __future__ import annotations
 import asyncio  # async-only
 import threading
 import weakref  # async-only
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
-from pymongo import AsyncMongoClient, MongoClient, ReturnDocument
+from pymongo import AsyncMongoClient, IndexModel, MongoClient, ReturnDocument
 from pymongo.asynchronous.collection import AsyncCollection
 
 from chatledger.adapters import (
+    DEFAULT_CONVERSATION_PAGE_SIZE,
     DEFAULT_MESSAGE_PAGE_SIZE,
+    UNSET,
     AppendResult,
     AsyncClosingContext,
+    ConversationInfo,
+    ConversationInfoPage,
     ConversationPage,
     FaultPoints,
     Message,
     MessagePage,
+    Unset,
     Window,
+    check_conversation_info,
+    check_find_conversations,
     check_message_page,
     checked_window,
     message_page,
@@ -199,6 +212,17 @@ from chatledger_mongodb.log_reads import (
     tail_rows,
     view_pipeline,
     view_start,
+)
+from chatledger_mongodb.records import (
+    INFO_PROJECTION,
+    RECORD_INDEXES,
+    fill_write,
+    info_write,
+    listing_page,
+    listing_pipeline,
+    record_of,
+    record_pipeline,
+    unfilled_pipeline,
 )
 from chatledger_mongodb.removal import REMOVAL_PROJECTION, removal_write, removed_of
 from chatledger_mongodb.steps import (
@@ -251,8 +275,11 @@ class AsyncMongoDBChatMemoryRepository(AsyncClosingContext):
     Implements :class:`chatledger.AsyncChatMemoryRepository`,
     :class:`chatledger.AsyncSupportsWindowAppend`,
     :class:`chatledger.AsyncSupportsLog`,
-    :class:`chatledger.AsyncSupportsLogRemoval`, and counting and paging. The
-    data model and its limits are in the module's docstring.
+    :class:`chatledger.AsyncSupportsLogRemoval`,
+    :class:`chatledger.AsyncSupportsConversationInfo` (each conversation's
+    record on its own document, :mod:`chatledger_mongodb.records`), and
+    counting and paging. The data model and its limits are in the module's
+    docstring.
 
     Args:
         client: A ``pymongo.AsyncMongoClient``. Its read and write concerns are
@@ -264,9 +291,10 @@ class AsyncMongoDBChatMemoryRepository(AsyncClosingContext):
             digits, ``_`` and ``-``; no ``system`` prefix).
         ttl: Sliding time to live of a whole conversation (a ``timedelta`` or
             seconds); ``None`` keeps conversations until deleted.
-        create_indexes: Create the TTL index (idempotent) before the first
-            write, and again before the first write after :meth:`drop_schema`;
-            once, however many first writes come together.
+        create_indexes: Create the indexes (:meth:`create_indexes`,
+            idempotent) before the first write, and again before the first
+            write after :meth:`drop_schema`; once, however many first writes
+            come together.
         retention: What each conversation's log keeps:
             ``Retention.everything()`` (the default) or ``Retention.last(n)``
             (``n`` for short); see :mod:`chatledger.retention` and
@@ -371,7 +399,7 @@ class AsyncMongoDBChatMemoryRepository(AsyncClosingContext):
     # -- schema ----------------------------------------------------------------
 
     async def _prepared(self) -> None:
-        """Create the TTL index once, before the first write, if asked to."""
+        """Create the indexes once, before the first write, if asked to."""
         if self._indexes_ready:
             return
         if True:  # async
@@ -385,27 +413,41 @@ class AsyncMongoDBChatMemoryRepository(AsyncClosingContext):
                 self._indexes_ready = True
 
     async def create_schema(self) -> None:
-        """Create what the collection needs (its TTL index); idempotent."""
+        """Create what the collection needs (:meth:`create_indexes`); idempotent."""
         await self.create_indexes()
         self._indexes_ready = True
 
     async def drop_schema(self) -> None:
         """Drop the collection, with every conversation and index in it.
 
-        A later write creates the TTL index again (with ``create_indexes``).
+        A later write creates the indexes again (with ``create_indexes``).
         """
         await self._collection.drop()
         self._indexes_ready = not self._create_indexes
 
     async def create_indexes(self) -> None:
-        """Create the TTL index on ``expires_at`` (safe to run again, and at once).
+        """Create the indexes and fill the records an earlier release left out.
 
-        Documents of conversations without a TTL hold ``expires_at: null``,
-        which the TTL monitor ignores.
+        Safe to run again, and at once. The TTL index on ``expires_at``
+        (documents of conversations without a TTL hold ``expires_at: null``,
+        which the TTL monitor ignores) and the conversation records' two
+        listing indexes, ``(owner, updated_at, _id)`` and ``(updated_at,
+        _id)``, in one command. Then each document an earlier release
+        wrote, which has no record times, gets its oldest and newest
+        messages' times (one aggregation on the ``updated_at`` index, one
+        update each), so the listing finds it.
         """
-        await self._collection.create_index(
-            "expires_at", expireAfterSeconds=0, name=TTL_INDEX_NAME
+        await self._collection.create_indexes(
+            [
+                IndexModel("expires_at", expireAfterSeconds=0, name=TTL_INDEX_NAME),
+                *(IndexModel(keys, name=name) for keys, name in RECORD_INDEXES),
+            ]
         )
+        found = await self._collection.aggregate(unfilled_pipeline())
+        unfilled = [document async for document in found]
+        now = utc_now()
+        for document in unfilled:
+            await self._collection.update_one(*fill_write(document, now))
 
     # -- reads -----------------------------------------------------------------
 
@@ -635,6 +677,94 @@ class AsyncMongoDBChatMemoryRepository(AsyncClosingContext):
             )
         )
         return removed_of(document)
+
+    # -- conversation records ----------------------------------------------------
+
+    async def set_conversation_info(
+        self,
+        conversation_id: str,
+        *,
+        owner: str | Literal[Unset.UNSET] | None = UNSET,
+        metadata: Mapping[str, Any] | Literal[Unset.UNSET] = UNSET,
+    ) -> ConversationInfo:
+        """Set the owner or the metadata in one update; return the record.
+
+        See :class:`chatledger.AsyncSupportsConversationInfo`. One
+        ``findAndModify`` (an upsert) sets what was given on the
+        conversation's document and answers the record, atomically: a new id
+        gets a document without messages, its record made at the server's
+        ``$$NOW``. ``updated_at`` stays; the TTL slides.
+
+        Raises:
+            InvalidConversationIdError: the id is not valid, before any I/O.
+            InvalidConversationInfoError: a bad owner or metadata, before any
+                I/O.
+        """
+        update = check_conversation_info(conversation_id, owner, metadata)
+        await self._prepared()
+        query, pipeline = info_write(update, ttl=self.ttl, now=utc_now())
+        self.fault_points.reach("before_commit")
+        with size_refusal(update.conversation_id):
+            document = await settled(
+                self._collection.find_one_and_update(
+                    query,
+                    pipeline,
+                    projection=INFO_PROJECTION,
+                    upsert=True,
+                    return_document=ReturnDocument.AFTER,
+                )
+            )
+        self.fault_points.reach("after_commit")
+        # An upsert that returns the document after the update always has one.
+        assert document is not None
+        return record_of(document)
+
+    async def get_conversation_info(
+        self, conversation_id: str
+    ) -> ConversationInfo | None:
+        """Return the record of one live conversation, or ``None``; one aggregation.
+
+        The server counts the messages; they do not cross the network.
+        """
+        validate_conversation_id(conversation_id)
+        now = utc_now()
+        found = await self._collection.aggregate(record_pipeline(conversation_id, now))
+        documents = await found.to_list()
+        return record_of(documents[0], now) if documents else None
+
+    async def find_conversations(
+        self,
+        *,
+        owner: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        updated_before: datetime | None = None,
+        cursor: str | None = None,
+        limit: int = DEFAULT_CONVERSATION_PAGE_SIZE,
+    ) -> ConversationInfoPage:
+        """Return up to ``limit`` records, newest ``updated_at`` first; one aggregation.
+
+        A range of the ``(owner, updated_at, _id)`` index (given an owner)
+        or of ``(updated_at, _id)``, read newest first below the cursor's
+        record and stopped at ``limit + 1``; the metadata filter is compared
+        in the same query, by the equality keys of the metadata's top-level
+        scalars (:mod:`chatledger_mongodb.records`).
+
+        Raises:
+            InvalidConversationInfoError: a bad ``owner``, ``metadata`` filter
+                or ``updated_before``, before any I/O.
+            InvalidPageError: a bad ``limit`` or ``cursor``, before any I/O.
+        """
+        query = check_find_conversations(
+            owner=owner,
+            metadata=metadata,
+            updated_before=updated_before,
+            cursor=cursor,
+            limit=limit,
+        )
+        found = await self._collection.aggregate(listing_pipeline(query, utc_now()))
+        return listing_page(await found.to_list(), query)
+
+    # -- the log's reads ---------------------------------------------------------
 
     async def find_window(self, conversation_id: str, window: Window) -> list[Message]:
         """Return the view of ``window`` on the log, oldest first.

@@ -34,7 +34,10 @@ numbers and the batch), :func:`history_stage`, :func:`sizes_stage`,
 the orphan tool rule), :func:`evict_stage` and :func:`commit_stage`
 (messages, counters, expiry, the record of evicted ids and the result); then
 the temporary fields go. The log pipeline shares the steps up to
-:func:`number_stage` and ends with :func:`log_commit_stage`. A step reads
+:func:`number_stage` and ends with :func:`log_commit_stage`. Before the
+commit, both keep the conversation's record with :func:`record_stage`
+(``updated_at`` at the server's ``$$NOW`` when the append stored or took
+out a message; :mod:`chatledger_mongodb.records`). A step reads
 the stored document and what the steps before it set.
 
 The current system set (rule 1, :func:`chatledger.window_view.current_system`)
@@ -69,9 +72,14 @@ from chatledger.adapters import (
 )
 
 __all__ = [
+    "CREATED_FIELD",
     "EVICTED_IDS_FIELD",
+    "MATCH_FIELD",
+    "METADATA_FIELD",
+    "OWNER_FIELD",
     "RESULT_FIELD",
     "SYSTEM_BATCH_FIELD",
+    "UPDATED_FIELD",
     "append_pipeline",
     "batch_of",
     "cached_size",
@@ -79,6 +87,7 @@ __all__ = [
     "cut_stage",
     "encode_element",
     "evict_stage",
+    "expired_expression",
     "fresh_stage",
     "history_stage",
     "in_current_set",
@@ -86,6 +95,7 @@ __all__ = [
     "log_commit_stage",
     "merge_system_stage",
     "number_stage",
+    "record_stage",
     "replace_system_stage",
     "size_totals_stage",
     "sizes_stage",
@@ -104,7 +114,20 @@ EVICTED_IDS_FIELD = "evicted_ids"
 #: absent means batch 0.
 SYSTEM_BATCH_FIELD = "sb"
 
+#: The conversation record's fields (:mod:`chatledger_mongodb.records`):
+#: when it was made and when its messages were last written (BSON dates of
+#: the server's clock), its owner (a string, or absent or null), its
+#: metadata (compact JSON text, or absent or null for ``{}``) and the
+#: equality keys of the metadata's top-level scalars, which the listing's
+#: metadata filter compares.
+CREATED_FIELD = "created_at"
+UPDATED_FIELD = "updated_at"
+OWNER_FIELD = "owner"
+METADATA_FIELD = "meta"
+MATCH_FIELD = "meta_eq"
+
 _TEMPORARIES = [
+    "_expired",
     "_old",
     "_record",
     "_seq",
@@ -174,22 +197,65 @@ def in_current_set(variable: str, batch: Any) -> dict[str, Any]:
 _STALE: dict[str, Any] = {"$gt": [{"$size": "$_stale"}, 0]}
 
 
+def expired_expression(now: datetime) -> dict[str, Any]:
+    """True for a document whose ``expires_at`` passed by ``now``."""
+    return {
+        "$and": [
+            {"$ne": [{"$ifNull": ["$expires_at", None]}, None]},
+            {"$lte": ["$expires_at", {"$literal": now}]},
+        ]
+    }
+
+
+def record_stage(written: Any, restart: Any) -> dict[str, Any]:
+    """Keep the conversation's record beside a write of its messages.
+
+    The record (:mod:`chatledger_mongodb.records`) is the document's
+    :data:`CREATED_FIELD`, :data:`UPDATED_FIELD`, :data:`OWNER_FIELD`,
+    :data:`METADATA_FIELD` and :data:`MATCH_FIELD`. The times are the
+    server's clock, ``$$NOW``, one moment for the whole command:
+
+    - ``written`` (an expression, evaluated before the stage) is true when
+      the write stored or removed a message; ``updated_at`` then becomes
+      ``$$NOW``, never earlier than it was (a clock that stepped back, or
+      another member's, does not move it back). Otherwise it stays.
+    - ``restart`` is true when the write starts the conversation anew over
+      an expired document: a new record, made now, without owner or
+      metadata.
+    - A document without ``created_at`` (a new one) gets ``$$NOW``.
+
+    Every value is read from the document as it was before the stage, so it
+    can follow the stage that writes the messages.
+    """
+    kept = {"$ifNull": [f"${UPDATED_FIELD}", "$$NOW"]}
+    moved = {"$max": ["$$NOW", f"${UPDATED_FIELD}"]}
+    return {
+        "$set": {
+            CREATED_FIELD: {
+                "$cond": [restart, "$$NOW", {"$ifNull": [f"${CREATED_FIELD}", "$$NOW"]}]
+            },
+            UPDATED_FIELD: {
+                "$cond": [restart, "$$NOW", {"$cond": [written, moved, kept]}]
+            },
+            OWNER_FIELD: {"$cond": [restart, None, f"${OWNER_FIELD}"]},
+            METADATA_FIELD: {"$cond": [restart, None, f"${METADATA_FIELD}"]},
+            MATCH_FIELD: {"$cond": [restart, None, f"${MATCH_FIELD}"]},
+        }
+    }
+
+
 def stored_state_stage(now: datetime) -> dict[str, Any]:
     """Read the stored messages, the record of evicted ids, the next seq, the batch.
 
     They go to ``_old``, ``_record``, ``_seq`` and ``_sb`` (the current
     system set's batch). A document whose ``expires_at`` passed by ``now``
     counts as empty, record included: the TTL monitor may not have removed
-    it yet.
+    it yet; ``_expired`` says so, for :func:`record_stage`.
     """
-    expired = {
-        "$and": [
-            {"$ne": [{"$ifNull": ["$expires_at", None]}, None]},
-            {"$lte": ["$expires_at", {"$literal": now}]},
-        ]
-    }
+    expired = expired_expression(now)
     return {
         "$set": {
+            "_expired": expired,
             "_old": {"$cond": [expired, [], {"$ifNull": ["$messages", []]}]},
             "_record": {
                 "$cond": [expired, [], {"$ifNull": [f"${EVICTED_IDS_FIELD}", []]}]
@@ -607,6 +673,20 @@ def _cut_expression(limit: int) -> dict[str, Any]:
     }
 
 
+#: True in the window pipeline when the append stores or takes out a message.
+_WINDOW_WRITTEN: dict[str, Any] = {
+    "$and": [
+        {"$not": [_STALE]},
+        {
+            "$gt": [
+                {"$size": {"$concatArrays": ["$_new", "$_gone", "$_evict"]}},
+                0,
+            ]
+        },
+    ]
+}
+
+
 def cut_stage(limit: int) -> dict[str, Any]:
     """Count the oldest non-system messages to evict (``_cut``); 0 when stale."""
     return {"$set": {"_cut": {"$cond": [_STALE, 0, _cut_expression(limit)]}}}
@@ -726,6 +806,7 @@ def append_pipeline(
         size_totals_stage(),
         cut_stage(window.limit),
         evict_stage(),
+        record_stage(_WINDOW_WRITTEN, {"$and": ["$_expired", {"$not": [_STALE]}]}),
         commit_stage(version, expires_at, evicted_ids_kept),
         {"$unset": _TEMPORARIES},
     ]
@@ -788,6 +869,7 @@ def log_append_pipeline(
         replace_system_stage(),
         merge_system_stage(),
         number_stage(),
+        record_stage({"$gt": [{"$size": "$_new"}, 0]}, "$_expired"),
         log_commit_stage(version, expires_at),
         {"$unset": _TEMPORARIES},
     ]

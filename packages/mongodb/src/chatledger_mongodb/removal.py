@@ -24,9 +24,10 @@ The pipeline names the elements to remove (the last ``count`` of the
 is named), leaves the rest, and answers the removed ones' codec text in
 :data:`~chatledger_mongodb.pipeline.RESULT_FIELD`. Their ids are forgotten:
 they do not join ``evicted_ids``, so appending one again stores it again.
-``next_seq`` stays (numbers are not reused), ``version`` changes, and
-``expires_at`` slides as for any write. Sizes are kept beside each element,
-so they leave with it.
+``next_seq`` stays (numbers are not reused), ``version`` changes,
+``expires_at`` slides as for any write, and the record's ``updated_at``
+becomes the server's ``$$NOW`` (never earlier than it was). Sizes are
+kept beside each element, so they leave with it.
 
 Rule 1 runs in the server, as a translation of core's
 :func:`~chatledger.window_view.current_system` over what is left: while an
@@ -55,6 +56,7 @@ from chatledger.adapters import Message, Role, codec
 from chatledger_mongodb.pipeline import (
     RESULT_FIELD,
     SYSTEM_BATCH_FIELD,
+    UPDATED_FIELD,
     batch_of,
     in_current_set,
 )
@@ -132,6 +134,13 @@ def removal_pipeline(
                 "version": {"$cond": [anything, {"$literal": version}, "$version"]},
                 "expires_at": {
                     "$cond": [anything, {"$literal": expires_at}, "$expires_at"]
+                },
+                UPDATED_FIELD: {
+                    "$cond": [
+                        anything,
+                        {"$max": ["$$NOW", f"${UPDATED_FIELD}"]},
+                        f"${UPDATED_FIELD}",
+                    ]
                 },
                 RESULT_FIELD: {"removed": "$_rm.p"},
             }

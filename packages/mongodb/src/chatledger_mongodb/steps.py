@@ -65,7 +65,9 @@ from chatledger_mongodb.pipeline import (
     SYSTEM_BATCH_FIELD,
     append_pipeline,
     encode_element,
+    expired_expression,
     log_append_pipeline,
+    record_stage,
 )
 
 __all__ = [
@@ -302,11 +304,15 @@ def _expires_at(ttl: timedelta | None, now: datetime) -> datetime | None:
 
 def save_update(
     conversation_id: str, messages: Sequence[Message], ttl: timedelta | None
-) -> dict[str, Any] | None:
-    """The update that replaces one conversation; ``None`` when it is to be deleted.
+) -> list[dict[str, Any]] | None:
+    """The update pipeline that replaces one conversation; ``None`` to delete it.
 
     Validates everything first. The record of evicted ids goes with the old
     content, and the messages are one batch, numbered 0 (no batch recorded).
+    The conversation's record stays (owner, metadata, ``created_at``) and
+    its ``updated_at`` moves to the server's ``$$NOW``
+    (:func:`~chatledger_mongodb.pipeline.record_stage`); over an expired
+    document a new record starts.
 
     Raises:
         MessageTooLargeError: if the conversation would not fit in one
@@ -328,8 +334,13 @@ def save_update(
     }
     size = len(bson.encode({"_id": conversation_id, **fields}))
     _DOCUMENT.check(size, f"conversation {conversation_id!r}")
-    gone = {RESULT_FIELD: "", EVICTED_IDS_FIELD: "", SYSTEM_BATCH_FIELD: ""}
-    return {"$set": fields, "$unset": gone}
+    gone = [RESULT_FIELD, EVICTED_IDS_FIELD, SYSTEM_BATCH_FIELD, "_expired"]
+    return [
+        {"$set": {"_expired": expired_expression(now)}},
+        record_stage(True, "$_expired"),
+        {"$set": {name: {"$literal": value} for name, value in fields.items()}},
+        {"$unset": gone},
+    ]
 
 
 @dataclass(frozen=True)
