@@ -15,6 +15,7 @@ from redis.cluster import RedisCluster
 from chatledger.retention import Retention
 from chatledger.testing import (
     AsyncChatMemoryRepositoryTests,
+    ConversationInfoTests,
     LogRemovalTests,
     LogTests,
     RetentionTests,
@@ -39,7 +40,7 @@ def _drop(url: str, cluster: bool, prefix: str) -> None:
         client.close()
 
 
-class TestAsyncRedisConformance(AsyncChatMemoryRepositoryTests):
+class TestAsyncRedisConformance(AsyncChatMemoryRepositoryTests, ConversationInfoTests):
     supports_atomic_append = True
     supports_ttl = True
     supports_retention = True

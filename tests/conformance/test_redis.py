@@ -14,6 +14,7 @@ from redis.cluster import RedisCluster
 from chatledger.retention import Retention
 from chatledger.testing import (
     ChatMemoryRepositoryTests,
+    ConversationInfoTests,
     LogRemovalTests,
     LogTests,
     RetentionTests,
@@ -47,7 +48,7 @@ def cluster_client() -> Iterator[RedisCluster]:
     client.close()
 
 
-class TestRedisConformance(ChatMemoryRepositoryTests):
+class TestRedisConformance(ChatMemoryRepositoryTests, ConversationInfoTests):
     supports_atomic_append = True
     supports_ttl = True
     supports_retention = True

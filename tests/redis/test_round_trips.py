@@ -63,6 +63,12 @@ def monitored(
     assert not thread.is_alive(), "MONITOR never showed the end marker"
 
 
+#: What a write to the messages runs after them on plain Redis: the record
+#: (read, then written) and the listing index (the id's entry read, its old
+#: member out, the new one in, the entry written); ``TIME`` names no key.
+RECORD = ("HMGET", "HSET", "HGET", "ZREM", "ZADD", "HSET")
+
+
 def _sent(lines: list[dict[str, Any]]) -> list[str]:
     return [
         line["command"].split()[0] for line in lines if line["client_type"] != "lua"
@@ -162,8 +168,12 @@ def test_eviction_reads_only_the_oldest_markers(
         for c in _scripted(lines)
         if c.startswith(("LRANGE", "HGET ", "HMGET", "HGETALL"))
     ]
-    # The batch's ids (one HMGET), meta, then the oldest eight markers.
-    assert [r.split()[0] for r in reads] == ["HMGET", "HMGET", "LRANGE"]
+    # The batch's ids (one HMGET), meta, then the oldest eight markers; then
+    # the record and the index's entry.
+    assert [r.split()[0] for r in reads] == [
+        *("HMGET", "HMGET", "LRANGE"),
+        *("HMGET", "HGET"),
+    ]
     assert reads[2].endswith(" 0 7")
 
 
@@ -178,8 +188,9 @@ def test_an_append_without_ttl_persists_nothing_and_counts_nothing(
         repository.append_to_window("np", [Message.user("next")], window)
     commands = [c.split()[0] for c in _scripted(lines)]
     # The batch's ids, meta, the message, its marker, its id, meta: no read of
-    # the head marker (the previous append left a user message there).
-    assert commands == ["HMGET", "HMGET", "HSET", "RPUSH", "HSET", "HSET"]
+    # the head marker (the previous append left a user message there); then
+    # the record and the index.
+    assert commands == ["HMGET", "HMGET", "HSET", "RPUSH", "HSET", "HSET", *RECORD]
 
 
 def test_a_write_without_ttl_persists_what_a_ttl_write_left(
@@ -208,7 +219,8 @@ def test_the_steady_state_command_lists(
     """A full window and a full evicted-id record, one message per append.
 
     Every other append evicts a turn: 10 commands, 12 in the one that trims
-    the record (once per EVICTED_IDS_TRIM_STEP evicted ids), else 6.
+    the record (once per EVICTED_IDS_TRIM_STEP evicted ids), else 6; and
+    the conversation record's 6 (:data:`RECORD`) after each.
     """
     window = MessageWindow(4)
     repository.save_all("st", [Message.user("u0"), Message.assistant("a0")])
@@ -226,21 +238,24 @@ def test_the_steady_state_command_lists(
         evicting = repository.append_to_window("st", [Message.user("u")], window)
     assert len(evicting.evicted_ids) == 2
     assert client.llen(ConversationKeys.of(prefix, "st").evicted) == bound
-    assert [c.split()[0] for c in _scripted(lines)] == evicting_commands
+    assert [c.split()[0] for c in _scripted(lines)] == [*evicting_commands, *RECORD]
     with monitored(redis_url, client, prefix) as lines:
         repository.append_to_window("st", [Message.assistant("a")], window)
     assert [c.split()[0] for c in _scripted(lines)] == [
-        *("HMGET", "HMGET", "HSET", "RPUSH", "HSET", "HSET")
+        *("HMGET", "HMGET", "HSET", "RPUSH", "HSET", "HSET"),
+        *RECORD,
     ]
     with monitored(redis_url, client, prefix) as lines:
         repository.append_to_window("st", [Message.user("u'")], window)
-    trimming = [*evicting_commands[:-1], "LPOP", "HDEL", "HSET"]  # the record's bound
+    # the evicted-id record's bound
+    trimming = [*evicting_commands[:-1], "LPOP", "HDEL", "HSET", *RECORD]
     assert [c.split()[0] for c in _scripted(lines)] == trimming
     assert client.llen(ConversationKeys.of(prefix, "st").evicted) == EVICTED_IDS_KEPT
     with monitored(redis_url, client, prefix) as lines:
         repository.append_to_window("st", [Message.assistant("a'")], window)
     assert [c.split()[0] for c in _scripted(lines)] == [
-        *("HMGET", "HMGET", "HSET", "RPUSH", "HSET", "HSET")
+        *("HMGET", "HMGET", "HSET", "RPUSH", "HSET", "HSET"),
+        *RECORD,
     ]
 
 
@@ -309,7 +324,8 @@ def test_log_work_does_not_grow_with_the_log(
     for name, (small, large) in commands.items():
         assert small == large, name
     assert commands["append"][0] == [
-        *("HMGET", "HMGET", "HSET", "RPUSH", "HSET", "HSET")
+        *("HMGET", "HMGET", "HSET", "RPUSH", "HSET", "HSET"),
+        *RECORD,
     ]
     # meta, the current system set, the head's number, the messages; and
     # the newest markers when they hold sizes of the window's counter

@@ -60,10 +60,11 @@ oldest first, trimmed in steps), each of its ids marked with an empty value
 in the ``ids`` hash: the same script checks and updates it, so a late retry
 of an evicted message is a no-op.
 
-Why listing uses ``SCAN`` rather than an index key: an index of ids is one key
-in one slot, so on Redis Cluster it cannot be updated in the same script as the
-conversation (cross-slot), and keeping it in step would cost a second,
-non-atomic call on every write plus lazy repair of stale entries. Instead
+Why the listing of ids uses ``SCAN`` rather than an index key: an index is
+one key in one slot, so on Redis Cluster it cannot be updated in the same
+script as the conversation (cross-slot), and keeping it in step costs a
+second call on every write plus lazy repair of stale entries, which the
+records pay (below) but the ids need not.
 :meth:`AsyncRedisChatMemoryRepository.find_conversation_ids` scans for the
 per-conversation ``meta`` keys (on Cluster, redis-py scans every primary). The
 keys are the truth, so the listing is complete, uncapped, and agrees with
@@ -72,6 +73,20 @@ deletes and with expiry by construction (the server hides expired keys from
 an administrative listing and never touches the append path. During a Cluster
 resharding a scan may miss a key that moves; repeat the listing if that
 matters.
+
+Conversation records (``AsyncSupportsConversationInfo``) are the
+conversation's ``info`` key, written by the scripts that write its messages
+(an append, ``save_all``, a window's eviction and a removal move
+``updated_at`` to the server's clock, never back; ``set_conversation_info``
+is a script of its own), so a record costs no round trip of its own. They
+are listed from an index kept in a slot of its own (``SCAN`` would read the
+whole keyspace for an app's list of chats): on plain Redis the scripts
+update it in the same atomic step, on Redis Cluster, where a script reaches
+one slot only, the repository sends each write's index update to the
+index's node after the write (one round trip more), and the listing reads
+the record behind every entry it lists, so an update lost between the two
+neither shows a record that is gone nor hides one twice
+(:mod:`chatledger_redis.records`).
 
 Neither repository does I/O when it is made, so one made at import time does
 not need the server up: the client connects on the first call, which a server
@@ -88,9 +103,9 @@ crash. Call ``client.wait(...)`` after a write if you need more.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
-from datetime import timedelta
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import Any, Literal
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
@@ -98,15 +113,23 @@ from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError, ResponseError
 
 from chatledger.adapters import (
+    DEFAULT_CONVERSATION_PAGE_SIZE,
     DEFAULT_MESSAGE_PAGE_SIZE,
+    UNSET,
     AppendResult,
     AsyncClosingContext,
     ContentionError,
+    ConversationInfo,
+    ConversationInfoPage,
     ConversationPage,
     FaultPoints,
+    JsonValue,
     Message,
     MessagePage,
+    Unset,
     Window,
+    check_conversation_info,
+    check_find_conversations,
     check_message_page,
     checked_window,
     message_page,
@@ -129,19 +152,32 @@ from chatledger_redis.bulk_limit import (
 )
 from chatledger_redis.keys import (
     ConversationKeys,
+    IndexKeys,
     evicted_key_pattern,
+    info_key_pattern,
     meta_key_pattern,
     removals_key_pattern,
     validate_key_prefix,
 )
 from chatledger_redis.loop_clients import LoopClients  # async-only
+from chatledger_redis.records import (
+    RecordListing,
+    index_update,
+    record_keys,
+    record_of,
+    set_info_args,
+)
 from chatledger_redis.scripts import (
     APPEND,
     APPEND_LOG,
+    DELETE,
+    INDEX,
+    INFO,
     PAGE,
     REMOVE,
     RESIZE,
     SAVE,
+    SET_INFO,
     TAIL,
     TRIM,
     VIEW,
@@ -221,6 +257,7 @@ class AsyncRedisChatMemoryRepository(AsyncClosingContext):
                     "client must be a redis.Redis or RedisCluster, not None"
                 )
         self.key_prefix = validate_key_prefix(key_prefix)
+        self._index = IndexKeys.of(self.key_prefix)
         self._ttl_ms = ttl_milliseconds(ttl)
         self.ttl = None if ttl is None else timedelta(milliseconds=self._ttl_ms)
         self.retention = to_retention(retention)
@@ -252,6 +289,10 @@ class AsyncRedisChatMemoryRepository(AsyncClosingContext):
         self._page = client.register_script(PAGE)
         self._trim = client.register_script(TRIM)
         self._remove = client.register_script(REMOVE)
+        self._set_info = client.register_script(SET_INFO)
+        self._delete = client.register_script(DELETE)
+        self._info = client.register_script(INFO)
+        self._index_script = client.register_script(INDEX)
 
     @classmethod
     def from_url(cls, url: str, **options: Any) -> AsyncRedisChatMemoryRepository:
@@ -355,19 +396,24 @@ class AsyncRedisChatMemoryRepository(AsyncClosingContext):
         Only keys of the layout this repository writes are touched; other keys
         that share the prefix stay. The evicted-id record a window left when
         it emptied a conversation (no ``meta``, so not listed) goes too, and
-        so do the receipts of recent removals.
+        so do the receipts of recent removals, the records (those without
+        messages too) and the listing index.
         """
         client = self.client
         left: list[Any] = []
         for pattern in (
             evicted_key_pattern(self.key_prefix),
             removals_key_pattern(self.key_prefix),
+            info_key_pattern(self.key_prefix),
         ):
             left += [k async for k in client.scan_iter(match=pattern, count=1000)]
         doomed = ids_of_evicted_keys(self.key_prefix, left)
         doomed.update(await self.find_conversation_ids())
         for conversation_id in doomed:
-            await client.unlink(*self._keys(conversation_id).every())
+            keys = self._keys(conversation_id)
+            await client.unlink(*keys.every(), keys.info)
+        # One slot: one command, on Cluster too.
+        await client.unlink(*self._index.all())
 
     async def benchmark_floor(self) -> AsyncRedisBenchmarkFloor:
         """The driver's bare RPUSH and LRANGE, for ``chatledger bench``."""
@@ -418,9 +464,11 @@ class AsyncRedisChatMemoryRepository(AsyncClosingContext):
         # conversation whole, a fault after it leaves the new one whole.
         for point in ("after_lock", "after_delete", "after_insert", "before_commit"):
             self.fault_points.reach(point)
-        await self._save(
-            keys=self._keys(conversation_id).all(), args=args, client=client
+        keys = self._keys(conversation_id)
+        reply = await self._run(
+            client, self._save, [*keys.all(), *self._record_keys(client, keys)], args
         )
+        await self._publish(client, conversation_id, reply[-1])
         self.fault_points.reach("after_commit")
 
     async def delete_by_conversation_id(self, conversation_id: str) -> None:
@@ -432,7 +480,12 @@ class AsyncRedisChatMemoryRepository(AsyncClosingContext):
         validate_conversation_id(conversation_id)
         for point in ("after_lock", "after_delete", "before_commit"):
             self.fault_points.reach(point)
-        await self.client.unlink(*self._keys(conversation_id).every())
+        client = self.client
+        keys = self._keys(conversation_id)
+        op = await self._run(
+            client, self._delete, [*keys.every(), *self._record_keys(client, keys)], []
+        )
+        await self._publish(client, conversation_id, op)
         self.fault_points.reach("after_commit")
 
     async def append_to_window(
@@ -451,15 +504,18 @@ class AsyncRedisChatMemoryRepository(AsyncClosingContext):
             return AppendResult()
         stamped = stamp_messages(batch)
         counter = window.counter_id
-        key_names = conversation_keys(self.key_prefix, conversation_id)[1]
+        keys, key_names = conversation_keys(self.key_prefix, conversation_id)
         args = append_args(stamped, window, self._ttl_ms)
         client = self.client
+        key_names += self._record_keys(client, keys)
         await self._check_arguments(client, args, first=1, per_message=1)
         for point in ("after_lock", "after_insert", "after_evict", "before_commit"):
             self.fault_points.reach(point)
         for _ in range(RESIZE_ATTEMPTS):
             outcome = await self._run(client, self._append, key_names, args)
             if outcome != -1:
+                await self._publish(client, conversation_id, outcome[-1])
+                outcome = outcome[:-1]
                 break
             assert counter is not None  # the script asks only for a named counter
             await self._remeasure(client, self._keys(conversation_id), counter, window)
@@ -503,12 +559,18 @@ class AsyncRedisChatMemoryRepository(AsyncClosingContext):
         if not batch:
             return AppendResult()
         stamped = stamp_messages(batch)
-        key_names = conversation_keys(self.key_prefix, conversation_id)[1]
+        keys, key_names = conversation_keys(self.key_prefix, conversation_id)
         args = log_append_args(stamped, window, self._ttl_ms)
         client = self.client
         await self._check_arguments(client, args, first=1, per_message=1)
-        outcome = await self._run(client, self._append_log, key_names, args)
-        result, numbers = log_append_result(outcome, stamped)
+        outcome = await self._run(
+            client,
+            self._append_log,
+            key_names + self._record_keys(client, keys),
+            args,
+        )
+        await self._publish(client, conversation_id, outcome[-1])
+        result, numbers = log_append_result(outcome[:-1], stamped)
         if numbers is not None and self.retention.trim_due(*numbers):
             keys = self._keys(conversation_id)
             shown_from = (
@@ -579,9 +641,12 @@ class AsyncRedisChatMemoryRepository(AsyncClosingContext):
         The client may send it again (its reply lost): the script's receipt
         answers the first run's messages then, and removes nothing more.
         """
-        key_names = self._keys(conversation_id).every()
-        reply = await self._run(self.client, self._remove, key_names, args)
-        return removed_messages(reply)
+        client = self.client
+        keys = self._keys(conversation_id)
+        key_names = [*keys.every(), *self._record_keys(client, keys)]
+        reply = await self._run(client, self._remove, key_names, args)
+        await self._publish(client, conversation_id, reply[-1])
+        return removed_messages(reply[:-1])
 
     async def find_window(self, conversation_id: str, window: Window) -> list[Message]:
         """Return the view of ``window`` on the log, oldest first.
@@ -644,6 +709,149 @@ class AsyncRedisChatMemoryRepository(AsyncClosingContext):
             page_args(after, limit, newest_first),
         )
         return message_page(page_rows(reply), limit, newest_first=newest_first)
+
+    # -- conversation records ----------------------------------------------------
+
+    def _record_keys(
+        self, client: AsyncClient, keys: ConversationKeys
+    ) -> tuple[str, ...]:
+        """The keys a writing script takes after the conversation's: its record,
+        and on plain Redis the listing index, which the script then updates
+        itself (on Cluster it is in another slot: see :meth:`_publish`)."""
+        if isinstance(client, RedisCluster):
+            return (keys.info,)
+        return (keys.info, *self._index.all())
+
+    async def _publish(
+        self, client: AsyncClient, conversation_id: str, op: Any
+    ) -> None:
+        """Send the index update a writing script answered, if it left one.
+
+        Only on Redis Cluster: one more round trip, to the index's node
+        (:mod:`chatledger_redis.records` says what a crash before it leaves).
+        """
+        args = index_update(conversation_id, op)
+        if args is not None:
+            await self._run(client, self._index_script, self._index.all(), args)
+
+    async def set_conversation_info(
+        self,
+        conversation_id: str,
+        *,
+        owner: str | Literal[Unset.UNSET] | None = UNSET,
+        metadata: Mapping[str, Any] | Literal[Unset.UNSET] = UNSET,
+    ) -> ConversationInfo:
+        """Set the owner or the metadata in one script; return the record.
+
+        See :class:`chatledger.AsyncSupportsConversationInfo`: left out, each
+        is kept; ``owner=None`` clears the owner; ``metadata`` replaces the
+        whole metadata (``{}`` clears it). The ``SET_INFO`` script of
+        :mod:`chatledger_redis.scripts` makes the record of a new id (no
+        messages), sets what was given, slides the TTL of every key of the
+        conversation and reads the record back, atomically; ``updated_at``
+        stays. One round trip on plain Redis, where the script updates the
+        listing index too; two on Cluster (the index's update follows).
+
+        Raises:
+            InvalidConversationIdError: the id is not valid, before any I/O.
+            InvalidConversationInfoError: a bad owner or metadata, before any
+                I/O.
+        """
+        update = check_conversation_info(conversation_id, owner, metadata)
+        args = set_info_args(update, self._ttl_ms)
+        client = self.client
+        keys = self._keys(update.conversation_id)
+        reply = await self._run(
+            client,
+            self._set_info,
+            [*keys.all(), *self._record_keys(client, keys)],
+            args,
+        )
+        await self._publish(client, update.conversation_id, reply[5])
+        return record_of(update.conversation_id, *reply[:5])
+
+    async def get_conversation_info(
+        self, conversation_id: str
+    ) -> ConversationInfo | None:
+        """Return the record of one conversation, or ``None``; one script.
+
+        The ``INFO`` script reads the record's hash and counts the messages
+        (``HLEN``) together. A conversation an earlier release wrote has no
+        record until its next write or :meth:`set_conversation_info`.
+        """
+        validate_conversation_id(conversation_id)
+        keys = self._keys(conversation_id)
+        reply = await self._run(self.client, self._info, record_keys(keys), [])
+        if not reply:
+            return None
+        created, updated, _, owner, metadata, count = reply
+        return record_of(conversation_id, created, updated, owner, metadata, count)
+
+    async def find_conversations(
+        self,
+        *,
+        owner: str | None = None,
+        metadata: Mapping[str, JsonValue] | None = None,
+        updated_before: datetime | None = None,
+        cursor: str | None = None,
+        limit: int = DEFAULT_CONVERSATION_PAGE_SIZE,
+    ) -> ConversationInfoPage:
+        """Return up to ``limit`` records, newest ``updated_at`` first.
+
+        Read from the listing index (:class:`chatledger_redis.keys.IndexKeys`),
+        never by a scan: one ``ZREVRANGEBYLEX`` of the owner's range of the
+        owners' index (given an owner) or of the index by update, from the
+        cursor's place down, of ``limit + 1`` entries, then the records
+        behind them in one pipeline of the ``INFO`` script (on Cluster, a
+        batch per node): two round trips for a page, whose cost grows with
+        the page, not with the number of records or of other owners'
+        entries. A metadata filter is compared here on the decoded records,
+        reading on in larger batches while too few match.
+
+        An entry whose record is gone (a delete or an expiry the index did
+        not see) is not listed and is dropped; one that lags its record is
+        brought up to it, after the page is read
+        (:mod:`chatledger_redis.records`).
+
+        Raises:
+            InvalidConversationInfoError: a bad ``owner``, ``metadata`` filter
+                or ``updated_before``, before any I/O.
+            InvalidPageError: a bad ``limit`` or ``cursor``, before any I/O.
+        """
+        query = check_find_conversations(
+            owner=owner,
+            metadata=metadata,
+            updated_before=updated_before,
+            cursor=cursor,
+            limit=limit,
+        )
+        client = self.client
+        listing = RecordListing(query, self._index)
+        while not listing.done:
+            key, high, low, count = listing.read()
+            members = await client.zrevrangebylex(key, high, low, start=0, num=count)
+            ids = listing.entries(members)
+            if ids:
+                listing.feed(await self._read_records(client, ids))
+        for args in listing.repairs:
+            await self._run(client, self._index_script, self._index.all(), args)
+        return listing.page()
+
+    async def _read_records(self, client: AsyncClient, ids: list[str]) -> list[Any]:
+        """The INFO answers of ``ids``: one pipeline (on Cluster, a batch a node)."""
+        for attempt in range(2):
+            pipe = client.pipeline(transaction=False)
+            for conversation_id in ids:
+                keys = record_keys(self._keys(conversation_id))
+                pipe.execute_command("EVALSHA", self._info.sha, 2, *keys)
+            try:
+                return list(await pipe.execute())
+            except NoScriptError:
+                if attempt:
+                    raise
+                # A restarted or flushed server: load the script, once.
+                await client.script_load(INFO)
+        raise AssertionError("unreachable")
 
     async def _check_arguments(
         self,

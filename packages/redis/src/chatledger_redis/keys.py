@@ -30,11 +30,14 @@ from chatledger.adapters import (
 __all__ = [
     "KEY_PREFIX_PATTERN",
     "ConversationKeys",
+    "IndexKeys",
     "decode_tag",
     "encode_tag",
     "evicted_key_pattern",
+    "info_key_pattern",
     "meta_key_pattern",
     "parse_evicted_key",
+    "parse_info_key",
     "parse_meta_key",
     "parse_removals_key",
     "removals_key_pattern",
@@ -97,6 +100,11 @@ def removals_key_pattern(prefix: str) -> str:
     return f"{prefix}{{*}}:removals"
 
 
+def info_key_pattern(prefix: str) -> str:
+    """Return the SCAN pattern of every conversation record under ``prefix``."""
+    return f"{prefix}{{*}}:info"
+
+
 def _parse_key(prefix: str, key: str, part: str) -> str | None:
     match = re.fullmatch(re.escape(prefix) + r"\{(" + _TAG + r")\}:" + part, key)
     return None if match is None else decode_tag(match.group(1))
@@ -112,6 +120,11 @@ def parse_evicted_key(prefix: str, key: str) -> str | None:
     return _parse_key(prefix, key, "evicted")
 
 
+def parse_info_key(prefix: str, key: str) -> str | None:
+    """Return the conversation id of a record key under ``prefix``, else ``None``."""
+    return _parse_key(prefix, key, "info")
+
+
 def parse_removals_key(prefix: str, key: str) -> str | None:
     """Return the conversation id of a receipt key under ``prefix``, else ``None``."""
     return _parse_key(prefix, key, "removals")
@@ -122,7 +135,8 @@ class ConversationKeys:
     """The keys of one conversation, all in one hash slot.
 
     Six hold the conversation (:meth:`all`); the seventh, :attr:`removals`,
-    only makes a removal safe to send again.
+    only makes a removal safe to send again; the eighth, :attr:`info`, is its
+    record (``SupportsConversationInfo``).
 
     Attributes:
         meta: Hash: ``next`` sequence number, ``ctr`` (the counter the stored
@@ -169,6 +183,17 @@ class ConversationKeys:
             removal, whatever the conversation's TTL; it outlives a removal
             that empties the conversation and ``save_all``, and goes with
             delete.
+        info: Hash: the conversation's record: ``c`` and ``u`` (created_at
+            and updated_at, epoch milliseconds of the server's clock),
+            ``v`` (the record's version, epoch microseconds of its last
+            write, which orders the listing index's updates), ``o`` (the
+            owner; absent for none) and ``m`` (the metadata as compact JSON
+            text; absent for ``{}``). The message count is ``HLEN`` of
+            :attr:`msgs`. It shares the conversation's deadline, outlives a
+            window or a removal that empties the conversation (a record
+            without messages), goes with delete and ``save_all(id, [])``, and
+            is not one of :meth:`all` (nor :meth:`every`): the scripts take it
+            after them.
     """
 
     meta: str
@@ -178,6 +203,7 @@ class ConversationKeys:
     ids: str
     evicted: str
     removals: str
+    info: str
 
     @classmethod
     def of(cls, prefix: str, conversation_id: str) -> ConversationKeys:
@@ -191,6 +217,7 @@ class ConversationKeys:
             base + "ids",
             base + "evicted",
             base + "removals",
+            base + "info",
         )
 
     def all(self) -> list[str]:
@@ -211,3 +238,45 @@ class ConversationKeys:
     def every(self) -> list[str]:
         """Return every key: :meth:`all`, then :attr:`removals` (``REMOVE``'s keys)."""
         return [*self.all(), self.removals]
+
+
+@dataclass(frozen=True, slots=True)
+class IndexKeys:
+    """The listing index of the conversation records under one key prefix.
+
+    Its three keys share the hash tag ``{index:<prefix>}``: a ``:`` never
+    occurs in a conversation's tag (base64url), so no conversation's keys
+    can be these, and each key prefix has an index of its own. Being one
+    slot, one script updates the three together, on Redis Cluster too; but
+    not in the script that writes a conversation, whose keys are in another
+    slot (see :data:`chatledger_redis.scripts.INDEX`).
+
+    Attributes:
+        updated: Sorted set, every score 0, ordered by member:
+            ``<updated_at ms, 15 digits>\\0<id>``; read backwards
+            (``ZREVRANGEBYLEX``) it is the listing of every record, newest
+            first, ties by id descending (UTF-8 byte order is code point
+            order).
+        owners: Sorted set, every score 0:
+            ``<owner>\\0<updated_at ms, 15 digits>\\0<id>`` for each record
+            with an owner; an owner's listing is the range of members
+            starting ``<owner>\\0`` (an owner holds no NUL), so it reads that
+            owner's entries only, however many others the set holds.
+        entries: Hash: id -> ``<version>:<updated_at ms>[:<owner>]``, what
+            the two sets hold for the id, so an update removes exactly the
+            members it replaces, and applies only when its version is newer.
+    """
+
+    updated: str
+    owners: str
+    entries: str
+
+    @classmethod
+    def of(cls, prefix: str) -> IndexKeys:
+        """Build the index keys of a validated ``prefix``."""
+        base = f"{prefix}{{index:{prefix}}}:"
+        return cls(base + "updated", base + "owners", base + "entries")
+
+    def all(self) -> list[str]:
+        """Return the three keys, in the order the scripts take them."""
+        return [self.updated, self.owners, self.entries]

@@ -80,10 +80,14 @@ from __future__ import annotations
 __all__ = [
     "APPEND",
     "APPEND_LOG",
+    "DELETE",
+    "INDEX",
+    "INFO",
     "PAGE",
     "REMOVE",
     "RESIZE",
     "SAVE",
+    "SET_INFO",
     "TAIL",
     "TRIM",
     "VIEW",
@@ -106,6 +110,117 @@ local function hdel_all(key, fields)
   for i = 1, #fields, 256 do
     redis.call('HDEL', key, unpack(fields, i, math.min(i + 255, #fields)))
   end
+end
+"""
+
+# The conversation's record (its info key) and the listing index. A write
+# to the messages moves updated_at to the server's clock, never back; every
+# record write takes a new version, the microsecond of the write or one past
+# the last, which orders the index's updates. index_apply writes the index
+# keys from what a record says (u false: no record), unless the index holds
+# a version as new already.
+_RECORD = """
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- owner: nil keeps it, false clears it, a string sets it
+local function record_write(info, moved, owner)
+  local state = redis.call('HMGET', info, 'u', 'v', 'o')
+  local now = now_us()
+  local ms = math.floor(now / 1000)
+  local v = now
+  if state[2] and tonumber(state[2]) >= v then v = tonumber(state[2]) + 1 end
+  local fields = {'v', string.format('%d', v)}
+  local u = ms
+  if state[1] == false then
+    fields[3], fields[4], fields[5], fields[6] = 'c', string.format('%d', ms), 'u',
+      string.format('%d', ms)
+  else
+    u = tonumber(state[1])
+    if moved and ms > u then
+      u = ms
+      fields[3], fields[4] = 'u', string.format('%d', ms)
+    end
+  end
+  local held = state[3]
+  if owner == false then
+    held = false
+    redis.call('HDEL', info, 'o')
+  elseif owner ~= nil then
+    held = owner
+    fields[#fields + 1] = 'o'
+    fields[#fields + 1] = owner
+  end
+  redis.call('HSET', info, unpack(fields))
+  return v, u, held
+end
+
+local function index_entry(v, u, owner)
+  local entry = string.format('%d:%d', v, u)
+  if owner then entry = entry .. ':' .. owner end
+  return entry
+end
+
+local function index_member(u, id)
+  return string.format('%015d', u) .. '\\0' .. id
+end
+
+local function index_drop(index, id, held)
+  local hu, rest = string.match(held, '^%d+:(%d+)(.*)$')
+  local member = index_member(tonumber(hu), id)
+  redis.call('ZREM', index[1], member)
+  if rest ~= '' then
+    redis.call('ZREM', index[2], string.sub(rest, 2) .. '\\0' .. member)
+  end
+end
+
+local function index_apply(index, id, v, u, owner)
+  local held = redis.call('HGET', index[3], id)
+  if held then
+    if tonumber(string.match(held, '^(%d+):')) >= v then return end
+    index_drop(index, id, held)
+  end
+  if not u then
+    if held then redis.call('HDEL', index[3], id) end
+    return
+  end
+  local member = index_member(u, id)
+  redis.call('ZADD', index[1], 0, member)
+  if owner then redis.call('ZADD', index[2], 0, owner .. '\\0' .. member) end
+  redis.call('HSET', index[3], id, index_entry(v, u, owner))
+end
+
+-- the id whose tag (unpadded base64url) names the key
+local B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
+local function tag_id(key)
+  local tag = string.match(key, '{([%w_%-]+)}')
+  local values, out = {}, {}
+  for i = 1, #tag do
+    values[i] = string.find(B64, string.sub(tag, i, i), 1, true) - 1
+  end
+  for i = 1, #values, 4 do
+    local c, d = values[i + 2], values[i + 3]
+    local n = values[i] * 262144 + values[i + 1] * 4096 + (c or 0) * 64 + (d or 0)
+    out[#out + 1] = string.char(math.floor(n / 65536))
+    if c then out[#out + 1] = string.char(math.floor(n / 256) % 256) end
+    if d then out[#out + 1] = string.char(n % 256) end
+  end
+  return table.concat(out)
+end
+
+-- The index update of a record write. On plain Redis the index keys follow
+-- the record key in KEYS (from at on) and the script updates them itself:
+-- answers ''. On Redis Cluster they are in another slot: answers the
+-- update, which the client sends to the INDEX script.
+local function publish(at, v, u, owner)
+  if KEYS[at] then
+    index_apply({KEYS[at], KEYS[at + 1], KEYS[at + 2]}, tag_id(KEYS[1]), v, u, owner)
+    return ''
+  end
+  if not u then return string.format('%d:-', v) end
+  return index_entry(v, u, owner)
 end
 """
 
@@ -292,10 +407,12 @@ end
 APPEND = (
     _EXPIRE
     + _CHUNKS
+    + _RECORD
     + _APPEND_STEPS
     + """
 local meta, msgs, turns, system, ids = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local record = KEYS[6]
+local record, info = KEYS[6], KEYS[7]
+local conversation = {meta, msgs, turns, system, ids, record, info}
 local head = ARGV[1]
 local c1 = string.find(head, ':', 1, true)
 local c2 = string.find(head, ':', c1 + 1, true)
@@ -311,7 +428,7 @@ local counter = string.sub(head, c5 + 1)
 
 -- (a) skip the ids stored or evicted
 local fresh, with_system = fresh_messages(ids)
-if #fresh == 0 then return {''} end
+if #fresh == 0 then return {'', ''} end
 
 -- hn: the write token of the last append that left the turns list
 -- non-empty with a head that is not a tool response (every append leaves it
@@ -422,6 +539,15 @@ end
 local reply = {appended_reply(out)}
 for i, id in ipairs(evicted) do reply[i + 1] = id end
 
+-- the record moves with what was stored or evicted, last before the
+-- expiry; the index update ends the reply. A new conversation whose batch
+-- the window dropped whole stored nothing: it gets no record
+local function moved(emptied_new)
+  if emptied_new or (#out.appended == 0 and #evicted == 0) then return '' end
+  local v, u, owner = record_write(info, true)
+  return publish(8, v, u, owner)
+end
+
 -- (e) the ids marks in one write: appended ids map to their sequence
 -- number, evicted ones (the evicted-id record) to an empty value, later
 -- pairs winning as the script's order says; the record keeps the order and
@@ -440,7 +566,8 @@ if #evicted > 0 then
   -- when the turns list was emptied
   if emptied and redis.call('HLEN', msgs) == 0 then
     redis.call('DEL', meta, msgs, turns, system)
-    expire({ids, record}, ttl, expiring)
+    reply[#reply + 1] = moved(not exists)
+    expire({ids, record, info}, ttl, expiring)
     return reply
   end
 end
@@ -456,7 +583,8 @@ if #out.system > 0 then
   fields[#fields + 1] = string.format('%d', out.first)
 end
 redis.call('HSET', meta, unpack(fields))
-expire(KEYS, ttl, expiring)
+reply[#reply + 1] = moved()
+expire(conversation, ttl, expiring)
 return reply
 """
 )
@@ -481,9 +609,11 @@ return reply
 APPEND_LOG = (
     _EXPIRE
     + _CHUNKS
+    + _RECORD
     + _APPEND_STEPS
     + """
 local meta, msgs, turns, system, ids = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local conversation = {meta, msgs, turns, system, ids, KEYS[6], KEYS[7]}
 local head = ARGV[1]
 local c1 = string.find(head, ':', 1, true)
 local c2 = string.find(head, ':', c1 + 1, true)
@@ -492,7 +622,7 @@ local token = string.sub(head, c1 + 1, c2 - 1)
 local counter = string.sub(head, c2 + 1)
 
 local fresh, with_system = fresh_messages(ids)
-if #fresh == 0 then return {''} end
+if #fresh == 0 then return {'', ''} end
 
 local state = redis.call('HMGET', meta, 'next', 'ctr', 'tsize', 'ssize', 'exp', 'sized',
   'sb')
@@ -550,8 +680,13 @@ fields[#fields + 1] = string.format('%d', tsize)
 fields[#fields + 1] = 'ssize'
 fields[#fields + 1] = string.format('%d', ssize)
 redis.call('HSET', meta, unpack(fields))
-expire(KEYS, ttl, state[5] ~= '0')
-return {appended_reply(out), out.next - 1}
+local op = ''
+if #out.appended > 0 then
+  local v, u, owner = record_write(KEYS[7], true)
+  op = publish(8, v, u, owner)
+end
+expire(conversation, ttl, state[5] ~= '0')
+return {appended_reply(out), out.next - 1, op}
 """
 )
 
@@ -739,9 +874,11 @@ REMOVE = (
     _EXPIRE
     + _CHUNKS
     + _CURRENT_SYSTEM
+    + _RECORD
     + """
 local meta, msgs, turns, system, ids = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local conversation = {meta, msgs, turns, system, ids, KEYS[6]}
+local info = KEYS[8]
+local conversation = {meta, msgs, turns, system, ids, KEYS[6], info}
 local receipts = KEYS[7]
 local head = ARGV[1]
 local c1 = string.find(head, ':', 1, true)
@@ -764,10 +901,19 @@ if receipt[1] then
     reply[#reply + 1] = string.sub(packed, colon + 1, colon + size)
     at = colon + size + 1
   end
+  reply[#reply + 1] = ''
   return reply
 end
 
--- the receipt of this removal: the oldest one leaves the ring for it
+-- the record moves, last before the expiry
+local op = ''
+local function record_moves()
+  local v, u, owner = record_write(info, true)
+  op = publish(9, v, u, owner)
+end
+
+-- the receipt of this removal: the oldest one leaves the ring for it; the
+-- index update of the record's move ends the reply
 local function answer(reply)
   local parts = {}
   for k, body in ipairs(reply) do
@@ -781,11 +927,12 @@ local function answer(reply)
   redis.call('HSET', receipts, token, table.concat(parts), slot, token,
     '#', string.format('%d', count))
   redis.call('PEXPIRE', receipts, lifetime)
+  reply[#reply + 1] = op
   return reply
 end
 
 local state = redis.call('HMGET', meta, 'next', 'ctr', 'tsize', 'ssize', 'exp', 'sb')
-if state[1] == false then return {} end
+if state[1] == false then return {''} end
 
 local function turn_row(entry)
   local size, seq, id = string.match(entry, '^%a:(%d+):(%d+):(.*)$')
@@ -852,7 +999,7 @@ else
     end
   end
 end
-if #doomed == 0 then return {} end
+if #doomed == 0 then return {''} end
 table.sort(doomed, function(a, b) return a.seq < b.seq end)
 
 local seqs, gone = {}, {}
@@ -871,7 +1018,8 @@ end
 local expiring = state[5] ~= '0'
 if redis.call('HLEN', msgs) == 0 then
   redis.call('DEL', meta, msgs, turns, system)
-  expire({ids, KEYS[6]}, ttl, expiring)
+  record_moves()
+  expire({ids, KEYS[6], info}, ttl, expiring)
   return answer(reply)
 end
 
@@ -922,6 +1070,7 @@ if moved then
 end
 redis.call('HSET', meta, unpack(fields))
 if cleared then redis.call('HDEL', meta, 'sb') end
+record_moves()
 expire(conversation, ttl, expiring)
 return answer(reply)
 """
@@ -937,11 +1086,19 @@ return answer(reply)
 #: the messages are one batch, numbered 0, so ``sb`` is left out.
 SAVE = (
     _EXPIRE
+    + _RECORD
     + """
 local meta, msgs, turns, system, ids = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local info = KEYS[7]
 redis.call('UNLINK', meta, msgs, turns, system, ids, KEYS[6])
 local n = tonumber(ARGV[3])
-if n == 0 then return 0 end
+if n == 0 then
+  -- the record goes with the messages
+  local held = redis.call('HGET', info, 'v')
+  if not held then return {0, ''} end
+  redis.call('UNLINK', info)
+  return {0, publish(8, math.max(now_us(), tonumber(held) + 1), false)}
+end
 local tsize, ssize = 0, 0
 for i = 0, n - 1 do
   local base = 4 + i * 4
@@ -965,7 +1122,10 @@ redis.call('HSET', meta, 'next', string.format('%d', n), 'ctr', '',
   'tsize', string.format('%d', tsize), 'ssize', string.format('%d', ssize),
   'ver', ARGV[2], 'exp', flag)
 expire({meta, msgs, turns, system, ids}, ttl, false)
-return n
+-- the record stays (owner, metadata, created_at) and moves
+local v, u, owner = record_write(info, true)
+expire({info}, ttl, ttl == 0)
+return {n, publish(8, v, u, owner)}
 """
 )
 
@@ -1197,5 +1357,106 @@ else
   end
 end
 return reply
+"""
+)
+
+
+#: Set a conversation's owner or metadata (``set_conversation_info``).
+#:
+#: KEYS: meta, msgs, turns, system, ids, evicted, info, then on plain Redis
+#: the index keys (:class:`~chatledger_redis.keys.IndexKeys`).
+#: ARGV: ttl ms (0 = none); the owner's mode, ``k`` (keep), ``c`` (clear) or
+#: ``s`` (set); the owner (``""`` unless set); the metadata's mode, ``k`` or
+#: ``s``; the metadata's compact JSON text (``{}`` clears it).
+#: Returns created_at and updated_at (ms), the owner and the metadata text
+#: (nil for none), the message count, then the index update (``""`` when
+#: the script made it). A new id gets a record without messages; updated_at
+#: stays; every key of the conversation takes the TTL, as on any write.
+SET_INFO = (
+    _EXPIRE
+    + _RECORD
+    + """
+local info = KEYS[7]
+local ttl = tonumber(ARGV[1])
+local owner = nil
+if ARGV[2] == 'c' then owner = false elseif ARGV[2] == 's' then owner = ARGV[3] end
+local expiring = redis.call('HGET', KEYS[1], 'exp') ~= '0'
+local v, u, held = record_write(info, false, owner)
+if ARGV[4] == 's' then
+  if ARGV[5] == '{}' then
+    redis.call('HDEL', info, 'm')
+  else
+    redis.call('HSET', info, 'm', ARGV[5])
+  end
+end
+local op = publish(8, v, u, held)
+expire({KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], info}, ttl, expiring)
+local record = redis.call('HMGET', info, 'c', 'u', 'o', 'm')
+return {record[1], record[2], record[3], record[4], redis.call('HLEN', KEYS[2]), op}
+"""
+)
+
+#: Delete a conversation, its receipts and its record (``delete_by_conversation_id``).
+#:
+#: KEYS: meta, msgs, turns, system, ids, evicted, removals, info, then on
+#: plain Redis the index keys. Returns the index update (``""`` when the
+#: script made it, or when there was no record).
+DELETE = (
+    _RECORD
+    + """
+local held = redis.call('HGET', KEYS[8], 'v')
+redis.call('UNLINK', unpack(KEYS, 1, 8))
+if not held then return '' end
+return publish(9, math.max(now_us(), tonumber(held) + 1), false)
+"""
+)
+
+#: Read one record (``get_conversation_info``, and each of a listing's).
+#:
+#: KEYS: info, msgs. Returns ``[]`` without a record, else created_at,
+#: updated_at, the version, the owner and the metadata text (nil for none)
+#: and the message count, read together.
+INFO = """
+local r = redis.call('HMGET', KEYS[1], 'c', 'u', 'v', 'o', 'm')
+if not r[1] then return {} end
+return {r[1], r[2], r[3], r[4], r[5], redis.call('HLEN', KEYS[2])}
+"""
+
+#: Bring the listing index up to a record write, or drop an entry whose
+#: record is gone (Redis Cluster's follow-up of a write; a listing's repair
+#: on either).
+#:
+#: KEYS: the index keys (:class:`~chatledger_redis.keys.IndexKeys`).
+#: ARGV: the conversation id; ``w`` then a write's update as a script
+#: answered it (``<version>:<updated_at ms>[:<owner>]``, or
+#: ``<version>:-`` for a record gone), applied unless the index holds that
+#: id at a version as new; or ``x`` then an updated_at (ms): the id's entries
+#: go if the index still holds them at that time (a listing found no record
+#: behind them; a newer write's entries stay).
+#: Returns 1 when it changed the index, else 0.
+INDEX = (
+    _RECORD
+    + """
+local index, id = {KEYS[1], KEYS[2], KEYS[3]}, ARGV[1]
+local held = redis.call('HGET', index[3], id)
+if ARGV[2] == 'x' then
+  if held and string.match(held, '^%d+:(%d+)') == ARGV[3] then
+    index_drop(index, id, held)
+    redis.call('HDEL', index[3], id)
+    return 1
+  end
+  return 0
+end
+local v, rest = string.match(ARGV[3], '^(%d+):(.*)$')
+v = tonumber(v)
+if held and tonumber(string.match(held, '^(%d+):')) >= v then return 0 end
+if rest == '-' then
+  index_apply(index, id, v, false)
+  return 1
+end
+local u, owner = string.match(rest, '^(%d+)(.*)$')
+if owner == '' then owner = false else owner = string.sub(owner, 2) end
+index_apply(index, id, v, tonumber(u), owner)
+return 1
 """
 )

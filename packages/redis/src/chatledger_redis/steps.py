@@ -57,6 +57,7 @@ from chatledger.retention import Retention, to_retention
 from chatledger_redis.keys import (
     ConversationKeys,
     parse_evicted_key,
+    parse_info_key,
     parse_meta_key,
     parse_removals_key,
     validate_key_prefix,
@@ -295,11 +296,13 @@ def ids_of_meta_keys(prefix: str, keys: Iterable[bytes | str]) -> list[str]:
 
 
 def ids_of_evicted_keys(prefix: str, keys: Iterable[bytes | str]) -> set[str]:
-    """The conversation ids of the evicted-id records and receipts a SCAN found.
+    """The conversation ids of the evicted-id records, receipts and records found.
 
-    A window that empties a conversation leaves its record behind (without
-    ``meta``), a removal its receipts (see ``ConversationKeys.removals``), so
-    removing everything under a prefix scans for these too.
+    A window that empties a conversation leaves its evicted-id record behind
+    (without ``meta``), a removal its receipts (see
+    ``ConversationKeys.removals``), and a conversation record may have no
+    messages (``ConversationKeys.info``), so removing everything under a
+    prefix scans for these too.
     """
     found: set[str] = set()
     for key in keys:
@@ -307,6 +310,8 @@ def ids_of_evicted_keys(prefix: str, keys: Iterable[bytes | str]) -> set[str]:
         conversation_id = parse_evicted_key(prefix, name)
         if conversation_id is None:
             conversation_id = parse_removals_key(prefix, name)
+        if conversation_id is None:
+            conversation_id = parse_info_key(prefix, name)
         if conversation_id is not None:
             found.add(conversation_id)
     return found
