@@ -11,7 +11,6 @@ event loop.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
@@ -35,6 +34,7 @@ from chatledger_cassandra import (
     parse_url,
 )
 from tests.backends import backend_url
+from tests.cassandra.table_pool import TablePool
 
 
 @pytest.fixture(scope="module")
@@ -49,11 +49,19 @@ def cassandra_root(required: set[str]) -> Iterator[CassandraChatMemoryRepository
     root.close()
 
 
-def _fresh(root: CassandraChatMemoryRepository, **options: Any) -> Any:
+@pytest.fixture(scope="module")
+def tables(cassandra_root: CassandraChatMemoryRepository) -> Iterator[TablePool]:
+    """Tables this module's tests take and give back emptied."""
+    pool = TablePool(cassandra_root, "a")
+    yield pool
+    pool.close()
+
+
+def _fresh(tables: TablePool, **options: Any) -> Any:
     return AsyncCassandraChatMemoryRepository(
-        root.session,
-        keyspace=root.keyspace,
-        table=f"a_{uuid.uuid4().hex[:20]}",
+        tables.root.session,
+        keyspace=tables.root.keyspace,
+        table=tables.take(),
         **options,
     )
 
@@ -68,44 +76,44 @@ class TestAsyncCassandraConformance(
     @pytest.fixture
     def async_repository(
         self,
-        cassandra_root: CassandraChatMemoryRepository,
+        tables: TablePool,
         async_runner: EventLoopThread,
     ) -> Iterator[AsyncCassandraChatMemoryRepository]:
-        repository = _fresh(cassandra_root)
+        repository = _fresh(tables)
         yield repository
-        async_runner.run(repository.drop_schema())
+        tables.give_back(repository)
 
     @pytest.fixture
     def make_async_repository_with_ttl(
         self,
-        cassandra_root: CassandraChatMemoryRepository,
+        tables: TablePool,
         async_runner: EventLoopThread,
     ) -> Iterator[Callable[[timedelta], AsyncCassandraChatMemoryRepository]]:
         made: list[AsyncCassandraChatMemoryRepository] = []
 
         def make(ttl: timedelta) -> AsyncCassandraChatMemoryRepository:
-            made.append(_fresh(cassandra_root, ttl=ttl))
+            made.append(_fresh(tables, ttl=ttl))
             return made[-1]
 
         yield make
         for repository in made:
-            async_runner.run(repository.drop_schema())
+            tables.give_back(repository)
 
     @pytest.fixture
     def make_async_repository_with_retention(
         self,
-        cassandra_root: CassandraChatMemoryRepository,
+        tables: TablePool,
         async_runner: EventLoopThread,
     ) -> Iterator[Callable[[Retention], AsyncCassandraChatMemoryRepository]]:
         made: list[AsyncCassandraChatMemoryRepository] = []
 
         def make(retention: Retention) -> AsyncCassandraChatMemoryRepository:
-            made.append(_fresh(cassandra_root, retention=retention))
+            made.append(_fresh(tables, retention=retention))
             return made[-1]
 
         yield make
         for repository in made:
-            async_runner.run(repository.drop_schema())
+            tables.give_back(repository)
 
 
 class TestAsyncCassandraRemovalsUnderTTL(LogRemovalTests):
@@ -123,9 +131,9 @@ class TestAsyncCassandraRemovalsUnderTTL(LogRemovalTests):
     @pytest.fixture
     def repository(
         self,
-        cassandra_root: CassandraChatMemoryRepository,
+        tables: TablePool,
         async_runner: EventLoopThread,
     ) -> Iterator[RepositoryFacade]:
-        repository = _fresh(cassandra_root, ttl=timedelta(hours=1))
+        repository = _fresh(tables, ttl=timedelta(hours=1))
         yield repository_facade(repository, async_runner)
-        async_runner.run(repository.drop_schema())
+        tables.give_back(repository)

@@ -8,7 +8,6 @@ table of its own in that keyspace, dropped afterwards.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from typing import Any
@@ -23,6 +22,7 @@ from chatledger.testing import (
 )
 from chatledger_cassandra import CassandraChatMemoryRepository, parse_url
 from tests.backends import backend_url
+from tests.cassandra.table_pool import TablePool
 
 
 @pytest.fixture(scope="module")
@@ -37,11 +37,19 @@ def cassandra_root(required: set[str]) -> Iterator[CassandraChatMemoryRepository
     root.close()
 
 
-def _fresh(root: CassandraChatMemoryRepository, **options: Any) -> Any:
+@pytest.fixture(scope="module")
+def tables(cassandra_root: CassandraChatMemoryRepository) -> Iterator[TablePool]:
+    """Tables this module's tests take and give back emptied."""
+    pool = TablePool(cassandra_root, "t")
+    yield pool
+    pool.close()
+
+
+def _fresh(tables: TablePool, **options: Any) -> Any:
     return CassandraChatMemoryRepository(
-        root.session,
-        keyspace=root.keyspace,
-        table=f"t_{uuid.uuid4().hex[:20]}",
+        tables.root.session,
+        keyspace=tables.root.keyspace,
+        table=tables.take(),
         **options,
     )
 
@@ -52,40 +60,38 @@ class TestCassandraConformance(ChatMemoryRepositoryTests, ConversationInfoTests)
     supports_retention = True
 
     @pytest.fixture
-    def repository(
-        self, cassandra_root: CassandraChatMemoryRepository
-    ) -> Iterator[CassandraChatMemoryRepository]:
-        repository = _fresh(cassandra_root)
+    def repository(self, tables: TablePool) -> Iterator[CassandraChatMemoryRepository]:
+        repository = _fresh(tables)
         yield repository
-        repository.drop_schema()
+        tables.give_back(repository)
 
     @pytest.fixture
     def make_repository_with_ttl(
-        self, cassandra_root: CassandraChatMemoryRepository
+        self, tables: TablePool
     ) -> Iterator[Callable[[timedelta], CassandraChatMemoryRepository]]:
         made: list[CassandraChatMemoryRepository] = []
 
         def make(ttl: timedelta) -> CassandraChatMemoryRepository:
-            made.append(_fresh(cassandra_root, ttl=ttl))
+            made.append(_fresh(tables, ttl=ttl))
             return made[-1]
 
         yield make
         for repository in made:
-            repository.drop_schema()
+            tables.give_back(repository)
 
     @pytest.fixture
     def make_repository_with_retention(
-        self, cassandra_root: CassandraChatMemoryRepository
+        self, tables: TablePool
     ) -> Iterator[Callable[[Retention], CassandraChatMemoryRepository]]:
         made: list[CassandraChatMemoryRepository] = []
 
         def make(retention: Retention) -> CassandraChatMemoryRepository:
-            made.append(_fresh(cassandra_root, retention=retention))
+            made.append(_fresh(tables, retention=retention))
             return made[-1]
 
         yield make
         for repository in made:
-            repository.drop_schema()
+            tables.give_back(repository)
 
 
 class TestCassandraRemovalsUnderTTL(LogRemovalTests):
@@ -97,9 +103,7 @@ class TestCassandraRemovalsUnderTTL(LogRemovalTests):
     """
 
     @pytest.fixture
-    def repository(
-        self, cassandra_root: CassandraChatMemoryRepository
-    ) -> Iterator[CassandraChatMemoryRepository]:
-        repository = _fresh(cassandra_root, ttl=timedelta(hours=1))
+    def repository(self, tables: TablePool) -> Iterator[CassandraChatMemoryRepository]:
+        repository = _fresh(tables, ttl=timedelta(hours=1))
         yield repository
-        repository.drop_schema()
+        tables.give_back(repository)
