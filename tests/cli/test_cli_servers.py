@@ -212,6 +212,8 @@ class TestCassandraCli:
         self, cli: Cli, cassandra_store: tuple[str, list[str]]
     ) -> None:
         url, _ = cassandra_store
+        # Each of its ~170 tests makes and drops two tables: about a second
+        # apiece on Cassandra, more on a loaded machine.
         done = cli(
             "conformance",
             url,
@@ -220,6 +222,7 @@ class TestCassandraCli:
             "-o",
             "create_keyspace=true",
             *QUICK_SUITE,
+            timeout=600,
         )
         assert done.code == 0, done.out + done.err
         summary = done.out.strip().splitlines()[-1]
