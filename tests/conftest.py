@@ -51,6 +51,27 @@ def pytest_configure(config: pytest.Config) -> None:
 _SERVER_NAMES = re.compile(
     r"postgres|mariadb|mysql|mssql|oracle|redis|mongo|cassandra|neo4j", re.I
 )
+#: A MongoDB test run on the in-process stand-in: it meets no server.
+_STAND_IN = re.compile(r"stand.?in", re.I)
+
+
+def _server_group(nodeid: str) -> str | None:
+    """The server a test meets, which no other worker's test meets meanwhile.
+
+    Plain Redis and Redis Cluster are two servers; the MongoDB stand-in is
+    none, so its long suites spread over every worker.
+    """
+    server = _SERVER_NAMES.search(nodeid)
+    if server is None:
+        return None
+    name = server.group(0).lower()
+    if name == "mongo" and _STAND_IN.search(nodeid):
+        return None
+    if name == "redis" and "cluster" in nodeid.lower():
+        return "redis_cluster"
+    return name
+
+
 #: Names in a test id that tie it to an embedded backend.
 _EMBEDDED_NAMES = re.compile(r"sqlite|duckdb|memory", re.I)
 
@@ -108,11 +129,11 @@ def pytest_itemcollected(item: pytest.Item) -> None:
     """
     if _LONG_TESTS.search(item.nodeid):
         item.add_marker(pytest.mark.long)
-    server = _SERVER_NAMES.search(item.nodeid)
+    server = _server_group(item.nodeid)
     if server:
         # Under ``-n N --dist loadgroup`` one worker runs all of a server's
         # tests, one at a time as before; different servers run side by side.
-        item.add_marker(pytest.mark.xdist_group(server.group(0).lower()))
+        item.add_marker(pytest.mark.xdist_group(server))
 
 
 def pytest_collection_modifyitems(
@@ -153,10 +174,7 @@ _file_seconds: defaultdict[str, float] = defaultdict(float)
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    server = _SERVER_NAMES.search(report.nodeid)
-    _group_seconds[server.group(0).lower() if server else "no server"] += (
-        report.duration
-    )
+    _group_seconds[_server_group(report.nodeid) or "no server"] += report.duration
     _file_seconds[report.nodeid.split("::", 1)[0]] += report.duration
 
 
