@@ -7,7 +7,8 @@ however many others the index holds; delete, ``save_all(id, [])``,
 ``drop_schema`` and expiry leave no entry behind (expiry lazily, at the
 listing that meets it); an index update lost between a write and its
 follow-up (Cluster) neither hides the record nor shows it twice, and the
-listing repairs it; a write is still one round trip on plain Redis.
+listing repairs it (``repair_conversation_index`` the first update of a new
+conversation); a write is still one round trip on plain Redis.
 """
 
 from __future__ import annotations
@@ -255,7 +256,7 @@ def test_updates_arriving_out_of_order_leave_the_newest(
     """The INDEX script applies an update only when its version is newer."""
     client: Any = repository.client
     index = IndexKeys.of(repository.key_prefix).all()
-    sha = repository._index_script.sha
+    sha = client.script_load(INDEX)
     repository.set_conversation_info("c", owner="ann")
     held = _entries(repository)["c"]
     version, stamp = (int(part) for part in held.split(":")[:2])
@@ -316,3 +317,27 @@ def test_a_listing_loads_its_script_when_the_server_lost_it(
     finally:
         for key in list(plain_client.scan_iter(match=f"{prefix}*", count=1000)):
             plain_client.unlink(key)
+
+
+def test_a_lost_first_update_is_listed_once_the_index_is_repaired(
+    cluster_client: RedisCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new conversation whose index update was lost: repair_conversation_index."""
+    prefix = f"chatledger-test:{uuid.uuid4().hex[:12]}:"
+    repository = RedisChatMemoryRepository(cluster_client, key_prefix=prefix)
+    try:
+        repository.set_conversation_info("kept", owner="ann")
+        with monkeypatch.context() as lost:
+            lost.setattr(repository, "_publish", lambda *args: None)
+            repository.append_to_log("lost", [Message.user("hi")])
+            repository.set_conversation_info("lost", owner="ann")
+        assert repository.get_conversation_info("lost") is not None
+        assert [i.id for i in repository.find_conversations().items] == ["kept"]
+        assert repository.repair_conversation_index() == 1
+        assert repository.repair_conversation_index() == 0
+        for owner in ("ann", None):
+            listed = repository.find_conversations(owner=owner).items
+            assert [i.id for i in listed] == ["lost", "kept"]
+    finally:
+        for key in list(cluster_client.scan_iter(match=f"{prefix}*", count=1000)):
+            cluster_client.unlink(key)

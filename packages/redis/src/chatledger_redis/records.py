@@ -30,9 +30,11 @@ owner's, and shows each record with what the record says. A record whose
 entry lags is listed at its entry's place (its previous updated_at), once, and
 the listing brings the entry up to the record (a repair), as the next write
 to it would; a new conversation whose first update was lost is not listed
-until either. The page's cursor carries the place of its last entry in the
-index, so a walk through the pages is a walk through the index: entries only
-move up (a write moves its conversation to the front), so no entry comes twice
+until either, or until the repository's ``repair_conversation_index`` brings
+the index up to every record. The page's cursor carries the place of its
+last entry in the index, so a walk through the pages is a walk through the
+index: entries only move up (a write moves its conversation to the front),
+so no entry comes twice
 and every entry that did not move comes once.
 """
 
@@ -60,6 +62,7 @@ __all__ = [
     "index_update",
     "record_keys",
     "record_of",
+    "record_update",
     "set_info_args",
 ]
 
@@ -123,6 +126,15 @@ def record_of(
         None if owner is None else _text(owner),
         {} if metadata is None else json.loads(_text(metadata)),
     )
+
+
+def record_update(conversation_id: str, reply: Sequence[Any]) -> list[str]:
+    """The INDEX script's ARGV that brings the index up to a record INFO read."""
+    _, updated, version, owner, _, _ = reply
+    update = f"{int(version)}:{int(updated)}"
+    if owner is not None:
+        update += f":{_text(owner)}"
+    return [conversation_id, "w", update]
 
 
 def index_update(conversation_id: str, op: Any) -> list[str] | None:
@@ -236,15 +248,12 @@ class RecordListing:
             # write moved it meanwhile
             self.repairs.append([cid, "x", str(entry.at)])
             return
-        created, updated, version, owner, metadata, count = reply
+        created, updated, _, owner, metadata, count = reply
         info = record_of(cid, created, updated, owner, metadata, count)
         if int(updated) != entry.at or (
             self.query.owner is not None and info.owner != self.query.owner
         ):
-            update = f"{int(version)}:{int(updated)}"
-            if info.owner is not None:
-                update += f":{info.owner}"
-            self.repairs.append([cid, "w", update])
+            self.repairs.append(record_update(cid, reply))
         if self._filter.matches(info):
             self._items.append((info, entry))
 

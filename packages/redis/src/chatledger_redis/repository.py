@@ -163,6 +163,7 @@ from chatledger_redis.records import (
     index_update,
     record_keys,
     record_of,
+    record_update,
     set_info_args,
 )
 from chatledger_redis.scripts import (
@@ -188,6 +189,7 @@ from chatledger_redis.steps import (
     client_url,
     conversation_keys,
     ids_of_evicted_keys,
+    ids_of_info_keys,
     ids_of_meta_keys,
     log_append_args,
     log_append_result,
@@ -794,6 +796,36 @@ class RedisChatMemoryRepository(ClosingContext):
         for args in listing.repairs:
             self._run(client, self._index_script, self._index.all(), args)
         return listing.page()
+
+    def repair_conversation_index(self) -> int:
+        """Bring the listing index up to every record; return the entries changed.
+
+        Only Redis Cluster needs it, and only after a client died between a
+        write and its index update (:mod:`chatledger_redis.records`): a
+        conversation whose first update was lost so is not listed until its
+        next write, or this call. It scans the records under the key prefix
+        (``SCAN``, every primary), reads them in pipelines and sends each
+        one's update, which the index applies only where it holds an older
+        version: safe beside writers, and a no-op on an index in step.
+        Entries whose record is gone are left to the listings, which drop
+        them as they meet them.
+        """
+        client = self.client
+        pattern = info_key_pattern(self.key_prefix)
+        found = [k for k in client.scan_iter(match=pattern, count=1000)]
+        ids = ids_of_info_keys(self.key_prefix, found)
+        changed = 0
+        for start in range(0, len(ids), 500):
+            chunk = ids[start : start + 500]
+            for conversation_id, reply in zip(
+                chunk, self._read_records(client, chunk), strict=True
+            ):
+                if reply:
+                    args = record_update(conversation_id, reply)
+                    changed += int(
+                        self._run(client, self._index_script, self._index.all(), args)
+                    )
+        return changed
 
     def _read_records(self, client: Client, ids: list[str]) -> list[Any]:
         """The INFO answers of ``ids``: one pipeline (on Cluster, a batch a node)."""

@@ -80,6 +80,7 @@ __all__ = [
     "client_url",
     "conversation_keys",
     "ids_of_evicted_keys",
+    "ids_of_info_keys",
     "ids_of_meta_keys",
     "log_append_args",
     "log_append_result",
@@ -293,6 +294,16 @@ def ids_of_meta_keys(prefix: str, keys: Iterable[bytes | str]) -> list[str]:
         if conversation_id is not None:
             found.add(conversation_id)
     return list(found)
+
+
+def ids_of_info_keys(prefix: str, keys: Iterable[bytes | str]) -> list[str]:
+    """The conversation ids of the record keys a SCAN found, each once."""
+    found: set[str] = set()
+    for key in keys:
+        conversation_id = parse_info_key(prefix, text(key))
+        if conversation_id is not None:
+            found.add(conversation_id)
+    return sorted(found)
 
 
 def ids_of_evicted_keys(prefix: str, keys: Iterable[bytes | str]) -> set[str]:
