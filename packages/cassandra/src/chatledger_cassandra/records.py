@@ -237,11 +237,19 @@ class Merge:
     newest first.
 
     Example:
-        merge = Merge(["a:0", "a:1"], bound=None, batch=3)
-        merge.wanted()      # the scopes to read and the key to read below
-        merge.add("a:0", rows, asked=3)
-        merge.pop()         # the next candidate, or None when a scope must be
-                            # read further first (see wanted())
+        from datetime import UTC, datetime
+
+        from chatledger_cassandra.records import Merge
+
+        merge = Merge(["a:0", "a:1"], bound=None, batch=2)
+        merge.wanted()  # each scope to read, and the key to read below
+        # [('a:0', None), ('a:1', None)]
+        merge.add("a:0", [(datetime(2026, 1, 2, tzinfo=UTC), "c2")], asked=2)
+        merge.add("a:1", [(datetime(2026, 1, 3, tzinfo=UTC), "c3")], asked=2)
+        [merge.pop().conversation_id, merge.pop().conversation_id]  # newest first
+        # ['c3', 'c2']
+        merge.done()
+        # True
     """
 
     def __init__(
