@@ -55,7 +55,9 @@ PACKAGES = {
     "mongodb": "chatledger_mongodb",
 }
 
-#: What the first call on a server that is down raises, sync and async alike.
+#: What the first call on a server that is down raises, sync and async alike:
+#: that class of the driver's, or one a later release of the driver derives
+#: from it (redis-py 8.2 raises ``RedisClusterUnreachableError``).
 FIRST_CALL_ERRORS = {
     "postgresql": "sqlalchemy.exc.OperationalError",
     "mariadb": "sqlalchemy.exc.OperationalError",
@@ -284,12 +286,17 @@ def test_the_first_call_on_a_server_that_is_down_raises_the_drivers_error(
     """The same error sync and async, without the URL's password."""
     _needs_adapter(backend)
     port = _closed_port()
+    module, _, name = FIRST_CALL_ERRORS[backend].rpartition(".")
+    expected = getattr(importlib.import_module(module), name)
+    raised = set()
     for mode in MODES:
         url, options = _down(backend, mode, port)
         repository = _open(mode, url, options)  # no error: nothing is sent yet
         error = _first_call_failure(mode, repository)
-        assert _qualified(error) == FIRST_CALL_ERRORS[backend], (mode, error)
+        assert isinstance(error, expected), (mode, error)
         assert SECRET not in _chain_text(error)
+        raised.add(_qualified(error))
+    assert len(raised) == 1, raised
 
 
 @pytest.mark.parametrize("mode", MODES)
