@@ -164,7 +164,8 @@ class TestConcurrentHistory:
         Every acknowledged turn is in the final log unless a trim removed it,
         which it may only do to turns older than every one still stored;
         nothing is stored twice, and no read or final state holds more than
-        the bound, its slack and the turns of appends still in flight.
+        ``keep + slack * (writers + 1)``: the bound of a log whose writers
+        wait for their trims (see :mod:`chatledger.retention`, rule 2).
         """
         keep, slack, writers, turn = 20, 5, 8, 3
         bounded = replace(
@@ -192,7 +193,7 @@ class TestConcurrentHistory:
             f"bounded log {writers} x {appends}",
             run,
             None,
-            retained=keep + slack + writers * turn,
+            retained=keep + slack * (writers + 1),
         )
         assert verdict.evicted > 0, "nothing was trimmed"
         assert verdict.acknowledged == writers * appends

@@ -24,7 +24,12 @@ or ``100`` for short; ``?retention=100`` in a URL). Under
 2. When. Trimming is amortized: it runs after an append whose sequence
    numbers reach a multiple of the slack (:meth:`Retention.trim_due`), so a
    log holds at most ``n + slack`` messages besides the ones rule 1 keeps,
-   and one append in about ``slack`` pays for a trim.
+   and one append in about ``slack`` pays for a trim. With concurrent
+   writers that bound holds once their trims are done; while trims wait for
+   the conversation, the others' appends go on, up to one slack more per
+   writer waiting: at most ``n + slack * (writers + 1)`` for a moment, since
+   each multiple of the slack crossed since the last trim done is a writer's
+   trim still to run, and a writer waiting for its trim appends nothing.
 3. Off the append's path. The append commits first; the trim is a separate
    atomic step after it. A trim that fails leaves the append stored and is
    caught up by the next one: a trim removes everything below its cutoff,
