@@ -3,7 +3,7 @@
 A repository is used (its pool keeps a connection), the server ends that
 connection from a second one (PostgreSQL ``pg_terminate_backend``, MariaDB
 ``KILL``), and then ``drop_schema`` or ``create_schema`` runs: it must return
-normally and leave the tables and the append routine (``<table>_append_v3``,
+normally and leave the tables and the append routine (``<table>_append_v4``,
 a PL/pgSQL function or a MariaDB procedure) all gone, or all there. Sync and
 async, on every driver installed here.
 """

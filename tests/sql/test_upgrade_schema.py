@@ -79,7 +79,7 @@ def test_what_an_older_store_lacks_is_added_once_and_said(any_engine: Engine) ->
                 for index in conversation_indexes(repository.tables)
             ]
         if routines:
-            expected.append(f"created routine {table}_append_v3")
+            expected.append(f"created routine {table}_append_v4")
         assert older.upgrade_schema() == expected
         assert older.upgrade_schema() == []
         record = older.get_conversation_info("c")

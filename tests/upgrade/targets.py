@@ -58,7 +58,7 @@ def _sql_changes(url: str, options: dict[str, Any]) -> list[str]:
 def _sql_routine_changes(url: str, options: dict[str, Any]) -> list[str]:
     # 0.2 made the routine of its own version (_append_v1); this release calls
     # another, with the log's rules and the record's.
-    routine = f"created routine {options['table_name']}_append_v3"
+    routine = f"created routine {options['table_name']}_append_v4"
     return [*_sql_changes(url, options), routine]
 
 

@@ -6,7 +6,7 @@ Example (needs a PostgreSQL server; the repository creates and calls it):
 
     repository = SqlChatMemoryRepository.from_url(
         "postgresql+psycopg://app@localhost/chat"
-    )  # create_schema() also made the function chat_memory_append_v3
+    )  # create_schema() also made the function chat_memory_append_v4
     window = MessageWindow(20)
     repository.append_to_window("c1", [Message.user("hi")], window)  # one call
 
@@ -28,7 +28,8 @@ or evicted every id of the batch (a retry: nothing to write, as in the
 portable append); or ``declined``, having changed nothing but the row's
 ``version``, for every case it leaves to the portable path: a batch holding
 a system message (rule 1 compares stored messages), some of the ids known,
-stored sizes measured by another counter. The
+stored sizes measured by another counter, and on MariaDB evicted ids that
+would not fit one packet (``max_allowed_packet``) as the answer. The
 repository then runs the portable append, which reads everything again
 under its own lock.
 
@@ -68,10 +69,12 @@ __all__ = ["RETIRED_SUFFIXES", "ROUTINE_SUFFIX", "AppendRoutine"]
 #: The routine's name is the messages table's name followed by this. v2: a
 #: history with no user message is kept whole (v1 dropped it on overflow).
 #: v3: the row it makes has a ``created_at``, and a conversation it finds
-#: expired starts a new record (no owner, no metadata).
-ROUTINE_SUFFIX = "_append_v3"
+#: expired starts a new record (no owner, no metadata). v4: MariaDB's answers
+#: evicted ids past ``group_concat_max_len`` (v3 failed on more than 1 MiB of
+#: them), and leaves to the portable append an answer longer than a packet.
+ROUTINE_SUFFIX = "_append_v4"
 #: The suffixes of the routines earlier versions made, never called again.
-RETIRED_SUFFIXES = ("_append_v1", "_append_v2")
+RETIRED_SUFFIXES = ("_append_v1", "_append_v2", "_append_v3")
 
 
 class AppendRoutine:

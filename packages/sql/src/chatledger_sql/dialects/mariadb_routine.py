@@ -19,6 +19,12 @@ MariaDB cursor holds its whole result once opened, so the oldest rows are
 read in chunks, as the portable append reads them: first as many as the
 excess needs, then twice as many each time. JSON_TABLE (MariaDB 10.6 and
 later) reads the batch.
+
+The array of evicted ids is one string: JSON_ARRAYAGG stops at the session's
+``group_concat_max_len``, which the procedure lifts for its own statements
+and sets back to the caller's value before it answers or fails, and no
+string is longer than ``max_allowed_packet``, so an append whose evicted ids
+would not fit one is declined, for the portable append to write.
 """
 
 from __future__ import annotations
@@ -40,6 +46,10 @@ from chatledger_sql.dialects.append_routine import AppendRoutine
 __all__ = ["MariaDBAppendRoutine"]
 
 _MARIADB = SAMySQLDialect(is_mariadb=True)  # type: ignore[no-untyped-call]
+
+#: Bytes kept free beside the evicted ids in the answer's packet: the
+#: array's brackets, the outcome and the row's framing.
+_ANSWER_MARGIN = 1024
 
 # {m}, {c}, {e}: the tables; {id}: the id columns' type; {batch_*}: the
 # batch's columns for JSON_TABLE. Comments name the Python each part
@@ -70,6 +80,8 @@ BEGIN
   DECLARE v_outcome VARCHAR(16) DEFAULT 'declined';
   DECLARE v_evicted LONGTEXT DEFAULT '[]';
   DECLARE v_dropped_ids LONGTEXT;
+  DECLARE v_answer BIGINT DEFAULT 0;
+  DECLARE v_cap BIGINT UNSIGNED DEFAULT @@SESSION.group_concat_max_len;
   DECLARE c_oldest CURSOR (p_after BIGINT, p_rows INT) FOR
     SELECT seq, role, IF(v_counted, 1, weight) FROM {m}
       WHERE conversation_id = p_cid AND role <> 'system' AND seq > p_after
@@ -81,9 +93,13 @@ BEGIN
   DECLARE EXIT HANDLER FOR SQLEXCEPTION
   BEGIN
     ROLLBACK;
+    SET SESSION group_concat_max_len = v_cap;
     RESIGNAL;
   END;
 
+  -- JSON_ARRAYAGG stops at group_concat_max_len (1 MiB unless set): lifted
+  -- for this call, the caller's value given back before the answer.
+  SET SESSION group_concat_max_len = 4294967295;
   work: BEGIN
     SELECT count(*), coalesce(sum(k.role = 'system'), 0), coalesce(sum(k.size), 0)
       INTO v_n, v_systems, v_new_size
@@ -213,14 +229,32 @@ BEGIN
     -- append_plan.plan_append: the cut's stored rows go, then new ones.
     SET v_evict = least(v_cut, v_read);
     SET v_drop_new = v_cut - v_evict;
+    -- The answer's length: each id quoted, and a separator.
     IF v_evict > 0 THEN
-      SELECT max(o.seq), min(o.seq), sum(o.size),
-          json_arrayagg(o.message_id ORDER BY o.seq)
-        INTO v_upto, v_first, v_evicted_size, v_evicted
-        FROM (SELECT seq, message_id, IF(v_counted, 1, weight) AS size FROM {m}
+      SELECT max(o.seq), min(o.seq), sum(o.size), sum(o.quoted + 2)
+        INTO v_upto, v_first, v_evicted_size, v_answer
+        FROM (SELECT seq, IF(v_counted, 1, weight) AS size,
+                  octet_length(json_quote(message_id)) AS quoted FROM {m}
               WHERE conversation_id = p_cid AND role <> 'system'
               ORDER BY seq LIMIT v_evict) AS o;
       SET v_last = v_upto;
+    END IF;
+    IF v_drop_new > 0 THEN
+      SELECT v_answer + sum(octet_length(json_quote(k.id)) + 2) INTO v_answer
+        FROM JSON_TABLE(p_batch, '$[*]' COLUMNS ({batch_ids})) AS k
+        WHERE k.n <= v_drop_new;
+    END IF;
+    -- A string, the array of evicted ids with it, is at most max_allowed_packet
+    -- long: an answer that would not fit is left to the portable append.
+    IF v_answer + {answer_margin} > @@max_allowed_packet THEN
+      ROLLBACK;
+      LEAVE work;
+    END IF;
+    IF v_evict > 0 THEN
+      SELECT json_arrayagg(o.message_id ORDER BY o.seq) INTO v_evicted
+        FROM (SELECT seq, message_id FROM {m}
+              WHERE conversation_id = p_cid AND role <> 'system'
+              ORDER BY seq LIMIT v_evict) AS o;
     END IF;
     IF v_drop_new > 0 THEN
       -- write_steps.append_writes: new messages dropped at once are numbered
@@ -284,6 +318,7 @@ BEGIN
     COMMIT;
     SET v_outcome = 'appended';
   END work;
+  SET SESSION group_concat_max_len = v_cap;
   SELECT v_outcome AS outcome, v_evicted AS evicted_ids;
 END
 """
@@ -338,6 +373,7 @@ class MariaDBAppendRoutine(AppendRoutine):
             token_read=TOKEN_WINDOW_FIRST_READ,
             kept=EVICTED_IDS_KEPT,
             step=EVICTED_IDS_TRIM_STEP,
+            answer_margin=_ANSWER_MARGIN,
         )
         return (
             f"CREATE PROCEDURE {self.qualified}(IN p_cid {id_type}, "

@@ -5,7 +5,7 @@ Example (needs a PostgreSQL server; the repository creates and calls it):
 
     repository = SqlChatMemoryRepository.from_url(
         "postgresql+psycopg://app@localhost/chat"
-    )  # create_schema() also made the function chat_memory_append_v3
+    )  # create_schema() also made the function chat_memory_append_v4
 
 The routine of :mod:`chatledger_sql.dialects.append_routine` (which says what
 it takes and what it declines), written in PL/pgSQL. It runs in the call's
