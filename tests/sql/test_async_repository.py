@@ -120,6 +120,31 @@ def test_concurrent_first_calls_create_the_schema_once(
     run(repository, scenario)
 
 
+@pytest.mark.parametrize("size", [3, 17])
+@pytest.mark.parametrize(("backend", "driver"), async_urls())
+def test_a_log_append_stores_its_batch_whole_and_in_order(
+    backend: str, driver: str | None, size: int, tmp_path: Path
+) -> None:
+    """Both forms of PostgreSQL's one-statement log append (parameters of
+    their own, arrays past 16 messages) through every async driver."""
+    repository = AsyncSqlChatMemoryRepository.from_url(
+        url_of(backend, driver, tmp_path), table_name=unique_table()
+    )
+    batch = [
+        Message.user(f"u{index} é") if index % 2 == 0 else Message.assistant("a")
+        for index in range(size)
+    ]
+
+    first = Message.user("before")
+
+    async def scenario(repository: AsyncSqlChatMemoryRepository) -> None:
+        await repository.append_to_log("order", [first])
+        assert list((await repository.append_to_log("order", batch)).appended) == batch
+        assert await repository.find_by_conversation_id("order") == [first, *batch]
+
+    run(repository, scenario)
+
+
 def test_mariadb_behind_a_mysql_url_is_told_on_the_first_call() -> None:
     url = with_driver(backend_url("mariadb"), "asyncmy")
     repository = AsyncSqlChatMemoryRepository.from_url(url, table_name=unique_table())

@@ -313,6 +313,31 @@ def test_a_view_and_a_page_are_one_query_each(any_engine: Engine) -> None:
         repository.drop_schema()
 
 
+@pytest.mark.parametrize("size", [1, 16, 17, 300])
+def test_a_log_append_stores_its_batch_whole_and_in_order(
+    repository: SqlChatMemoryRepository, size: int
+) -> None:
+    """Whatever form the statement takes for the batch's size (PostgreSQL:
+    parameters of their own up to 16 messages, arrays past them), every
+    message is stored once, in order, after what was there, and reads back
+    equal; the batch sent again stores nothing."""
+    window = TokenWindow(10**6, estimate_tokens)
+    first = [Message.user("before"), Message.assistant("answer")]
+    batch = [
+        Message.user(f"u{index} é ✓")
+        if index % 2 == 0
+        else Message.assistant(f"a{index}", metadata={"n": index})
+        for index in range(size)
+    ]
+    repository.append_to_log("order", first, window)
+    result = repository.append_to_log("order", batch, window)
+    assert _ids(list(result.appended)) == _ids(batch)
+    assert repository.find_by_conversation_id("order") == first + batch
+    assert _walk(repository, "order", newest_first=False) == _ids(first + batch)
+    assert list(repository.append_to_log("order", batch, window).appended) == []
+    assert len(repository.find_by_conversation_id("order")) == size + 2
+
+
 @pytest.mark.parametrize("name", ["sqlite", "postgresql", "mariadb"])
 def test_concurrent_log_appends_keep_one_gap_free_sequence(
     name: str, tmp_path: Path

@@ -40,7 +40,7 @@ __all__ = [
     "log_writes",
     "numbered_from",
     "numbered_rows",
-    "row_arrays",
+    "row_values",
     "system_range",
     "untally",
 ]
@@ -174,7 +174,7 @@ def log_append_parameters(
     ttl: timedelta | None,
 ) -> dict[str, Any]:
     """The parameters of a dialect's one-statement log append of ``rows``,
-    but the rows' own values (:func:`row_arrays`, :func:`numbered_rows`).
+    but the rows' own values (:func:`row_values`).
 
     ``rows`` are :func:`log_append_rows`' (the batch holds no system
     message). The ids go as ``id_<i>``.
@@ -189,6 +189,17 @@ def log_append_parameters(
     parameters["now"] = now
     parameters["p_expires_at"] = None if ttl is None else now + ttl
     return parameters
+
+
+def row_values(
+    rows: Sequence[dict[str, Any]], arrays_past: int | None
+) -> dict[str, Any]:
+    """The values of ``rows`` for a one-statement log append: parameters of
+    their own (:func:`numbered_rows`), or one array per column when the
+    batch holds more than ``arrays_past`` messages (``None``: never)."""
+    if arrays_past is not None and len(rows) > arrays_past:
+        return row_arrays(rows)
+    return numbered_rows(rows)
 
 
 def row_arrays(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:

@@ -124,8 +124,7 @@ from chatledger_sql.log_steps import (
     log_trim,
     log_writes,
     numbered_from,
-    numbered_rows,
-    row_arrays,
+    row_values,
     system_range,
     untally,
 )
@@ -1213,10 +1212,7 @@ class SqlChatMemoryRepository(ClosingContext):
             return None
         parameters = log_append_parameters(conversation_id, rows, window, now, self.ttl)
         if statement is not None:
-            if dialect.log_append_numbered_rows:
-                parameters.update(numbered_rows(rows))
-            else:
-                parameters.update(row_arrays(rows))
+            parameters.update(row_values(rows, dialect.log_append_arrays_past))
             last = self._log_append_alone(conversation_id, statement, size, parameters)
         else:
             last = self._log_append_advancing(

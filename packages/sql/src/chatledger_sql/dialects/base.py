@@ -462,15 +462,17 @@ class SqlDialect:
     #: The one-statement log append (:meth:`log_append_statement`) begins
     #: and commits its own transaction; otherwise it runs in autocommit.
     log_append_commits_itself: ClassVar[bool] = False
-    #: The one-statement log append takes each row's values as parameters
-    #: of their own (``r<i>_<column>``), not as arrays.
-    log_append_numbered_rows: ClassVar[bool] = False
+    #: The one-statement log append takes a batch of more messages than this
+    #: as one array per column (``chatledger_sql.log_steps.row_arrays``);
+    #: ``None``: never.
+    log_append_arrays_past: ClassVar[int | None] = None
 
     def log_append_statement(self, statements: Statements, ids: int) -> Any:
         """Build a log append in one statement that commits alone, or ``None``.
 
         It takes a batch of ``ids`` messages without a system message (see
-        ``chatledger_sql.log_steps.log_append_parameters``) and answers rows
+        ``chatledger_sql.log_steps.log_append_parameters``), the rows' values
+        as ``chatledger_sql.log_steps.row_values`` gives them, and answers rows
         whose first column numbers a message stored: one per message, or the
         last alone; none, or ``NULL``, when it left the append to the
         transaction (an id the conversation holds, an expired conversation).

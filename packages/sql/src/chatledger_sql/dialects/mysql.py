@@ -206,7 +206,6 @@ class MariaDBDialect(RoutineDialect, MySQLDialect):
     id_collation = "utf8mb4_nopad_bin"
 
     log_append_commits_itself = True
-    log_append_numbered_rows = True
 
     def log_append_statement(self, statements: Statements, ids: int) -> TextClause:
         """A log append of ``ids`` messages in one compound statement that commits.
