@@ -89,7 +89,9 @@ def test_an_owners_listing_reads_that_owners_partition_only(
     # Three thousand conversations of other owners, and without one, stored
     # as the repository stores them (record in the partition, listed in the
     # owner's partition and in a bucket), written directly to be quick.
-    now = datetime.now(UTC).replace(microsecond=0)
+    # An hour back, so alice's five stay the newest records: at the second
+    # now falls in, the first of them may be older than "now" truncated.
+    now = datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1)
     others = [(f"other-{n}", f"owner-{n % 1000}", now) for n in range(3000)]
     table = f'"{repository.keyspace}"."{repository.table}"'
     counting = repository.session
