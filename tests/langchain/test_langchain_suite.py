@@ -27,12 +27,12 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 import pytest
 
 from tests.backends import backend_url
+from tests.suite_shared.framework_suite import junit_outcomes
 
 pytestmark = pytest.mark.long
 
@@ -126,7 +126,7 @@ def test_langchain_chat_history_suite(
         timeout=600,
         check=False,
     )
-    outcomes = _outcomes(report) if report.exists() else {}
+    outcomes = junit_outcomes(report) if report.exists() else {}
     shown = done.stdout[-6000:] + done.stderr[-3000:]
     assert done.returncode == 0, shown
     assert {n: o for n, o in outcomes.items() if o[0] != "passed"} == {}, shown
@@ -142,17 +142,3 @@ def test_langchain_chat_history_suite(
         "test_using_custom_config_specs_async",
         "test_ignore_session_id",
     } <= ran, done.stdout
-
-
-def _outcomes(report: Path) -> dict[str, tuple[str, str]]:
-    """Each test of a JUnit XML report: passed, failed, error or skipped, and why."""
-    found: dict[str, tuple[str, str]] = {}
-    for case in ElementTree.parse(report).getroot().iter("testcase"):
-        name = f"{case.get('classname')}::{case.get('name')}"
-        outcome, why = "passed", ""
-        for kind in ("failure", "error", "skipped"):
-            element = case.find(kind)
-            if element is not None:
-                outcome, why = kind, element.get("message") or ""
-        found[name] = (outcome, why)
-    return found

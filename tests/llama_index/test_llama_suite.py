@@ -27,12 +27,17 @@ import os
 import subprocess
 import sys
 import uuid
-import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 import pytest
 
 from tests.backends import backend_url
+from tests.suite_shared.framework_suite import (
+    Outcomes,
+    junit_outcomes,
+    plugin_path,
+    with_outcome,
+)
 
 pytest.importorskip("llama_index.core")
 pytest.importorskip("pytest_asyncio", reason="LlamaIndex's tests need pytest-asyncio")
@@ -45,8 +50,6 @@ PLUGIN = Path(__file__).resolve().parent / "llama_suite_plugin"
 FOLDERS = ["tests/storage/chat_store", "tests/memory"]
 
 pytestmark = pytest.mark.long
-
-Outcomes = dict[str, tuple[str, str]]
 
 
 def _root(folder: Path) -> Path | None:
@@ -77,8 +80,7 @@ def _run(root: Path, report: Path, url: str | None) -> Outcomes:
     environment = dict(os.environ)
     options = ["-q", "--tb=short", "--noconftest", "-p", "no:cacheprovider"]
     if url is not None:
-        paths = [os.fspath(PLUGIN), *filter(None, [os.environ.get("PYTHONPATH")])]
-        environment["PYTHONPATH"] = os.pathsep.join(paths)
+        environment["PYTHONPATH"] = plugin_path(PLUGIN)
         environment["CHATLEDGER_LLAMA_SUITE_URL"] = url
         options += ["-p", "chatledger_llama_suite_plugin"]
     subprocess.run(
@@ -89,7 +91,7 @@ def _run(root: Path, report: Path, url: str | None) -> Outcomes:
         text=True,
         timeout=500,
     )
-    return _outcomes(report)
+    return junit_outcomes(report)
 
 
 @pytest.fixture(scope="module")
@@ -125,29 +127,8 @@ def test_llama_indexs_chat_store_and_memory_tests_pass(
         for name, outcome in ours.items()
         if llama_index_own.get(name, ("", ""))[0] == "passed"
     }
-    failed = {
-        name: why for name, (outcome, why) in counted.items() if outcome == "failed"
-    }
-    assert failed == {}
-    skipped = {
-        name: why for name, (outcome, why) in ours.items() if outcome == "skipped"
-    }
+    assert with_outcome(counted, "failed") == {}
+    skipped = with_outcome(ours, "skipped")
     # Every skip is one the plugin names, with its reason.
     assert all("ChatLedger" in why for why in skipped.values()), skipped
-    passed = [name for name, (outcome, _) in counted.items() if outcome == "passed"]
-    assert len(passed) >= 40
-
-
-def _outcomes(report: Path) -> Outcomes:
-    """Each test of a JUnit XML report: its outcome and message."""
-    outcomes: Outcomes = {}
-    for case in ElementTree.parse(report).getroot().iter("testcase"):
-        name = f"{case.get('classname')}::{case.get('name')}"
-        outcome, why = "passed", ""
-        for tag in ("failure", "error", "skipped"):
-            found = case.find(tag)
-            if found is not None:
-                outcome = "skipped" if tag == "skipped" else "failed"
-                why = found.get("message") or found.text or ""
-        outcomes[name] = (outcome, why)
-    return outcomes
+    assert len(with_outcome(counted, "passed")) >= 40

@@ -20,10 +20,15 @@ import shutil
 import subprocess
 import sys
 import tarfile
-import xml.etree.ElementTree as ElementTree
 from pathlib import Path
 
 import pytest
+
+from tests.suite_shared.framework_suite import (
+    junit_outcomes,
+    plugin_path,
+    with_outcome,
+)
 
 pytest.importorskip("agents")
 pytest.importorskip(
@@ -86,7 +91,6 @@ def test_the_sdks_session_tests_pass(
     sdk_source: Path, store_url: str, tmp_path: Path
 ) -> None:
     report = tmp_path / "report.xml"
-    paths = [os.fspath(PLUGIN), *filter(None, [os.environ.get("PYTHONPATH")])]
     plugins = ["-p", "chatledger_sdk_plugin", "-p", "no:cacheprovider"]
     options = ["-q", "--tb=short", f"--junitxml={report}"]
     done = subprocess.run(
@@ -94,38 +98,18 @@ def test_the_sdks_session_tests_pass(
         cwd=sdk_source,
         env={
             **os.environ,
-            "PYTHONPATH": os.pathsep.join(paths),
+            "PYTHONPATH": plugin_path(PLUGIN),
             "CHATLEDGER_SDK_SUITE_URL": store_url,
         },
         capture_output=True,
         text=True,
         timeout=500,
     )
-    outcomes = _outcomes(report)
-    failed = {
-        name: why for name, (outcome, why) in outcomes.items() if outcome == "failed"
-    }
-    assert failed == {}, done.stdout[-5000:]
+    outcomes = junit_outcomes(report)
+    assert with_outcome(outcomes, "failed") == {}, done.stdout[-5000:]
     assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-5000:]
-    passed = [name for name, (outcome, _) in outcomes.items() if outcome == "passed"]
-    skipped = {
-        name: why for name, (outcome, why) in outcomes.items() if outcome == "skipped"
-    }
+    passed = with_outcome(outcomes, "passed")
+    skipped = with_outcome(outcomes, "skipped")
     assert len(passed) >= 90
     # Every skip is one the plugin names, with its reason.
     assert all("ChatLedgerSession" in why for why in skipped.values()), skipped
-
-
-def _outcomes(report: Path) -> dict[str, tuple[str, str]]:
-    """Each test of a JUnit XML report: its outcome and message."""
-    outcomes: dict[str, tuple[str, str]] = {}
-    for case in ElementTree.parse(report).getroot().iter("testcase"):
-        name = f"{case.get('classname')}::{case.get('name')}"
-        outcome, why = "passed", ""
-        for tag in ("failure", "error", "skipped"):
-            found = case.find(tag)
-            if found is not None:
-                outcome = "skipped" if tag == "skipped" else "failed"
-                why = found.get("message") or found.text or ""
-        outcomes[name] = (outcome, why)
-    return outcomes

@@ -37,7 +37,7 @@ import inspect
 import os
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import llama_index.core.memory.chat_memory_buffer
 import llama_index.core.memory.chat_summary_memory_buffer
@@ -52,6 +52,13 @@ from llama_index.core.storage.chat_store.base_db import AsyncDBChatStore
 
 import chatledger
 from chatledger_llama_index import ChatLedgerChatStore, ChatLedgerMemoryStore
+
+if TYPE_CHECKING:
+    from tests.suite_shared.framework_suite import select
+else:
+    # The suite's process may import LlamaIndex's own ``tests``; the runner
+    # puts our shared module's folder on its PYTHONPATH instead.
+    from framework_suite import select
 
 URL_VARIABLE = "CHATLEDGER_LLAMA_SUITE_URL"
 
@@ -276,18 +283,7 @@ def _builds_a_store(item: pytest.Item) -> bool:
 def pytest_collection_modifyitems(
     config: pytest.Config, items: list[pytest.Item]
 ) -> None:
-    kept: list[pytest.Item] = []
-    left: list[pytest.Item] = []
-    for item in items:
-        (kept if _builds_a_store(item) else left).append(item)
-        path = item.nodeid.partition("::")[0]
-        tail = item.nodeid.partition("::")[2].partition("[")[0]
-        reason = NOT_APPLICABLE.get(f"{path}::{tail}")
-        if reason is not None:
-            item.add_marker(pytest.mark.skip(reason=reason))
-    if left:
-        config.hook.pytest_deselected(items=left)
-        items[:] = kept
+    select(config, items, _builds_a_store, NOT_APPLICABLE)
 
 
 @pytest.fixture(autouse=True)

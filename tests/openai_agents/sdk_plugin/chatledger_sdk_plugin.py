@@ -30,7 +30,7 @@ import os
 import uuid
 from collections.abc import Iterator
 from types import SimpleNamespace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import agents
 import agents.extensions.memory
@@ -40,6 +40,13 @@ import pytest
 from chatledger_openai_agents import ChatLedgerSession
 from chatledger_redis import AsyncRedisChatMemoryRepository
 from chatledger_sql import AsyncSqlChatMemoryRepository
+
+if TYPE_CHECKING:
+    from tests.suite_shared.framework_suite import select
+else:
+    # The suite's process imports the framework's own ``tests``; the runner
+    # puts our shared module's folder on its PYTHONPATH instead.
+    from framework_suite import select
 
 #: The store a run uses: SQL, or Redis when the URL is a Redis one.
 AsyncRepository = AsyncSqlChatMemoryRepository | AsyncRedisChatMemoryRepository
@@ -75,12 +82,16 @@ _SUBCLASS = (
 )
 
 _SESSION = "tests/memory/test_session.py::"
-_COMPACTION = "tests/memory/test_openai_responses_compaction_session.py::"
+_COMPACTION = (
+    "tests/memory/test_openai_responses_compaction_session.py::"
+    "TestOpenAIResponsesCompactionSession::"
+)
 _VISIBILITY = "tests/memory/test_compaction_model_visibility.py::"
 _ASYNC_SQLITE = "tests/extensions/memory/test_async_sqlite_session.py::"
 _SQLALCHEMY = "tests/extensions/memory/test_sqlalchemy_session.py::"
 
-#: ``file::test function`` -> why it does not apply to ChatLedgerSession.
+#: ``file::test function`` (``file::Class::test method``) -> why it does not
+#: apply to ChatLedgerSession.
 NOT_APPLICABLE: dict[str, str] = {
     **{
         _SESSION + name: _INTERNALS
@@ -345,18 +356,7 @@ def _builds_a_session(item: pytest.Item) -> bool:
 def pytest_collection_modifyitems(
     config: pytest.Config, items: list[pytest.Item]
 ) -> None:
-    kept: list[pytest.Item] = []
-    left: list[pytest.Item] = []
-    for item in items:
-        (kept if _builds_a_session(item) else left).append(item)
-        path = item.nodeid.partition("::")[0]
-        name = getattr(item, "originalname", item.name)
-        reason = NOT_APPLICABLE.get(f"{path}::{name}")
-        if reason is not None:
-            item.add_marker(pytest.mark.skip(reason=reason))
-    if left:
-        config.hook.pytest_deselected(items=left)
-        items[:] = kept
+    select(config, items, _builds_a_session, NOT_APPLICABLE)
 
 
 @pytest.fixture(autouse=True)
