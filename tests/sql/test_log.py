@@ -457,7 +457,9 @@ def _questions(repository: SqlChatMemoryRepository) -> int:
 def test_a_mariadb_append_is_one_round_trip() -> None:
     """The server counts one statement from the client per append (the
     compound statement; what runs inside it is not counted), for a new
-    conversation and an existing one, and no ROLLBACK after it."""
+    conversation and an existing one, and no ROLLBACK after it. The warm-up
+    appends a batch of the same size: the connection's first append of a
+    size also prepares its statement (test_mariadb_prepared.py)."""
     repository = SqlChatMemoryRepository.from_url(
         backend_url("mariadb"),
         table_name=unique_table(),
@@ -465,7 +467,7 @@ def test_a_mariadb_append_is_one_round_trip() -> None:
     )
 
     try:
-        repository.append_to_log("warm", [Message.user("u")])
+        repository.append_to_log("warm", [Message.user("u"), Message.assistant("a")])
         for cid in ("new", "new"):
             before = _questions(repository)
             repository.append_to_log(cid, [Message.user("u"), Message.assistant("a")])

@@ -123,6 +123,7 @@ from chatledger_sql.dialects.base import (
     RetryTransaction,
     SqlDialect,
 )
+from chatledger_sql.dialects.prepared import PreparedStatement
 from chatledger_sql.floor import AsyncSqlBenchmarkFloor, open_floor_async
 from chatledger_sql.log_steps import (
     log_append_parameters,
@@ -1331,7 +1332,12 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
             if runs_raw(self.engine):
                 return fetch_all(
                     _sync(connection),
-                    self._compiled(connection, ("log append", size), statement),
+                    self._compiled(
+                        connection,
+                        ("log append", size),
+                        statement,
+                        prepared=size <= dialect.log_append_prepared_up_to,
+                    ),
                     parameters,
                     autocommit=not commits_itself,
                     commits_itself=commits_itself,
@@ -1401,12 +1407,20 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         return await self._write(conversation_id, write)
 
     def _compiled(
-        self, connection: AsyncConnection, key: Any, statement: Any
+        self,
+        connection: AsyncConnection,
+        key: Any,
+        statement: Any,
+        *,
+        prepared: bool = False,
     ) -> CompiledStatement:
-        """``statement`` compiled for the engine's driver, kept under ``key``."""
+        """``statement`` compiled for the engine's driver, kept under ``key``;
+        ``prepared``: kept prepared on each connection (MariaDB)."""
         compiled = self._raw_statements.get(key)
         if compiled is None:
             compiled = CompiledStatement(connection.dialect, [statement])
+            if prepared:
+                compiled = PreparedStatement(compiled)
             if len(self._raw_statements) < _KEPT_RAW_STATEMENTS:
                 self._raw_statements[key] = compiled
         return compiled

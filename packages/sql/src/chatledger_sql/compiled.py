@@ -26,7 +26,7 @@ listener (logging, tracing) would miss the statement.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import exc
@@ -142,6 +142,16 @@ class CompiledStatement:
             return parameters
         return tuple([parameters[name] for name in self._order])
 
+    def send(
+        self, cursor: Any, parameters: Any, kept: MutableMapping[Any, Any]
+    ) -> None:
+        """Run the statement on ``cursor`` with the driver's ``parameters``.
+
+        ``kept`` is the DBAPI connection's record (the pool's ``info``), for
+        a statement that keeps something on the connection.
+        """
+        cursor.execute(self.sql, parameters)
+
 
 def runs_raw(engine: Engine | AsyncEngine) -> bool:
     """Whether reads on ``engine`` may run on the DBAPI cursor right now.
@@ -188,7 +198,7 @@ def fetch_all(
         if autocommit:
             driver.autocommit = True
         cursor = driver.cursor()
-        cursor.execute(statement.sql, parameters)
+        statement.send(cursor, parameters, connection.connection.info)
         rows: list[Any] = cursor.fetchall()
         cursor.close()
         if autocommit:
@@ -218,11 +228,12 @@ class RawCalls:
     own ``commit`` and ``rollback``.
     """
 
-    __slots__ = ("_cursor", "_parameters", "_sql", "driver")
+    __slots__ = ("_cursor", "_kept", "_parameters", "_sql", "driver")
 
     def __init__(self, connection: Connection) -> None:
         """Take ``connection``'s DBAPI connection; no cursor yet."""
         self.driver: Any = connection.connection.driver_connection
+        self._kept = connection.connection.info
         self._cursor: Any = None
         self._sql = ""
         self._parameters: Any = None
@@ -234,7 +245,7 @@ class RawCalls:
             cursor = self._cursor = self.driver.cursor()
         self._sql = statement.sql
         self._parameters = parameters = statement.parameters(values)
-        cursor.execute(statement.sql, parameters)
+        statement.send(cursor, parameters, self._kept)
         return cursor
 
     def execute_many(

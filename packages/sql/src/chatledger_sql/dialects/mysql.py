@@ -44,6 +44,7 @@ from chatledger_sql.compiled import CompiledStatement
 from chatledger_sql.dialects.base import ConversationState, RoutineDialect, SqlDialect
 from chatledger_sql.dialects.compound import PARAMSTYLES, CompoundStatement
 from chatledger_sql.dialects.mariadb_routine import MariaDBAppendRoutine
+from chatledger_sql.dialects.prepared import PreparedStatement
 from chatledger_sql.types import UtcDateTime
 
 if TYPE_CHECKING:
@@ -206,6 +207,10 @@ class MariaDBDialect(RoutineDialect, MySQLDialect):
     id_collation = "utf8mb4_nopad_bin"
 
     log_append_commits_itself = True
+    # Parsing the compound statement is a good part of its server time
+    # (python -m bench); a batch past 8 messages is rare, and prepared
+    # statements are a per-connection, server-wide limited resource.
+    log_append_prepared_up_to = 8
 
     def log_append_statement(self, statements: Statements, ids: int) -> TextClause:
         """A log append of ``ids`` messages in one compound statement that commits.
@@ -300,11 +305,14 @@ class MariaDBDialect(RoutineDialect, MySQLDialect):
         A read with autocommit off begins an InnoDB transaction, whose
         snapshot must not outlive it, and the server status does not flag
         it: the read ends it itself, where a ``ROLLBACK`` after it would be
-        a round trip of its own.
+        a round trip of its own. The compound statement is prepared on each
+        connection (:mod:`chatledger_sql.dialects.prepared`): its parse
+        otherwise costs more server time than the read.
         """
         if not self.native(connection):
             return super().raw_read(connection, statement)
-        return CompoundStatement(connection.dialect, [statement, _ROLLBACK]), True
+        compound = CompoundStatement(connection.dialect, [statement, _ROLLBACK])
+        return PreparedStatement(compound), True
 
     def log_append_takes(self, rows: Sequence[Mapping[str, Any]]) -> bool:
         """Rows whose text fits one packet of the smallest ``max_allowed_packet``.

@@ -1,0 +1,136 @@
+"""A statement MariaDB keeps parsed per connection: PREPARE once, EXECUTE after.
+
+Example (needs a MariaDB server and PyMySQL):
+    append = PreparedStatement(CompiledStatement(engine.dialect, [block]))
+    rows = fetch_all(connection, append, values, autocommit=False, commits_itself=True)
+
+MariaDB parses a compound statement (``BEGIN NOT ATOMIC ... END``) again every
+time it is sent, and for the log append that parse is a good part of the
+server's work. A prepared statement is parsed once per connection; ``EXECUTE
+name USING value, ...`` (MariaDB 10.2 and later take any expression after
+``USING``) then runs it, in one statement and one round trip, with the values
+the client inlines exactly as it inlines them in the statement itself.
+
+Which connection holds which statement is kept in the pool's record of the
+DBAPI connection, so a statement is prepared on the first call on each
+connection. A server that forgot it (a session reset) answers "unknown
+statement" before running anything, and the statement is prepared again.
+A server that refuses to prepare (``max_prepared_stmt_count`` reached) gets
+the statement itself, as it would without this module, on that connection
+from then on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import MutableMapping
+from typing import Any
+
+from chatledger_sql.compiled import CompiledStatement
+
+__all__ = ["PreparedStatement"]
+
+#: Where a DBAPI connection's record keeps its prepared statements' names.
+_PREPARED = "chatledger.prepared"
+#: Where it keeps the names the server refused to prepare.
+_REFUSED = "chatledger.not_prepared"
+#: ER_UNKNOWN_STMT_HANDLER, ER_NEED_REPREPARE: nothing ran; prepare again.
+_FORGOTTEN = {1243, 1615}
+#: Error numbers from here on are the client's (a lost connection), not
+#: the server's answer.
+_CLIENT_ERRORS = 2000
+#: A ``pyformat`` placeholder, or the escaped percent sign.
+_PLACEHOLDER = re.compile(r"%\((\w+)\)s|%%")
+
+
+class PreparedStatement(CompiledStatement):
+    """A statement compiled for a ``pyformat`` driver, run through ``EXECUTE``.
+
+    :attr:`sql` is the ``EXECUTE`` (what :meth:`send` normally sends), which
+    binds the same values as the statement; :attr:`statement_sql` is the
+    statement itself, sent where the server does not prepare it.
+
+    Args:
+        compiled: The statement, compiled for the engine's dialect (a
+            :class:`chatledger_sql.dialects.compound.CompoundStatement`
+            too); its parameter style must be ``pyformat`` (PyMySQL).
+
+    Raises:
+        ValueError: ``compiled`` binds its values by position.
+    """
+
+    __slots__ = ("_prepare", "_prepare_values", "name", "statement_sql")
+
+    def __init__(self, compiled: CompiledStatement) -> None:
+        """Derive the ``PREPARE`` and the ``EXECUTE`` of ``compiled``."""
+        if compiled._order is not None:
+            raise ValueError("needs a pyformat driver")
+        # The compiled statement's values, bound the same way.
+        self._order = None
+        self._constants = compiled._constants
+        self._processors = compiled._processors
+        self.parts = compiled.parts
+        self.statement_sql = compiled.sql
+        used: list[str] = []
+
+        def placeholder(match: re.Match[str]) -> str:
+            if match.group(1) is None:
+                return "%"
+            used.append(match.group(1))
+            return "?"
+
+        text = _PLACEHOLDER.sub(placeholder, compiled.sql)
+        digest = hashlib.sha256(text.encode()).hexdigest()[:24]
+        #: The name the statement is prepared under: its text's digest, so
+        #: two repositories (other tables) never share one.
+        self.name = f"chatledger_{digest}"
+        self._prepare = f"PREPARE {self.name} FROM %(statement)s"
+        self._prepare_values = {"statement": text}
+        using = ", ".join(f"%({name})s" for name in used)
+        self.sql = f"EXECUTE {self.name}" + (f" USING {using}" if used else "")
+
+    def send(
+        self, cursor: Any, parameters: Any, kept: MutableMapping[Any, Any]
+    ) -> None:
+        """Run the statement on ``cursor``, preparing it on this connection first.
+
+        ``kept`` is the DBAPI connection's record (the pool's ``info``).
+        """
+        prepared: set[str] = kept.setdefault(_PREPARED, set())
+        refused: set[str] = kept.setdefault(_REFUSED, set())
+        if self.name in refused:
+            cursor.execute(self.statement_sql, parameters)
+            return
+        if self.name not in prepared and not self._prepared(cursor, prepared, refused):
+            cursor.execute(self.statement_sql, parameters)
+            return
+        try:
+            cursor.execute(self.sql, parameters)
+        except Exception as error:
+            if _errno(error) not in _FORGOTTEN:
+                raise
+            prepared.discard(self.name)
+            if not self._prepared(cursor, prepared, refused):
+                cursor.execute(self.statement_sql, parameters)
+                return
+            cursor.execute(self.sql, parameters)
+
+    def _prepared(self, cursor: Any, prepared: set[str], refused: set[str]) -> bool:
+        """Prepare on ``cursor``'s connection; whether the server did."""
+        try:
+            cursor.execute(self._prepare, self._prepare_values)
+        except Exception as error:
+            number = _errno(error)
+            if number is None or number >= _CLIENT_ERRORS:
+                raise  # the connection failed, not the statement
+            refused.add(self.name)
+            return False
+        prepared.add(self.name)
+        return True
+
+
+def _errno(error: BaseException) -> int | None:
+    """The server's error number of a DBAPI error, if it has one."""
+    args = getattr(error, "args", ())
+    return args[0] if args and isinstance(args[0], int) else None
