@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
@@ -23,6 +22,15 @@ from chatledger.testing.async_runner import (
 from chatledger_neo4j import AsyncNeo4jChatMemoryRepository, parse_url
 from tests.backends import backend_url
 from tests.conformance.test_neo4j import small_reads
+from tests.neo4j.label_pool import LabelPool
+
+
+@pytest.fixture(scope="module")
+def labels(required: set[str]) -> Iterator[LabelPool]:
+    """Label pairs this module's tests take and give back emptied."""
+    pool = LabelPool(backend_url("neo4j", required), "A")
+    yield pool
+    pool.close()
 
 
 class TestAsyncNeo4jConformance(AsyncChatMemoryRepositoryTests, ConversationInfoTests):
@@ -41,32 +49,32 @@ class TestAsyncNeo4jConformance(AsyncChatMemoryRepositoryTests, ConversationInfo
 
     @pytest.fixture
     def async_repository(
-        self, async_driver: AsyncDriver, async_runner: EventLoopThread
+        self, async_driver: AsyncDriver, labels: LabelPool
     ) -> Iterator[AsyncNeo4jChatMemoryRepository]:
-        tag = uuid.uuid4().hex[:12]
+        conversation_label, message_label = labels.take()
         repository = AsyncNeo4jChatMemoryRepository(
             async_driver,
-            conversation_label=f"ConversationA{tag}",
-            message_label=f"MessageA{tag}",
+            conversation_label=conversation_label,
+            message_label=message_label,
         )
         try:
             yield repository
         finally:
-            async_runner.run(repository.drop_schema())
+            labels.give_back(repository)
 
     @pytest.fixture
     def make_async_repository_with_retention(
-        self, async_driver: AsyncDriver, async_runner: EventLoopThread
+        self, async_driver: AsyncDriver, labels: LabelPool
     ) -> Iterator[Callable[[Retention], AsyncNeo4jChatMemoryRepository]]:
         made: list[AsyncNeo4jChatMemoryRepository] = []
 
         def make(retention: Retention) -> AsyncNeo4jChatMemoryRepository:
-            tag = uuid.uuid4().hex[:12]
+            conversation_label, message_label = labels.take()
             made.append(
                 AsyncNeo4jChatMemoryRepository(
                     async_driver,
-                    conversation_label=f"ConversationK{tag}",
-                    message_label=f"MessageK{tag}",
+                    conversation_label=conversation_label,
+                    message_label=message_label,
                     retention=retention,
                 )
             )
@@ -76,7 +84,7 @@ class TestAsyncNeo4jConformance(AsyncChatMemoryRepositoryTests, ConversationInfo
             yield make
         finally:
             for repository in made:
-                async_runner.run(repository.drop_schema())
+                labels.give_back(repository)
 
 
 class TestAsyncNeo4jLogInSmallReads(LogTests, LogRemovalTests):
@@ -92,17 +100,19 @@ class TestAsyncNeo4jLogInSmallReads(LogTests, LogRemovalTests):
 
     @pytest.fixture
     def repository(
-        self, required: set[str], async_runner: EventLoopThread
+        self, required: set[str], async_runner: EventLoopThread, labels: LabelPool
     ) -> Iterator[RepositoryFacade]:
-        tag = uuid.uuid4().hex[:12]
+        conversation_label, message_label = labels.take()
         repository = AsyncNeo4jChatMemoryRepository.from_url(
             backend_url("neo4j", required),
-            conversation_label=f"ConversationB{tag}",
-            message_label=f"MessageB{tag}",
+            conversation_label=conversation_label,
+            message_label=message_label,
         )
         repository._view_reads = small_reads
         try:
             yield repository_facade(repository, async_runner)
         finally:
-            async_runner.run(repository.drop_schema())
-            async_runner.run(repository.aclose())
+            try:
+                labels.give_back(repository)
+            finally:
+                async_runner.run(repository.aclose())

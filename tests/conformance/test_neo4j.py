@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import itertools
-import uuid
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -19,11 +19,20 @@ from chatledger.testing import (
 from chatledger.window import Window
 from chatledger_neo4j import Neo4jChatMemoryRepository
 from tests.backends import backend_url
+from tests.neo4j.label_pool import LabelPool
 
 
 @pytest.fixture(scope="module")
 def neo4j_url(required: set[str]) -> str:
     return backend_url("neo4j", required)
+
+
+@pytest.fixture(scope="module")
+def labels(neo4j_url: str) -> Iterator[LabelPool]:
+    """Label pairs this module's tests take and give back emptied."""
+    pool = LabelPool(neo4j_url, "T")
+    yield pool
+    pool.close()
 
 
 def small_reads(window: Window) -> Iterator[int]:
@@ -32,20 +41,36 @@ def small_reads(window: Window) -> Iterator[int]:
     yield from itertools.repeat(2)
 
 
+def _fresh(
+    neo4j_url: str, labels: LabelPool, **options: Any
+) -> Neo4jChatMemoryRepository:
+    """A repository on a label pair of the pool's that holds nothing."""
+    conversation_label, message_label = labels.take()
+    return Neo4jChatMemoryRepository.from_url(
+        neo4j_url,
+        conversation_label=conversation_label,
+        message_label=message_label,
+        **options,
+    )
+
+
+def _given_back(labels: LabelPool, repository: Neo4jChatMemoryRepository) -> None:
+    try:
+        labels.give_back(repository)
+    finally:
+        repository.close()
+
+
 def _made(
-    neo4j_url: str, prefix: str, reads: Callable[[Window], Iterator[int]] | None
+    neo4j_url: str,
+    labels: LabelPool,
+    reads: Callable[[Window], Iterator[int]] | None,
 ) -> Iterator[Callable[[Retention], Neo4jChatMemoryRepository]]:
     """A factory of bounded repositories, each on labels of its own."""
     made: list[Neo4jChatMemoryRepository] = []
 
     def make(retention: Retention) -> Neo4jChatMemoryRepository:
-        tag = uuid.uuid4().hex[:12]
-        repository = Neo4jChatMemoryRepository.from_url(
-            neo4j_url,
-            conversation_label=f"Conversation{prefix}{tag}",
-            message_label=f"Message{prefix}{tag}",
-            retention=retention,
-        )
+        repository = _fresh(neo4j_url, labels, retention=retention)
         if reads is not None:
             repository._view_reads = reads
         made.append(repository)
@@ -55,8 +80,7 @@ def _made(
         yield make
     finally:
         for repository in made:
-            repository.drop_schema()
-            repository.close()
+            _given_back(labels, repository)
 
 
 class TestNeo4jConformance(ChatMemoryRepositoryTests, ConversationInfoTests):
@@ -64,24 +88,20 @@ class TestNeo4jConformance(ChatMemoryRepositoryTests, ConversationInfoTests):
     supports_retention = True
 
     @pytest.fixture
-    def repository(self, neo4j_url: str) -> Iterator[Neo4jChatMemoryRepository]:
-        tag = uuid.uuid4().hex[:12]
-        repository = Neo4jChatMemoryRepository.from_url(
-            neo4j_url,
-            conversation_label=f"ConversationT{tag}",
-            message_label=f"MessageT{tag}",
-        )
+    def repository(
+        self, neo4j_url: str, labels: LabelPool
+    ) -> Iterator[Neo4jChatMemoryRepository]:
+        repository = _fresh(neo4j_url, labels)
         try:
             yield repository
         finally:
-            repository.drop_schema()
-            repository.close()
+            _given_back(labels, repository)
 
     @pytest.fixture
     def make_repository_with_retention(
-        self, neo4j_url: str
+        self, neo4j_url: str, labels: LabelPool
     ) -> Iterator[Callable[[Retention], Neo4jChatMemoryRepository]]:
-        yield from _made(neo4j_url, "K", None)
+        yield from _made(neo4j_url, labels, None)
 
 
 class TestNeo4jLogInSmallReads(LogTests, LogRemovalTests, RetentionTests):
@@ -98,22 +118,18 @@ class TestNeo4jLogInSmallReads(LogTests, LogRemovalTests, RetentionTests):
     supports_retention = True
 
     @pytest.fixture
-    def repository(self, neo4j_url: str) -> Iterator[Neo4jChatMemoryRepository]:
-        tag = uuid.uuid4().hex[:12]
-        repository = Neo4jChatMemoryRepository.from_url(
-            neo4j_url,
-            conversation_label=f"ConversationR{tag}",
-            message_label=f"MessageR{tag}",
-        )
+    def repository(
+        self, neo4j_url: str, labels: LabelPool
+    ) -> Iterator[Neo4jChatMemoryRepository]:
+        repository = _fresh(neo4j_url, labels)
         repository._view_reads = small_reads
         try:
             yield repository
         finally:
-            repository.drop_schema()
-            repository.close()
+            _given_back(labels, repository)
 
     @pytest.fixture
     def make_repository_with_retention(
-        self, neo4j_url: str
+        self, neo4j_url: str, labels: LabelPool
     ) -> Iterator[Callable[[Retention], Neo4jChatMemoryRepository]]:
-        yield from _made(neo4j_url, "S", small_reads)
+        yield from _made(neo4j_url, labels, small_reads)
