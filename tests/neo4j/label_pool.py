@@ -17,7 +17,7 @@ dropped when given back.
 from __future__ import annotations
 
 import uuid
-from typing import Any, LiteralString, cast
+from typing import Any, LiteralString
 
 from neo4j import Driver, GraphDatabase
 
@@ -108,10 +108,9 @@ class LabelPool:
             self._driver.close()
 
     def _empty(self, label: str) -> None:
-        delete = cast(
-            LiteralString,
+        delete = (
             f"MATCH (n:`{label}`) WITH n LIMIT $batch DETACH DELETE n "
-            "RETURN count(*) AS deleted",
+            "RETURN count(*) AS deleted"
         )
         with self._session() as session:
             while True:
@@ -137,13 +136,11 @@ class LabelPool:
                 r["name"] for r in session.run(_CONSTRAINTS, labels=list(pair))
             ]
             for name in constraints:
-                drop = cast(LiteralString, f"DROP CONSTRAINT `{name}` IF EXISTS")
+                drop = f"DROP CONSTRAINT `{name}` IF EXISTS"
                 session.run(drop).consume()
             indexes = [r["name"] for r in session.run(_INDEXES, labels=list(pair))]
             for name in indexes:
-                session.run(
-                    cast(LiteralString, f"DROP INDEX `{name}` IF EXISTS")
-                ).consume()
+                session.run(f"DROP INDEX `{name}` IF EXISTS").consume()
         self._made.discard(pair)
         self._schemas.pop(pair, None)
 

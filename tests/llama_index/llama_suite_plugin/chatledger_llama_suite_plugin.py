@@ -181,7 +181,10 @@ class Stores:
     def drop(self) -> None:
         """Drop every store's table or keys, and close their connections."""
         for options, sync_ones, async_ones in self.opened:
-            with chatledger.connect(_sync_url(self.url), **options) as repository:
+            # Every built-in repository closes as a context manager; the
+            # protocol connect() answers with does not say so.
+            repository: Any = chatledger.connect(_sync_url(self.url), **options)
+            with repository:
                 repository.drop_schema()
             for sync_one in sync_ones:
                 sync_one.close()
