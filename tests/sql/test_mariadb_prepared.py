@@ -13,9 +13,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from sqlalchemy import bindparam, text
 
-from chatledger import Message
+from chatledger import Message, StoreNotFoundError
 from chatledger_sql import SqlChatMemoryRepository
+from chatledger_sql.compiled import CompiledStatement, fetch_all
 from chatledger_sql.dialects.prepared import PreparedStatement
 from tests.backends import backend_url
 from tests.sql.conftest import unique_table
@@ -143,3 +145,29 @@ def test_reads_are_prepared_once_then_executed(
     after = _status(repository)
     assert after["Com_prepare_sql"] == before["Com_prepare_sql"]
     assert after["Com_execute_sql"] - before["Com_execute_sql"] == 4
+
+
+def test_a_question_mark_of_the_text_is_never_taken_for_a_placeholder(
+    repository: SqlChatMemoryRepository,
+) -> None:
+    statement = text("SELECT '?' AS mark, :word AS word").bindparams(bindparam("word"))
+    with repository.engine.connect() as connection:
+        compiled = PreparedStatement(CompiledStatement(connection.dialect, [statement]))
+        rows = fetch_all(connection, compiled, {"word": "hi"}, autocommit=False)
+    assert [tuple(row) for row in rows] == [("?", "hi")]
+    assert _status(repository)["Com_prepare_sql"] == 0
+
+
+def test_a_missing_table_fails_as_before_and_is_prepared_once_made(
+    repository: SqlChatMemoryRepository,
+) -> None:
+    repository.append_to_log("c", _turn(0))
+    repository.drop_schema()
+    with pytest.raises(StoreNotFoundError):
+        repository.append_to_log("c", _turn(1))
+    repository.create_schema()
+    before = _status(repository)
+    repository.append_to_log("c", _turn(2))
+    after = _status(repository)
+    assert after["Com_execute_sql"] - before["Com_execute_sql"] == 1
+    assert _contents(repository, "c") == ["u2", "a2"]

@@ -37,6 +37,9 @@ _PREPARED = "chatledger.prepared"
 _REFUSED = "chatledger.not_prepared"
 #: ER_UNKNOWN_STMT_HANDLER, ER_NEED_REPREPARE: nothing ran; prepare again.
 _FORGOTTEN = {1243, 1615}
+#: ER_MAX_PREPARED_STMT_COUNT_REACHED, ER_UNSUPPORTED_PS: this connection
+#: sends the statement itself from then on.
+_REFUSING = {1461, 1295}
 #: Error numbers from here on are the client's (a lost connection), not
 #: the server's answer.
 _CLIENT_ERRORS = 2000
@@ -81,6 +84,10 @@ class PreparedStatement(CompiledStatement):
             return "?"
 
         text = _PLACEHOLDER.sub(placeholder, compiled.sql)
+        if "?" in compiled.sql:
+            # A question mark of the text's own would be taken for a
+            # placeholder: such a statement is never prepared.
+            text = ""
         digest = hashlib.sha256(text.encode()).hexdigest()[:24]
         #: The name the statement is prepared under: its text's digest, so
         #: two repositories (other tables) never share one.
@@ -99,7 +106,7 @@ class PreparedStatement(CompiledStatement):
         """
         prepared: set[str] = kept.setdefault(_PREPARED, set())
         refused: set[str] = kept.setdefault(_REFUSED, set())
-        if self.name in refused:
+        if not self._prepare_values["statement"] or self.name in refused:
             cursor.execute(self.statement_sql, parameters)
             return
         if self.name not in prepared and not self._prepared(cursor, prepared, refused):
@@ -124,7 +131,10 @@ class PreparedStatement(CompiledStatement):
             number = _errno(error)
             if number is None or number >= _CLIENT_ERRORS:
                 raise  # the connection failed, not the statement
-            refused.add(self.name)
+            if number in _REFUSING:
+                refused.add(self.name)
+            # Otherwise the statement itself fails the same way (a missing
+            # table), and says so.
             return False
         prepared.add(self.name)
         return True
