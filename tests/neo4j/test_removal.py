@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any
 
@@ -28,6 +28,7 @@ from chatledger.window import TokenWindow, apply_window
 from chatledger_neo4j import Neo4jChatMemoryRepository
 from chatledger_neo4j.log_steps import removal_parameters
 from tests.backends import backend_url
+from tests.neo4j.label_pool import LabelPool
 from tests.neo4j.test_log import _execution_order, _SocketWrites
 from tests.removal_histories import (
     appends,
@@ -46,28 +47,61 @@ def neo4j_url(required: set[str]) -> str:
     return backend_url("neo4j", required)
 
 
-@pytest.fixture
-def made(neo4j_url: str) -> Iterator[Any]:
-    """Opens repositories on labels of their own; each is dropped afterwards."""
+@pytest.fixture(scope="module")
+def labels(neo4j_url: str) -> Iterator[LabelPool]:
+    """Label pairs this module's tests take and give back emptied."""
+    pool = LabelPool(neo4j_url, "X")
+    yield pool
+    pool.close()
+
+
+def _opener(
+    neo4j_url: str, labels: LabelPool | None
+) -> Iterator[Callable[..., Neo4jChatMemoryRepository]]:
+    """Opens repositories on label pairs of the pool's, or on new labels of
+    their own without a pool; each is given back, or dropped, afterwards."""
     opened: list[Neo4jChatMemoryRepository] = []
 
     def make(retention: Retention | None = None) -> Neo4jChatMemoryRepository:
-        tag = uuid.uuid4().hex[:12]
+        if labels is None:
+            tag = uuid.uuid4().hex[:12]
+            conversation_label, message_label = f"ConversationX{tag}", f"MessageX{tag}"
+        else:
+            conversation_label, message_label = labels.take()
         repository = Neo4jChatMemoryRepository.from_url(
             neo4j_url,
-            conversation_label=f"ConversationX{tag}",
-            message_label=f"MessageX{tag}",
+            conversation_label=conversation_label,
+            message_label=message_label,
             retention=retention,
         )
+        opened.append(repository)
         # The first call makes the schema: what a test counts is its own.
         repository.find_conversation_ids()
-        opened.append(repository)
         return repository
 
     yield make
     for repository in opened:
-        repository.drop_schema()
-        repository.close()
+        try:
+            if labels is None:
+                repository.drop_schema()
+            else:
+                labels.give_back(repository)
+        finally:
+            repository.close()
+
+
+@pytest.fixture
+def made(
+    neo4j_url: str, labels: LabelPool
+) -> Iterator[Callable[..., Neo4jChatMemoryRepository]]:
+    """Opens repositories on label pairs of the pool's that hold nothing."""
+    yield from _opener(neo4j_url, labels)
+
+
+@pytest.fixture
+def made_fresh(neo4j_url: str) -> Iterator[Callable[..., Neo4jChatMemoryRepository]]:
+    """Opens repositories on new labels (for the plans: none cached yet)."""
+    yield from _opener(neo4j_url, None)
 
 
 def _conversation(repository: Neo4jChatMemoryRepository, cid: str) -> dict[str, Any]:
@@ -172,10 +206,10 @@ def test_a_window_append_after_removals_evicts_as_the_window_says(made: Any) -> 
 
 @pytest.mark.parametrize("statement", ["remove_newest", "remove_named"])
 def test_a_removal_reads_the_conversation_only_after_its_lock(
-    made: Any, statement: str
+    made_fresh: Any, statement: str
 ) -> None:
     """In the plan, the SET that locks comes before every read of a message."""
-    repository = made()
+    repository = made_fresh()
     for c in range(5):
         repository.append_to_log(
             f"seed-{c}",
@@ -197,12 +231,12 @@ def test_a_removal_reads_the_conversation_only_after_its_lock(
     assert lock < min(reads), order
 
 
-def test_a_removal_reads_the_same_rows_at_20_and_2000(made: Any) -> None:
+def test_a_removal_reads_the_same_rows_at_20_and_2000(made_fresh: Any) -> None:
     """PROFILE: what a removal reads does not grow with the log.
 
     Profiled in a transaction rolled back, so each run finds the same log.
     """
-    repository = made()
+    repository = made_fresh()
     statements = repository.statements
     profiles: dict[int, list[list[tuple[str, int, int]]]] = {}
     for n in (20, 2000):
