@@ -63,7 +63,7 @@ class PreparedStatement(CompiledStatement):
         ValueError: ``compiled`` binds its values by position.
     """
 
-    __slots__ = ("_prepare", "_prepare_values", "name", "statement_sql")
+    __slots__ = ("_preparable", "_prepare", "_prepare_values", "name", "statement_sql")
 
     def __init__(self, compiled: CompiledStatement) -> None:
         """Derive the ``PREPARE`` and the ``EXECUTE`` of ``compiled``."""
@@ -84,10 +84,9 @@ class PreparedStatement(CompiledStatement):
             return "?"
 
         text = _PLACEHOLDER.sub(placeholder, compiled.sql)
-        if "?" in compiled.sql:
-            # A question mark of the text's own would be taken for a
-            # placeholder: such a statement is never prepared.
-            text = ""
+        # A question mark of the text's own would be taken for a
+        # placeholder: such a statement is never prepared.
+        self._preparable = "?" not in compiled.sql
         digest = hashlib.sha256(text.encode()).hexdigest()[:24]
         #: The name the statement is prepared under: its text's digest, so
         #: two repositories (other tables) never share one.
@@ -106,7 +105,7 @@ class PreparedStatement(CompiledStatement):
         """
         prepared: set[str] = kept.setdefault(_PREPARED, set())
         refused: set[str] = kept.setdefault(_REFUSED, set())
-        if not self._prepare_values["statement"] or self.name in refused:
+        if not self._preparable or self.name in refused:
             cursor.execute(self.statement_sql, parameters)
             return
         if self.name not in prepared and not self._prepared(cursor, prepared, refused):
