@@ -505,6 +505,45 @@ def test_a_mariadb_view_is_one_round_trip() -> None:
         repository.close()
 
 
+def test_a_mariadb_view_makes_no_temporary_table() -> None:
+    """The view's newest rows are a member of its ``UNION ALL`` of their own
+    (``SqlDialect.limits_union_members``): read from a derived table, they
+    were copied into a temporary table on every read first."""
+    repository = SqlChatMemoryRepository.from_url(
+        backend_url("mariadb"),
+        table_name=unique_table(),
+        engine_options={"pool_size": 1, "max_overflow": 0},
+    )
+
+    def temporary_tables() -> int:
+        connection = repository.engine.raw_connection()
+        try:
+            cursor = connection.cursor()
+            cursor.execute("SHOW SESSION STATUS LIKE 'Created_tmp_tables'")
+            row = cursor.fetchone()
+            assert row is not None
+            return int(row[1])
+        finally:
+            connection.close()
+
+    window = MessageWindow(2)
+    try:
+        repository.append_to_log(
+            "c", [Message.system("S"), Message.user("u"), Message.assistant("a")]
+        )
+        repository.append_to_log("c", [Message.user("v")])
+        repository.find_window("c", window)
+        before = temporary_tables()
+        assert [m.content for m in repository.find_window("c", window)] == [
+            "S",
+            "v",
+        ]
+        assert temporary_tables() == before
+    finally:
+        repository.drop_schema()
+        repository.close()
+
+
 def _rows_read(repository: SqlChatMemoryRepository) -> int:
     """How many index and table rows the server has read on the repository's
     one pooled connection (MariaDB's handler counters)."""

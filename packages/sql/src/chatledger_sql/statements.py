@@ -655,8 +655,10 @@ class Statements:
         """
         found = self.views.get(rows)
         if found is None:
-            tail = self.limited(self.log_tail, rows).subquery("tail")
-            found = union_all(self.current_system.order_by(None), select(*tail.c))
+            tail = self.limited(self.log_tail, rows)
+            if not self._dialect.limits_union_members:
+                tail = select(*tail.subquery("tail").c)
+            found = union_all(self.current_system.order_by(None), tail)
             if len(self.views) < _KEPT_LIMITED_STATEMENTS:
                 self.views[rows] = found
         return found

@@ -278,6 +278,11 @@ class SqlDialect:
     #: (:func:`chatledger_sql.schema.conversation_indexes`).
     keeps_conversation_indexes: ClassVar[bool] = True
 
+    #: A member of ``UNION ALL`` may carry its own ``ORDER BY`` and
+    #: ``LIMIT`` in parentheses (a view's newest rows); else that member is
+    #: read from a derived table, which SQLite's grammar needs.
+    limits_union_members: ClassVar[bool] = False
+
     def existing_indexes(self, connection: Connection, table: Table) -> set[str]:
         """The names of ``table``'s indexes in the database, in lower case."""
         inspector = sqlalchemy_inspect(connection)
