@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.ext.asyncio import create_async_engine
 
 from chatledger import (
@@ -183,6 +183,29 @@ def test_postgres_async_append_is_pipelined_like_the_sync_one(
         asyncio.run(scenario())
     finally:
         wire.close()
+
+
+def test_postgres_connection_left_in_pipeline_mode_is_not_pooled() -> None:
+    """A failed write whose connection is still in psycopg's pipeline mode
+    (an exit from a pipeline interrupted with answers unread leaves it so)
+    discards that connection: pooled again, it answered the next ``SELECT``
+    with "This result object does not return rows"."""
+    engine = create_engine(backend_url("postgresql"), pool_size=1, max_overflow=0)
+    try:
+        with engine.connect() as connection:
+            write = pipeline.PipelinedWrite.start(connection)
+            assert write is not None
+            write.lock("SELECT 1 AS one", {})
+            dbapi = connection.connection.driver_connection
+            assert dbapi is not None
+            left_open = dbapi.pipeline()
+            left_open.__enter__()
+            write.abort()
+            assert connection.invalidated
+        with engine.connect() as connection:
+            assert connection.execute(text("SELECT 2")).scalar_one() == 2
+    finally:
+        engine.dispose()
 
 
 def test_postgres_retried_append_is_a_noop(

@@ -211,6 +211,19 @@ class PipelinedWrite:
             self._wait(self._dbapi.set_autocommit(False))
         except Exception as error:
             self._invalidate(error)
+        self._discard_if_pipelined()
+
+    def _discard_if_pipelined(self) -> None:
+        """Discard the connection if psycopg's is still in pipeline mode.
+
+        A pipeline whose exit was interrupted with answers unread can stay
+        open: psycopg then raises its failure to leave pipeline mode in
+        place of the interruption, and the rollback runs inside that
+        pipeline. Pooled again, the connection would answer the next
+        ``SELECT`` with no rows to read.
+        """
+        if not self._connection.invalidated and self._dbapi.pgconn.pipeline_status:
+            self._invalidate(None)
 
     def _enter(self, block: Any) -> None:
         """Enter psycopg's ``block`` (a pipeline, a transaction), sync or async."""

@@ -233,8 +233,10 @@ class PostgresDialect(RoutineDialect):
 
         Finishing psycopg's pipelined ``COMMIT`` in a task of its own left,
         in about one run in 25 of the cancellation test on a loaded machine,
-        a pooled connection that answered a later ``SELECT`` without rows;
-        the cause is not found yet, so that commit keeps its old behaviour.
+        a pooled connection that answered a later ``SELECT`` without rows,
+        as one still in pipeline mode does; such a connection is now
+        discarded (:meth:`PipelinedWrite.abort`), and this commit keeps its
+        old behaviour until settling it is measured again.
         """
         write = _WRITES.get(id(connection))
         return write is None or not write.began
