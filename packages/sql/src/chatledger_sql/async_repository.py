@@ -123,7 +123,6 @@ from chatledger_sql.dialects.base import (
     RetryTransaction,
     SqlDialect,
 )
-from chatledger_sql.dialects.prepared import PreparedStatement
 from chatledger_sql.floor import AsyncSqlBenchmarkFloor, open_floor_async
 from chatledger_sql.log_steps import (
     log_append_parameters,
@@ -1330,14 +1329,15 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
                 return None
             # Never on an asyncio driver: runs_raw knows sync drivers only.
             if runs_raw(self.engine):
+                key = ("log append", size)
+                compiled = self._raw_statements.get(key)
+                if compiled is None:
+                    sync = _sync(connection)
+                    compiled = dialect.raw_log_append(sync, statement, size)
+                    self._keep_raw(key, compiled)
                 return fetch_all(
                     _sync(connection),
-                    self._compiled(
-                        connection,
-                        ("log append", size),
-                        statement,
-                        prepared=size <= dialect.log_append_prepared_up_to,
-                    ),
+                    compiled,
                     parameters,
                     autocommit=not commits_itself,
                     commits_itself=commits_itself,
@@ -1407,23 +1407,19 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         return await self._write(conversation_id, write)
 
     def _compiled(
-        self,
-        connection: AsyncConnection,
-        key: Any,
-        statement: Any,
-        *,
-        prepared: bool = False,
+        self, connection: AsyncConnection, key: Any, statement: Any
     ) -> CompiledStatement:
-        """``statement`` compiled for the engine's driver, kept under ``key``;
-        ``prepared``: kept prepared on each connection (MariaDB)."""
+        """``statement`` compiled for the engine's driver, kept under ``key``."""
         compiled = self._raw_statements.get(key)
         if compiled is None:
             compiled = CompiledStatement(connection.dialect, [statement])
-            if prepared:
-                compiled = PreparedStatement(compiled)
-            if len(self._raw_statements) < _KEPT_RAW_STATEMENTS:
-                self._raw_statements[key] = compiled
+            self._keep_raw(key, compiled)
         return compiled
+
+    def _keep_raw(self, key: Any, compiled: CompiledStatement) -> None:
+        """Keep ``compiled`` under ``key``, up to a bound on how many are kept."""
+        if len(self._raw_statements) < _KEPT_RAW_STATEMENTS:
+            self._raw_statements[key] = compiled
 
     async def _append_log(
         self,

@@ -471,11 +471,16 @@ class SqlDialect:
     #: as one array per column (``chatledger_sql.log_steps.row_arrays``);
     #: ``None``: never.
     log_append_arrays_past: ClassVar[int | None] = None
-    #: The one-statement log append of a batch of at most this many messages
-    #: is prepared on each connection and run by name
-    #: (:mod:`chatledger_sql.dialects.prepared`), where the driver's cursor
-    #: is used directly; ``0``: never.
-    log_append_prepared_up_to: ClassVar[int] = 0
+
+    def raw_log_append(
+        self, connection: Connection, statement: Any, ids: int
+    ) -> CompiledStatement:
+        """The one-statement log append of ``ids`` messages compiled for the
+        DBAPI cursor, as :meth:`raw_read` compiles a read.
+
+        The default: the statement alone.
+        """
+        return CompiledStatement(connection.dialect, [statement])
 
     def log_append_statement(self, statements: Statements, ids: int) -> Any:
         """Build a log append in one statement that commits alone, or ``None``.

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from sqlalchemy import (
     Select,
@@ -211,10 +211,8 @@ class MariaDBDialect(RoutineDialect, MySQLDialect):
     id_collation = "utf8mb4_nopad_bin"
 
     log_append_commits_itself = True
-    # Parsing the compound statement is a good part of its server time
-    # (python -m bench); a batch past 8 messages is rare, and prepared
-    # statements are a per-connection, server-wide limited resource.
-    log_append_prepared_up_to = 8
+    #: The largest batch whose log append is prepared on each connection.
+    prepared_batches_up_to: ClassVar[int] = 8
 
     def log_append_statement(self, statements: Statements, ids: int) -> TextClause:
         """A log append of ``ids`` messages in one compound statement that commits.
@@ -317,6 +315,21 @@ class MariaDBDialect(RoutineDialect, MySQLDialect):
             return super().raw_read(connection, statement)
         compound = CompoundStatement(connection.dialect, [statement, _ROLLBACK])
         return PreparedStatement(compound), True
+
+    def raw_log_append(
+        self, connection: Connection, statement: Any, ids: int
+    ) -> CompiledStatement:
+        """Prepared on each connection (:mod:`chatledger_sql.dialects.prepared`)
+        for a batch of up to :attr:`prepared_batches_up_to` messages.
+
+        Parsing the compound statement is a good part of its server time
+        (``python -m bench``); a larger batch is rare, and prepared
+        statements are a per-connection, server-wide limited resource.
+        """
+        compiled = super().raw_log_append(connection, statement, ids)
+        if ids > self.prepared_batches_up_to:
+            return compiled
+        return PreparedStatement(compiled)
 
     def log_append_takes(self, rows: Sequence[Mapping[str, Any]]) -> bool:
         """Rows whose text fits one packet of the smallest ``max_allowed_packet``.
