@@ -159,6 +159,7 @@ first calls wait on. Both prepare each statement once, on first use.
 from __future__ import annotations
 
 import json
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -173,6 +174,7 @@ from cassandra import (
     ReadTimeout,
     WriteTimeout,
 )
+from cassandra.cluster import NoHostAvailable
 from cassandra.query import UNSET_VALUE
 
 from chatledger.adapters import (
@@ -319,10 +321,13 @@ if True:  # async
     from chatledger_cassandra.bridge import all_rows, off_loop
 else:
     import threading  # noqa: F401, RUF100
-    import time  # noqa: F401, RUF100
 
 __all__ = ["MAX_TTL_SECONDS", "AsyncCassandraChatMemoryRepository", "ttl_seconds"]
 
+#: How long a listing table another process made may take to answer, and
+#: the pause between two tries (:meth:`_until_listing_answers`).
+_LISTING_WAIT_SECONDS = 10.0
+_LISTING_WAIT_STEP_SECONDS = 0.05
 #: Stands for the session a repository made by ``from_url`` opens.
 _NOT_OPENED: Any = object()
 #: The replication of a keyspace the repository creates, unless told otherwise.
@@ -622,6 +627,7 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
             )
         )
         if exists:
+            await self._until_listing_answers()
             return False
         # Without IF NOT EXISTS: of two processes making it at once, the one
         # the server refuses is not the one that made it, and says nothing.
@@ -629,8 +635,29 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
         try:
             await all_rows(self._session.execute_async(ddl))
         except AlreadyExists:
+            await self._until_listing_answers()
             return False
         return True
+
+    async def _until_listing_answers(self) -> None:
+        """Wait until the listing table, made by another process, answers.
+
+        Cassandra shows a table that a concurrent ``CREATE TABLE`` is making
+        (in ``system_schema``, or by refusing ours) a moment before it serves
+        statements: one sent then fails with "table ... does not exist" or
+        "Unknown CF". The last such error is raised after
+        ``_LISTING_WAIT_SECONDS``.
+        """
+        probe = f"SELECT * FROM {self._cql.listing} LIMIT 1"
+        deadline = time.monotonic() + _LISTING_WAIT_SECONDS
+        while True:
+            try:
+                await all_rows(self._session.execute_async(probe))
+                return
+            except (InvalidRequest, NoHostAvailable):
+                if time.monotonic() > deadline:
+                    raise
+            await asyncio.sleep(_LISTING_WAIT_STEP_SECONDS)
 
     async def _fill_records(self) -> None:
         """Give every conversation without record times its times and its

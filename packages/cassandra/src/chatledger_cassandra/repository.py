@@ -159,7 +159,7 @@ from __future__ import annotations
 
 import json
 import threading  # noqa: F401, RUF100
-import time  # noqa: F401, RUF100
+import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
@@ -174,6 +174,7 @@ from cassandra import (
     ReadTimeout,
     WriteTimeout,
 )
+from cassandra.cluster import NoHostAvailable
 from cassandra.query import UNSET_VALUE
 
 from chatledger.adapters import (
@@ -315,6 +316,10 @@ from chatledger_cassandra.steps import (
 
 __all__ = ["MAX_TTL_SECONDS", "CassandraChatMemoryRepository", "ttl_seconds"]
 
+#: How long a listing table another process made may take to answer, and
+#: the pause between two tries (:meth:`_until_listing_answers`).
+_LISTING_WAIT_SECONDS = 10.0
+_LISTING_WAIT_STEP_SECONDS = 0.05
 #: Stands for the session a repository made by ``from_url`` opens.
 _NOT_OPENED: Any = object()
 #: The replication of a keyspace the repository creates, unless told otherwise.
@@ -598,6 +603,7 @@ class CassandraChatMemoryRepository(ClosingContext):
             )
         )
         if exists:
+            self._until_listing_answers()
             return False
         # Without IF NOT EXISTS: of two processes making it at once, the one
         # the server refuses is not the one that made it, and says nothing.
@@ -605,8 +611,29 @@ class CassandraChatMemoryRepository(ClosingContext):
         try:
             list(self._session.execute(ddl))
         except AlreadyExists:
+            self._until_listing_answers()
             return False
         return True
+
+    def _until_listing_answers(self) -> None:
+        """Wait until the listing table, made by another process, answers.
+
+        Cassandra shows a table that a concurrent ``CREATE TABLE`` is making
+        (in ``system_schema``, or by refusing ours) a moment before it serves
+        statements: one sent then fails with "table ... does not exist" or
+        "Unknown CF". The last such error is raised after
+        ``_LISTING_WAIT_SECONDS``.
+        """
+        probe = f"SELECT * FROM {self._cql.listing} LIMIT 1"
+        deadline = time.monotonic() + _LISTING_WAIT_SECONDS
+        while True:
+            try:
+                list(self._session.execute(probe))
+                return
+            except (InvalidRequest, NoHostAvailable):
+                if time.monotonic() > deadline:
+                    raise
+            time.sleep(_LISTING_WAIT_STEP_SECONDS)
 
     def _fill_records(self) -> None:
         """Give every conversation without record times its times and its
