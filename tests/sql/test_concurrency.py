@@ -103,3 +103,45 @@ def test_concurrent_schema_creation_is_safe(backend: str, tmp_path: Path) -> Non
     finally:
         SqlChatMemoryRepository(engine, table_name=table).drop_schema()
         engine.dispose()
+
+
+def test_an_append_racing_a_delete_keeps_its_row_and_messages_together() -> None:
+    """An append to a conversation with no row yet, committed while a delete
+    of it runs, is either deleted whole or kept whole.
+
+    PostgreSQL (READ COMMITTED): the delete's message delete did not see the
+    append's messages, and its row delete, a statement later, saw the row;
+    the messages outlived their row, and every later append met them at
+    sequence 0. The append runs in a thread between the delete's two
+    statements; it waits on the row the delete holds, or commits at once.
+    """
+    url = make_url("postgresql", Path("."))
+    repository = SqlChatMemoryRepository.from_url(url, table_name=unique_table())
+    other = SqlChatMemoryRepository.from_url(
+        url, table_name=repository.tables.messages.name, create_schema=False
+    )
+    memory = MessageWindowChatMemory(other, max_messages=10)
+    repository.create_schema()
+    appended = threading.Thread(
+        target=memory.add, args=("c", [Message.user("u"), Message.assistant("a")])
+    )
+
+    def append_meanwhile(_: str) -> None:
+        appended.start()
+        appended.join(timeout=1.0)
+
+    repository.fault_points.on("after_delete", append_meanwhile)
+    try:
+        repository.delete_by_conversation_id("c")
+        repository.fault_points.clear()
+        appended.join()
+        kept = [m.content for m in repository.find_by_conversation_id("c")]
+        assert kept in ([], ["u", "a"])
+        memory.add("c", Message.user("next"))
+        after = [m.content for m in repository.find_by_conversation_id("c")]
+        assert after == [*kept, "next"]
+    finally:
+        repository.fault_points.clear()
+        repository.drop_schema()
+        repository.close()
+        other.close()

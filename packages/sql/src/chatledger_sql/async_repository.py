@@ -1129,13 +1129,14 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         gone = [cid for cid in ids if not batches[cid]]
         next_seq = await _run(connection, dialect.lock_many, self._sql, kept, now)
         for conversation_id in gone:
+            # Created when missing, as delete_by_conversation_id does.
             await _run(
                 connection,
                 dialect.lock_conversation,
                 self._sql,
                 conversation_id,
                 now,
-                create=False,
+                create=True,
             )
         self.fault_points.reach("after_lock")
         for start in range(0, len(ids), MAX_IDS_PER_STATEMENT):
@@ -1166,13 +1167,17 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         dialect = await self._prepared()
 
         async def work(connection: AsyncConnection) -> None:
+            # Created when missing: the row's lock is what keeps an append
+            # out until the delete commits. Without it, under READ COMMITTED,
+            # an append committing between the two deletes kept its messages
+            # and lost its row, and every later append met them at seq 0.
             await _run(
                 connection,
                 dialect.lock_conversation,
                 self._sql,
                 conversation_id,
                 utc_now(),
-                create=False,
+                create=True,
             )
             self.fault_points.reach("after_lock")
             await _run(connection, dialect.forget, self._sql, conversation_id)

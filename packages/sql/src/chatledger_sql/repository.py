@@ -1044,13 +1044,14 @@ class SqlChatMemoryRepository(ClosingContext):
         gone = [cid for cid in ids if not batches[cid]]
         next_seq = _run(connection, dialect.lock_many, self._sql, kept, now)
         for conversation_id in gone:
+            # Created when missing, as delete_by_conversation_id does.
             _run(
                 connection,
                 dialect.lock_conversation,
                 self._sql,
                 conversation_id,
                 now,
-                create=False,
+                create=True,
             )
         self.fault_points.reach("after_lock")
         for start in range(0, len(ids), MAX_IDS_PER_STATEMENT):
@@ -1081,13 +1082,17 @@ class SqlChatMemoryRepository(ClosingContext):
         dialect = self._prepared()
 
         def work(connection: Connection) -> None:
+            # Created when missing: the row's lock is what keeps an append
+            # out until the delete commits. Without it, under READ COMMITTED,
+            # an append committing between the two deletes kept its messages
+            # and lost its row, and every later append met them at seq 0.
             _run(
                 connection,
                 dialect.lock_conversation,
                 self._sql,
                 conversation_id,
                 utc_now(),
-                create=False,
+                create=True,
             )
             self.fault_points.reach("after_lock")
             _run(connection, dialect.forget, self._sql, conversation_id)
