@@ -438,20 +438,26 @@ def test_a_sqlite_append_is_one_transaction_of_two_statements(tmp_path: Path) ->
         repository.close()
 
 
-def _questions(repository: SqlChatMemoryRepository) -> int:
-    """How many statements the server has had from the repository's one
-    pooled connection, this one included."""
+def _session_status(repository: SqlChatMemoryRepository, name: str) -> int:
+    """MariaDB's session counter ``name`` on the repository's one pooled
+    connection, this read included."""
     # On the pooled connection's own cursor: SQLAlchemy would add a
     # ROLLBACK after the SHOW.
     connection = repository.engine.raw_connection()
     try:
         cursor = connection.cursor()
-        cursor.execute("SHOW SESSION STATUS LIKE 'Questions'")
+        cursor.execute(f"SHOW SESSION STATUS LIKE '{name}'")
         row = cursor.fetchone()
         assert row is not None
         return int(row[1])
     finally:
         connection.close()
+
+
+def _questions(repository: SqlChatMemoryRepository) -> int:
+    """How many statements the server has had from the repository's one
+    pooled connection, this one included."""
+    return _session_status(repository, "Questions")
 
 
 def test_a_mariadb_append_is_one_round_trip() -> None:
@@ -515,17 +521,6 @@ def test_a_mariadb_view_makes_no_temporary_table() -> None:
         engine_options={"pool_size": 1, "max_overflow": 0},
     )
 
-    def temporary_tables() -> int:
-        connection = repository.engine.raw_connection()
-        try:
-            cursor = connection.cursor()
-            cursor.execute("SHOW SESSION STATUS LIKE 'Created_tmp_tables'")
-            row = cursor.fetchone()
-            assert row is not None
-            return int(row[1])
-        finally:
-            connection.close()
-
     window = MessageWindow(2)
     try:
         repository.append_to_log(
@@ -533,12 +528,12 @@ def test_a_mariadb_view_makes_no_temporary_table() -> None:
         )
         repository.append_to_log("c", [Message.user("v")])
         repository.find_window("c", window)
-        before = temporary_tables()
+        before = _session_status(repository, "Created_tmp_tables")
         assert [m.content for m in repository.find_window("c", window)] == [
             "S",
             "v",
         ]
-        assert temporary_tables() == before
+        assert _session_status(repository, "Created_tmp_tables") == before
     finally:
         repository.drop_schema()
         repository.close()
