@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -92,3 +93,58 @@ def test_dumps_and_loads_keep_every_json_value() -> None:
     assert codec.loads('{"nan": NaN}')["nan"] != codec.loads('{"nan": NaN}')["nan"]
     with pytest.raises(ValueError):
         codec.loads("{not json")
+
+
+def _columns(
+    message: Message,
+) -> tuple[str, str, str | None, str | None, dict[str, Any]]:
+    data = codec.to_dict(message)
+    created = data.pop("created_at", None)
+    return data.pop("id"), data.pop("role"), data.pop("content"), created, data
+
+
+@pytest.mark.parametrize("message", every_kind(), ids=lambda m: m.role.value)
+def test_from_columns_reads_what_from_dict_reads(message: Message) -> None:
+    stamped = message.stamped(datetime(2026, 12, 4, 21, 0, 0, 654321, tzinfo=UTC))
+    message_id, role, content, created, rest = _columns(stamped)
+    assert codec.from_columns(message_id, role, content, created, rest) == stamped
+    if rest == {"v": codec.CODEC_VERSION}:
+        assert codec.from_columns(message_id, role, content, created) == stamped
+    # A content kept in the rest wins over the column's.
+    moved = codec.from_columns(
+        message_id, role, "column", created, {**rest, "content": content}
+    )
+    assert moved == stamped
+
+
+@pytest.mark.parametrize(
+    ("fields", "rest"),
+    [
+        (("m1", "user", None, None), None),  # a user message needs content
+        (("m1", "boss", "hi", None), None),
+        (("", "user", "hi", None), None),
+        (("m\n1", "user", "hi", None), None),
+        (("m1", "user", "a\ud800b", None), None),
+        (("m1", "user", "hi", datetime(2026, 1, 2)), None),  # naive
+        (("m1", "user", "hi", "yesterday"), None),
+        (("m1", "user", "hi", None), {"v": 2}),
+        (("m1", "user", "hi", None), {"v": 1, "metadata": None}),
+    ],
+)
+def test_from_columns_refuses_what_from_dict_refuses(
+    fields: tuple[Any, ...], rest: dict[str, Any] | None
+) -> None:
+    message_id, role, content, created = fields
+    whole = {
+        "v": 1,
+        **(rest or {}),
+        "id": message_id,
+        "role": role,
+        "created_at": created,
+    }
+    whole.setdefault("content", content)
+    with pytest.raises(InvalidMessageError) as from_dict:
+        codec.from_dict(whole)
+    with pytest.raises(InvalidMessageError) as from_columns:
+        codec.from_columns(message_id, role, content, created, rest)
+    assert str(from_columns.value) == str(from_dict.value)

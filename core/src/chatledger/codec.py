@@ -54,6 +54,7 @@ __all__ = [
     "CODEC_VERSION",
     "dumps",
     "dumps_value",
+    "from_columns",
     "from_dict",
     "from_json",
     "loads",
@@ -74,6 +75,26 @@ CODEC_VERSION = 1
 _ENCODE = msgspec.json.Encoder().encode
 _DECODE = msgspec.json.Decoder().decode
 _REFUSED = (msgspec.DecodeError, UnicodeEncodeError)
+#: A field of an encoded message left out.
+_ABSENT: Any = msgspec.UNSET
+
+
+class _Stored(msgspec.Struct, forbid_unknown_fields=True):
+    """The common shapes of an encoded message, typed so that msgspec builds
+    and type-checks its fields in C; media, an unknown field or a type off
+    these fails to decode and goes to the general decoder."""
+
+    v: int
+    id: str
+    role: str
+    content: str | None
+    tool_calls: list[dict[str, Any]] | msgspec.UnsetType = msgspec.UNSET
+    tool_responses: list[dict[str, Any]] | msgspec.UnsetType = msgspec.UNSET
+    metadata: dict[str, Any] | msgspec.UnsetType = msgspec.UNSET
+    created_at: str | None = None
+
+
+_DECODE_STORED = msgspec.json.Decoder(_Stored).decode
 
 
 def dumps(value: Any) -> str:
@@ -170,15 +191,19 @@ def _parse(text: str | bytes) -> tuple[Any, bool]:
     lone surrogates, so what it returns is clean. What it refuses goes to
     ``json.loads``.
     """
+    _check_depth(text)
+    try:
+        return _DECODE(text), True
+    except _REFUSED:
+        return json.loads(text), False
+
+
+def _check_depth(text: str | bytes) -> None:
     if _nests_deeper(text, _STORED_LEVELS):
         raise InvalidMessageError(
             f"JSON text nests deeper than {_STORED_LEVELS} levels, deeper than a "
             f"message can (metadata holds at most {MAX_METADATA_DEPTH})"
         )
-    try:
-        return _DECODE(text), True
-    except _REFUSED:
-        return json.loads(text), False
 
 
 def loads_value(text: str | bytes) -> Any:
@@ -305,25 +330,52 @@ def _decode_plain(data: dict[str, Any], clean: bool) -> Message:
     :class:`_Rejected` and the caller reruns the full decoder, which raises
     the error. ``clean`` says every string is known to encode as UTF-8.
     """
-    if data.get("v") != CODEC_VERSION:
+    if "media" in data:
         raise _Rejected
-    role_value = data.get("role")
+    metadata = data.get("metadata", _ABSENT)
+    if metadata is None:
+        raise _Rejected
+    return _decode_fields(
+        data.get("v"),
+        data.get("role"),
+        data.get("content", _Rejected),
+        data.get("id"),
+        data.get("tool_calls", _ABSENT),
+        data.get("tool_responses", _ABSENT),
+        metadata,
+        data.get("created_at"),
+        clean,
+    )
+
+
+def _decode_fields(
+    version: object,
+    role_value: object,
+    content: Any,
+    message_id: object,
+    raw_calls: Any,
+    raw_responses: Any,
+    metadata: Any,
+    created: object,
+    clean: bool,
+) -> Message:
+    """The message of a plain dict's fields, or :class:`_Rejected` (see
+    :func:`_decode_plain`); a list or the metadata left out is ``_ABSENT``."""
+    if version != CODEC_VERSION:
+        raise _Rejected
     role = _ROLES.get(role_value) if type(role_value) is str else None
-    if role is None or "media" in data:
+    if role is None:
         raise _Rejected
-    content = data.get("content", _Rejected)
     if content is None:
         if role in _NO_CONTENT:
             raise _Rejected
-    else:
-        _str(content, clean)
-    message_id = data.get("id")
+    elif type(content) is not str or not (clean or _text_ok(content)):
+        raise _Rejected
     # isprintable() is False for lone surrogates too.
     if type(message_id) is not str or not message_id or not message_id.isprintable():
         raise _Rejected
     calls: tuple[ToolCall, ...] = ()
-    if "tool_calls" in data:
-        raw_calls = data["tool_calls"]
+    if raw_calls is not _ABSENT:
         if type(raw_calls) is not list or (raw_calls and role is not Role.ASSISTANT):
             raise _Rejected
         calls = tuple(
@@ -338,8 +390,7 @@ def _decode_plain(data: dict[str, Any], clean: bool) -> Message:
             for c in raw_calls
         )
     responses: tuple[ToolResponse, ...] = ()
-    if "tool_responses" in data:
-        raw_responses = data["tool_responses"]
+    if raw_responses is not _ABSENT:
         if type(raw_responses) is not list or (raw_responses and role is not Role.TOOL):
             raise _Rejected
         responses = tuple(
@@ -352,16 +403,12 @@ def _decode_plain(data: dict[str, Any], clean: bool) -> Message:
             else _reject()
             for r in raw_responses
         )
-    metadata = data.get("metadata")
-    if metadata is None or (type(metadata) is dict and not metadata):
-        if metadata is None and "metadata" in data:
-            raise _Rejected
+    if metadata is _ABSENT or (type(metadata) is dict and not metadata):
         frozen = _EMPTY_METADATA
     elif type(metadata) is dict:
         frozen = _freeze_plain(metadata, 1, clean)  # type: ignore[assignment]
     else:
         raise _Rejected
-    created = data.get("created_at")
     moment = None
     if created is not None:
         if type(created) is datetime:
@@ -398,6 +445,45 @@ def from_dict(data: Mapping[str, Any]) -> Message:
         except _Rejected:
             pass
     return _decode_checked(data)
+
+
+def from_columns(
+    message_id: str,
+    role: str,
+    content: str | None,
+    created_at: datetime | str | None,
+    rest: Mapping[str, Any] | None = None,
+) -> Message:
+    """Decode a message an adapter keeps partly in columns of its own.
+
+    ``rest`` is what :func:`to_dict` made less those fields (``None`` for a
+    message of text alone, whose rest is ``{"v": CODEC_VERSION}``); a
+    ``content`` kept in it wins over the column's. The same message as
+    :func:`from_dict` of the whole dict, without building it for text alone.
+
+    Raises:
+        InvalidMessageError: if the fields are not a message of a known version.
+    """
+    if rest is None:
+        try:
+            return _decode_fields(
+                CODEC_VERSION,
+                role,
+                content,
+                message_id,
+                _ABSENT,
+                _ABSENT,
+                _ABSENT,
+                created_at,
+                False,
+            )
+        except _Rejected:
+            rest = {"v": CODEC_VERSION}
+    data = {"content": content, **rest}
+    data["id"] = message_id
+    data["role"] = role
+    data["created_at"] = created_at
+    return from_dict(data)
 
 
 def _decode_checked(data: Mapping[str, Any]) -> Message:
@@ -454,8 +540,30 @@ def to_json(message: Message) -> str:
 
 def from_json(text: str | bytes) -> Message:
     """Decode JSON text made by :func:`to_json`."""
+    # The common shapes first, typed: nothing in them nests but metadata,
+    # whose depth _freeze_plain checks. Anything else, text too deep for
+    # msgspec included, is read again below, depth first, for its error.
     try:
-        # Clean strings are not checked again one by one.
+        stored = _DECODE_STORED(text)
+    except (*_REFUSED, RecursionError):
+        pass
+    else:
+        try:
+            # msgspec refuses invalid UTF-8 and lone surrogates: clean strings.
+            return _decode_fields(
+                stored.v,
+                stored.role,
+                stored.content,
+                stored.id,
+                stored.tool_calls,
+                stored.tool_responses,
+                stored.metadata,
+                stored.created_at,
+                True,
+            )
+        except _Rejected:
+            pass
+    try:
         data, clean = _parse(text)
     except InvalidMessageError:
         raise

@@ -85,12 +85,9 @@ def encode(
 
 def decode(row: Any) -> Message:
     """The message of a row read with its typed ``created_at``."""
-    data = _loads(row.payload)
-    data["id"] = row.message_id
-    data["role"] = row.role
-    data.setdefault("content", row.content)
-    data["created_at"] = row.created_at
-    return codec.from_dict(data)
+    return decode_raw(
+        row.message_id, row.role, row.content, row.payload, row.created_at
+    )
 
 
 def moment(value: Any) -> Any:
@@ -113,20 +110,12 @@ def decode_raw(
     message_id: str, role: str, content: str | None, payload: str, created: Any
 ) -> Message:
     """The message of a raw read row (``Statements.read``): ids, text, JSON, time."""
-    if payload == _PLAIN_PAYLOAD:
-        # A message with text and nothing else: the dict its payload parses
-        # to, without parsing it.
-        data: dict[str, Any] = {"v": codec.CODEC_VERSION, "content": content}
-    else:
-        data = _loads(payload)
-        data.setdefault("content", content)
-    data["id"] = message_id
-    data["role"] = role
-    data["created_at"] = moment(created)
-    return _from_dict(data)
+    # A message with text and nothing else is not parsed: its rest is known.
+    rest = None if payload == _PLAIN_PAYLOAD else _loads(payload)
+    return _from_columns(message_id, role, content, moment(created), rest)
 
 
-_dumps, _loads, _from_dict = codec.dumps, codec.loads, codec.from_dict
+_dumps, _loads, _from_columns = codec.dumps, codec.loads, codec.from_columns
 #: What :func:`encode` stores as the payload of a message with text alone.
 _PLAIN_PAYLOAD = _dumps({"v": codec.CODEC_VERSION})
 _NAIVE_EPOCH = datetime(1970, 1, 1)
