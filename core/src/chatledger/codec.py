@@ -15,11 +15,12 @@ Round trips are exact: bytes media (base64), integers beyond 2**53, floats,
 ``None`` versus ``""`` content, and any unicode including NUL (JSON escapes it,
 so the stored text never holds a raw NUL).
 
-Depth: JSON text is measured before it is parsed, without recursing, and text
-that nests deeper than a message can (its metadata at most
+Depth: text that nests deeper than a message can (its metadata at most
 :data:`~chatledger.messages.MAX_METADATA_DEPTH` levels, one level below the
 message's object) is refused with :class:`~chatledger.InvalidMessageError`,
-so no parser meets a recursion limit, whatever a stored row holds.
+whatever a stored row holds. :func:`from_json` decodes the common shapes
+typed, where only the metadata nests and its depth is checked as it is
+frozen; any other text is measured before it is parsed, without recursing.
 """
 
 from __future__ import annotations
