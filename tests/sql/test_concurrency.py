@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import multiprocessing
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -105,9 +106,20 @@ def test_concurrent_schema_creation_is_safe(backend: str, tmp_path: Path) -> Non
         engine.dispose()
 
 
-def test_an_append_racing_a_delete_keeps_its_row_and_messages_together() -> None:
+@pytest.mark.parametrize(
+    "delete",
+    [
+        lambda repository: repository.delete_by_conversation_id("c"),
+        lambda repository: repository.save_many({"c": [], "d": [Message.user("d")]}),
+    ],
+    ids=["delete_by_conversation_id", "save_many"],
+)
+def test_an_append_racing_a_delete_keeps_its_row_and_messages_together(
+    delete: Callable[[SqlChatMemoryRepository], None],
+) -> None:
     """An append to a conversation with no row yet, committed while a delete
-    of it runs, is either deleted whole or kept whole.
+    of it runs (or ``save_many`` saves it empty), is either deleted whole or
+    kept whole.
 
     PostgreSQL (READ COMMITTED): the delete's message delete did not see the
     append's messages, and its row delete, a statement later, saw the row;
@@ -132,7 +144,7 @@ def test_an_append_racing_a_delete_keeps_its_row_and_messages_together() -> None
 
     repository.fault_points.on("after_delete", append_meanwhile)
     try:
-        repository.delete_by_conversation_id("c")
+        delete(repository)
         repository.fault_points.clear()
         appended.join()
         kept = [m.content for m in repository.find_by_conversation_id("c")]

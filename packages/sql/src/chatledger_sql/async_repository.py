@@ -1143,10 +1143,11 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
             chunk = ids[start : start + MAX_IDS_PER_STATEMENT]
             await connection.execute(self._sql.purge_messages, {"ids": chunk})
             await connection.execute(self._sql.purge_evicted, {"ids": chunk})
+        # Between the message and the row deletes, as in delete_by_conversation_id.
+        self.fault_points.reach("after_delete")
         for start in range(0, len(gone), MAX_IDS_PER_STATEMENT):
             chunk = gone[start : start + MAX_IDS_PER_STATEMENT]
             await connection.execute(self._sql.purge_conversations, {"ids": chunk})
-        self.fault_points.reach("after_delete")
         rows: list[dict[str, Any]] = []
         updates: list[dict[str, Any]] = []
         for conversation_id in kept:
