@@ -107,12 +107,16 @@ def _columns(
 def test_from_columns_reads_what_from_dict_reads(message: Message) -> None:
     stamped = message.stamped(datetime(2026, 12, 4, 21, 0, 0, 654321, tzinfo=UTC))
     message_id, role, content, created, rest = _columns(stamped)
-    assert codec.from_columns(message_id, role, content, created, rest) == stamped
+    text = codec.dumps(rest)
+    assert codec.from_columns(message_id, role, content, created, text) == stamped
+    assert (
+        codec.from_columns(message_id, role, content, created, text.encode()) == stamped
+    )
     if rest == {"v": codec.CODEC_VERSION}:
         assert codec.from_columns(message_id, role, content, created) == stamped
     # A content kept in the rest wins over the column's.
     moved = codec.from_columns(
-        message_id, role, "column", created, {**rest, "content": content}
+        message_id, role, "column", created, codec.dumps({**rest, "content": content})
     )
     assert moved == stamped
 
@@ -129,6 +133,10 @@ def test_from_columns_reads_what_from_dict_reads(message: Message) -> None:
         (("m1", "user", "hi", "yesterday"), None),
         (("m1", "user", "hi", None), {"v": 2}),
         (("m1", "user", "hi", None), {"v": 1, "metadata": None}),
+        (("m1", "user", "hi", None), {"v": 1, "metadata": {"k": "\udfff"}}),
+        (("m1", "user", "hi", None), {"v": 1, "content": None}),
+        (("m1", "tool", "hi", None), {"v": 1, "tool_calls": [{"id": "c"}]}),
+        (("m1", "user", "hi", None), {"v": 1, "media": [{"mime_type": 1}]}),
     ],
 )
 def test_from_columns_refuses_what_from_dict_refuses(
@@ -145,6 +153,16 @@ def test_from_columns_refuses_what_from_dict_refuses(
     whole.setdefault("content", content)
     with pytest.raises(InvalidMessageError) as from_dict:
         codec.from_dict(whole)
+    text = None if rest is None else json.dumps(rest)
     with pytest.raises(InvalidMessageError) as from_columns:
-        codec.from_columns(message_id, role, content, created, rest)
+        codec.from_columns(message_id, role, content, created, text)
     assert str(from_columns.value) == str(from_dict.value)
+
+
+@pytest.mark.parametrize(
+    "rest",
+    ["[1]", "not json", "{", '{"v": 1, "metadata": ' + "[" * 100 + "]" * 100 + "}"],
+)
+def test_from_columns_refuses_stored_fields_that_are_no_message(rest: str) -> None:
+    with pytest.raises(InvalidMessageError):
+        codec.from_columns("m1", "user", "hi", None, rest)

@@ -95,7 +95,19 @@ class _Stored(msgspec.Struct, forbid_unknown_fields=True):
     created_at: str | None = None
 
 
+class _StoredRest(msgspec.Struct, forbid_unknown_fields=True):
+    """The common shapes of what an adapter keeps of a message besides its
+    id, role, text and time (see :func:`from_columns`)."""
+
+    v: int
+    content: str | msgspec.UnsetType | None = msgspec.UNSET
+    tool_calls: list[dict[str, Any]] | msgspec.UnsetType = msgspec.UNSET
+    tool_responses: list[dict[str, Any]] | msgspec.UnsetType = msgspec.UNSET
+    metadata: dict[str, Any] | msgspec.UnsetType = msgspec.UNSET
+
+
 _DECODE_STORED = msgspec.json.Decoder(_Stored).decode
+_DECODE_REST = msgspec.json.Decoder(_StoredRest).decode
 
 
 def dumps(value: Any) -> str:
@@ -453,34 +465,64 @@ def from_columns(
     role: str,
     content: str | None,
     created_at: datetime | str | None,
-    rest: Mapping[str, Any] | None = None,
+    rest: str | bytes | None = None,
 ) -> Message:
     """Decode a message an adapter keeps partly in columns of its own.
 
-    ``rest`` is what :func:`to_dict` made less those fields (``None`` for a
-    message of text alone, whose rest is ``{"v": CODEC_VERSION}``); a
-    ``content`` kept in it wins over the column's. The same message as
-    :func:`from_dict` of the whole dict, without building it for text alone.
+    ``rest`` is the JSON text (:func:`dumps`) of what :func:`to_dict` made
+    less those fields, ``None`` for a message of text alone (whose rest is
+    ``{"v": CODEC_VERSION}``); a ``content`` kept in it wins over the
+    column's. The same message as :func:`from_dict` of the whole dict.
 
     Raises:
         InvalidMessageError: if the fields are not a message of a known version.
     """
-    if rest is None:
+    version, calls, responses, metadata = CODEC_VERSION, _ABSENT, _ABSENT, _ABSENT
+    if rest is not None:
         try:
-            return _decode_fields(
-                CODEC_VERSION,
-                role,
-                content,
-                message_id,
-                _ABSENT,
-                _ABSENT,
-                _ABSENT,
-                created_at,
-                False,
-            )
-        except _Rejected:
-            rest = {"v": CODEC_VERSION}
-    data = {"content": content, **rest}
+            stored = _DECODE_REST(rest)
+        except (*_REFUSED, RecursionError):
+            return _from_columns_checked(message_id, role, content, created_at, rest)
+        version, calls, responses = stored.v, stored.tool_calls, stored.tool_responses
+        metadata = stored.metadata
+        if not isinstance(stored.content, msgspec.UnsetType):
+            content = stored.content
+    try:
+        # The columns' strings come from a driver, not from msgspec: checked.
+        return _decode_fields(
+            version,
+            role,
+            content,
+            message_id,
+            calls,
+            responses,
+            metadata,
+            created_at,
+            False,
+        )
+    except _Rejected:
+        return _from_columns_checked(message_id, role, content, created_at, rest)
+
+
+def _from_columns_checked(
+    message_id: str,
+    role: str,
+    content: str | None,
+    created_at: datetime | str | None,
+    rest: str | bytes | None,
+) -> Message:
+    """:func:`from_columns` through :func:`from_dict`, for its errors."""
+    try:
+        fields = {"v": CODEC_VERSION} if rest is None else loads(rest)
+    except InvalidMessageError:
+        raise
+    except ValueError as exc:
+        raise InvalidMessageError(f"encoded message is not valid JSON: {exc}") from exc
+    if type(fields) is not dict:
+        raise InvalidMessageError(
+            f"the stored fields of a message are a JSON object, not {_shown(fields)}"
+        )
+    data = {"content": content, **fields}
     data["id"] = message_id
     data["role"] = role
     data["created_at"] = created_at

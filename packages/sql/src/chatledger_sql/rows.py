@@ -111,11 +111,11 @@ def decode_raw(
 ) -> Message:
     """The message of a raw read row (``Statements.read``): ids, text, JSON, time."""
     # A message with text and nothing else is not parsed: its rest is known.
-    rest = None if payload == _PLAIN_PAYLOAD else _loads(payload)
+    rest = None if payload == _PLAIN_PAYLOAD else payload
     return _from_columns(message_id, role, content, moment(created), rest)
 
 
-_dumps, _loads, _from_columns = codec.dumps, codec.loads, codec.from_columns
+_dumps, _from_columns = codec.dumps, codec.from_columns
 #: What :func:`encode` stores as the payload of a message with text alone.
 _PLAIN_PAYLOAD = _dumps({"v": codec.CODEC_VERSION})
 _NAIVE_EPOCH = datetime(1970, 1, 1)
