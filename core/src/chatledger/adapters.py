@@ -16,7 +16,8 @@ only, and depends on ``chatledger>=0.2,<0.3``: what is named here keeps its
 meaning within a minor version. It holds
 
 - the codec (``codec.to_json`` / ``codec.from_json``, ``to_dict`` /
-  ``from_dict``): one lossless encoding of a message;
+  ``from_dict``, and ``from_columns`` for an adapter that keeps the id, role,
+  text and time in columns of their own): one lossless encoding of a message;
 - validation before any I/O (:func:`validate_conversation_id`,
   :func:`validate_messages`, :func:`validate_page_request`) and stamping
   (:func:`stamp_messages`, :func:`utc_now`);
