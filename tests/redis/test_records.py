@@ -13,6 +13,7 @@ conversation); a write is still one round trip on plain Redis.
 
 from __future__ import annotations
 
+import random
 import time
 import uuid
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ from redis import Redis
 from redis.cluster import RedisCluster
 
 from chatledger import Message
+from chatledger.testing.samples import ODD_CONVERSATION_IDS
 from chatledger_redis import RedisChatMemoryRepository
 from chatledger_redis.keys import ConversationKeys, IndexKeys
 from chatledger_redis.scripts import INDEX, SET_INFO
@@ -274,6 +276,30 @@ def test_updates_arriving_out_of_order_leave_the_newest(
     assert _entries(repository)["c"] == newer
     client.execute_command("EVALSHA", sha, 3, *index, "c", "x", str(stamp + 5))
     assert _index_sizes(repository) == (0, 0, 0)
+
+
+def test_the_listing_gives_back_every_id_exactly(
+    repository: RedisChatMemoryRepository,
+) -> None:
+    """On plain Redis the scripts read a conversation's id back from its
+    keys' tag (unpadded base64url, decoded in Lua) for the index: odd ids,
+    and ids of every length and padding up to the limit, are listed as
+    written."""
+    pick = random.Random(27)
+    ids = {*ODD_CONVERSATION_IDS}
+    for length in range(1, 64):
+        ids.add("".join(pick.choice("aZ09_-{}é😀") for _ in range(length)))
+    for conversation_id in ids:
+        repository.append_to_log(conversation_id, [Message.user("x")])
+    listed: list[str] = []
+    cursor = None
+    while True:
+        page = repository.find_conversations(cursor=cursor, limit=50)
+        listed += [info.id for info in page.items]
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    assert sorted(listed) == sorted(ids)
 
 
 def test_a_write_stays_one_round_trip_on_plain_redis(

@@ -192,20 +192,30 @@ local function index_apply(index, id, v, u, owner)
   redis.call('HSET', index[3], id, index_entry(v, u, owner))
 end
 
--- the id whose tag (unpadded base64url) names the key
-local B64 = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_'
+-- the id whose tag (unpadded base64url) names the key, four characters at
+-- a time by arithmetic on their bytes: a lookup of each character in the
+-- alphabet cost about 17 us for a UUID's tag, this about 6
+local function sextet(b)
+  if b == nil then return nil end
+  if b == 95 then return 63             -- _
+  elseif b >= 97 then return b - 71     -- a-z: 26..51
+  elseif b >= 65 then return b - 65     -- A-Z: 0..25
+  elseif b >= 48 then return b + 4 end  -- 0-9: 52..61
+  return 62                             -- -
+end
+
 local function tag_id(key)
   local tag = string.match(key, '{([%w_%-]+)}')
-  local values, out = {}, {}
-  for i = 1, #tag do
-    values[i] = string.find(B64, string.sub(tag, i, i), 1, true) - 1
-  end
-  for i = 1, #values, 4 do
-    local c, d = values[i + 2], values[i + 3]
-    local n = values[i] * 262144 + values[i + 1] * 4096 + (c or 0) * 64 + (d or 0)
-    out[#out + 1] = string.char(math.floor(n / 65536))
-    if c then out[#out + 1] = string.char(math.floor(n / 256) % 256) end
-    if d then out[#out + 1] = string.char(n % 256) end
+  local byte, char, out = string.byte, string.char, {}
+  for i = 1, #tag, 4 do
+    local a, b, c, d = byte(tag, i, i + 3)
+    a, b, c, d = sextet(a), sextet(b), sextet(c), sextet(d)
+    local n = a * 262144 + b * 4096 + (c or 0) * 64 + (d or 0)
+    local low = n % 65536
+    local last = low % 256
+    if d then out[#out + 1] = char((n - low) / 65536, (low - last) / 256, last)
+    elseif c then out[#out + 1] = char((n - low) / 65536, (low - last) / 256)
+    else out[#out + 1] = char((n - low) / 65536) end
   end
   return table.concat(out)
 end
