@@ -282,15 +282,17 @@ def test_the_listing_gives_back_every_id_exactly(
     repository: RedisChatMemoryRepository,
 ) -> None:
     """On plain Redis the scripts read a conversation's id back from its
-    keys' tag (unpadded base64url, decoded in Lua) for the index: odd ids,
-    and ids of every length and padding up to the limit, are listed as
-    written."""
+    keys' tag (unpadded base64url, decoded in Lua) for the index, at the
+    first write, and from its record at the next ones: odd ids, and ids of
+    every length and padding up to the limit, are listed as written."""
     pick = random.Random(27)
     ids = {*ODD_CONVERSATION_IDS}
     for length in range(1, 64):
         ids.add("".join(pick.choice("aZ09_-{}é😀") for _ in range(length)))
     for conversation_id in ids:
         repository.append_to_log(conversation_id, [Message.user("x")])
+        repository.set_conversation_info(conversation_id, owner="o")
+        repository.append_to_log(conversation_id, [Message.user("y")])
     listed: list[str] = []
     cursor = None
     while True:
@@ -300,6 +302,8 @@ def test_the_listing_gives_back_every_id_exactly(
         if cursor is None:
             break
     assert sorted(listed) == sorted(ids)
+    # The listing passes over an entry whose record is gone: read the index too.
+    assert set(_entries(repository)) == ids
 
 
 def test_a_write_stays_one_round_trip_on_plain_redis(

@@ -125,9 +125,10 @@ local function now_us()
   return tonumber(t[1]) * 1000000 + tonumber(t[2])
 end
 
--- owner: nil keeps it, false clears it, a string sets it
+-- owner: nil keeps it, false clears it, a string sets it. Returns the new
+-- version, updated_at, owner, and the id the record holds (false: none yet).
 local function record_write(info, moved, owner)
-  local state = redis.call('HMGET', info, 'u', 'v', 'o')
+  local state = redis.call('HMGET', info, 'u', 'v', 'o', 'i')
   local now = now_us()
   local ms = math.floor(now / 1000)
   local v = now
@@ -154,7 +155,7 @@ local function record_write(info, moved, owner)
     fields[#fields + 1] = owner
   end
   redis.call('HSET', info, unpack(fields))
-  return v, u, held
+  return v, u, held, state[4]
 end
 
 local function index_entry(v, u, owner)
@@ -223,10 +224,16 @@ end
 -- The index update of a record write. On plain Redis the index keys follow
 -- the record key in KEYS (from at on) and the script updates them itself:
 -- answers ''. On Redis Cluster they are in another slot: answers the
--- update, which the client sends to the INDEX script.
-local function publish(at, v, u, owner)
+-- update, which the client sends to the INDEX script. id: what the record
+-- (KEYS[at - 1]) holds of it, if anything; else the key's tag is decoded and,
+-- for a record that stays, kept in it for the next write's HMGET.
+local function publish(at, v, u, owner, id)
   if KEYS[at] then
-    index_apply({KEYS[at], KEYS[at + 1], KEYS[at + 2]}, tag_id(KEYS[1]), v, u, owner)
+    if not id then
+      id = tag_id(KEYS[1])
+      if u then redis.call('HSET', KEYS[at - 1], 'i', id) end
+    end
+    index_apply({KEYS[at], KEYS[at + 1], KEYS[at + 2]}, id, v, u, owner)
     return ''
   end
   if not u then return string.format('%d:-', v) end
@@ -554,8 +561,8 @@ for i, id in ipairs(evicted) do reply[i + 1] = id end
 -- the window dropped whole stored nothing: it gets no record
 local function moved(emptied_new)
   if emptied_new or (#out.appended == 0 and #evicted == 0) then return '' end
-  local v, u, owner = record_write(info, true)
-  return publish(8, v, u, owner)
+  local v, u, owner, id = record_write(info, true)
+  return publish(8, v, u, owner, id)
 end
 
 -- (e) the ids marks in one write: appended ids map to their sequence
@@ -692,8 +699,8 @@ fields[#fields + 1] = string.format('%d', ssize)
 redis.call('HSET', meta, unpack(fields))
 local op = ''
 if #out.appended > 0 then
-  local v, u, owner = record_write(KEYS[7], true)
-  op = publish(8, v, u, owner)
+  local v, u, owner, id = record_write(KEYS[7], true)
+  op = publish(8, v, u, owner, id)
 end
 expire(conversation, ttl, state[5] ~= '0')
 return {appended_reply(out), out.next - 1, op}
@@ -918,8 +925,8 @@ end
 -- the record moves, last before the expiry
 local op = ''
 local function record_moves()
-  local v, u, owner = record_write(info, true)
-  op = publish(9, v, u, owner)
+  local v, u, owner, id = record_write(info, true)
+  op = publish(9, v, u, owner, id)
 end
 
 -- the receipt of this removal: the oldest one leaves the ring for it; the
@@ -1133,9 +1140,9 @@ redis.call('HSET', meta, 'next', string.format('%d', n), 'ctr', '',
   'ver', ARGV[2], 'exp', flag)
 expire({meta, msgs, turns, system, ids}, ttl, false)
 -- the record stays (owner, metadata, created_at) and moves
-local v, u, owner = record_write(info, true)
+local v, u, owner, id = record_write(info, true)
 expire({info}, ttl, ttl == 0)
-return {n, publish(8, v, u, owner)}
+return {n, publish(8, v, u, owner, id)}
 """
 )
 
@@ -1391,7 +1398,7 @@ local ttl = tonumber(ARGV[1])
 local owner = nil
 if ARGV[2] == 'c' then owner = false elseif ARGV[2] == 's' then owner = ARGV[3] end
 local expiring = redis.call('HGET', KEYS[1], 'exp') ~= '0'
-local v, u, held = record_write(info, false, owner)
+local v, u, held, id = record_write(info, false, owner)
 if ARGV[4] == 's' then
   if ARGV[5] == '{}' then
     redis.call('HDEL', info, 'm')
@@ -1399,7 +1406,7 @@ if ARGV[4] == 's' then
     redis.call('HSET', info, 'm', ARGV[5])
   end
 end
-local op = publish(8, v, u, held)
+local op = publish(8, v, u, held, id)
 expire({KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], info}, ttl, expiring)
 local record = redis.call('HMGET', info, 'c', 'u', 'o', 'm')
 return {record[1], record[2], record[3], record[4], redis.call('HLEN', KEYS[2]), op}
