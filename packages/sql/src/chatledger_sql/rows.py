@@ -95,11 +95,14 @@ def moment(value: Any) -> Any:
 
     SQLite gives the text SQLAlchemy stored (``2026-01-02 03:04:05.000006``,
     always with microseconds); the wall-clock columns a naive ``datetime`` in
-    UTC; PostgreSQL an aware one, which the codec converts to UTC.
+    UTC; PostgreSQL an aware one, which the codec converts to UTC. ``None``
+    (a row made of a message never stamped) stays ``None``.
     """
     if type(value) is str:
         # Parsing with the offset is several times cheaper than replace().
         return datetime.fromisoformat(value + "+00:00")
+    if value is None:
+        return None
     if value.tzinfo is None:
         # Exact, integer arithmetic, and several times cheaper than replace().
         return _UTC_EPOCH + (value - _NAIVE_EPOCH)
