@@ -28,6 +28,7 @@ from chatledger_cassandra import (
     InvalidTTLError,
     InvalidURLError,
 )
+from chatledger_cassandra.connecting import url_settings
 
 
 class Untouchable:
@@ -212,3 +213,21 @@ def test_cassandra_async_bad_input_fails_before_any_io() -> None:
         assert await repository.append_to_window("c", [], window) == AppendResult()
 
     asyncio.run(main())
+
+
+def test_the_control_connection_waits_ten_seconds_unless_told() -> None:
+    """The driver's 2 s for the schema queries of a connect failed it on a
+    busy node (NoHostAvailable, OperationTimedOut)."""
+    cluster, _ = url_settings("cassandra://127.0.0.1/ks", {})
+    assert cluster["control_connection_timeout"] == 10.0
+    cluster, _ = url_settings(
+        "cassandra://127.0.0.1/ks?control_connection_timeout=3.5", {}
+    )
+    assert cluster["control_connection_timeout"] == 3.5
+    cluster, _ = url_settings(
+        "cassandra://127.0.0.1/ks?control_connection_timeout=3.5",
+        {"control_connection_timeout": 20},
+    )
+    assert cluster["control_connection_timeout"] == 20.0
+    with pytest.raises(InvalidURLError):
+        url_settings("cassandra://127.0.0.1/ks?control_connection_timeout=soon", {})

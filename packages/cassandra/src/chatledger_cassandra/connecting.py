@@ -43,6 +43,13 @@ def _flag(options: dict[str, Any], key: str) -> None:
         options[key] = lowered in _TRUE
 
 
+#: Seconds the driver's control connection waits for the schema and the
+#: node list when it connects (the driver's own default is 2). A node busy
+#: with compactions or schema changes answers slower than that now and then,
+#: and the whole connect failed with ``NoHostAvailable``.
+CONTROL_CONNECTION_TIMEOUT = 10.0
+
+
 def _number(options: dict[str, Any], key: str, kind: type[_N]) -> _N:
     value = options.pop(key)
     try:
@@ -60,8 +67,8 @@ def url_settings(
 
     The URL's query options (``table``, ``ttl``, ``retention``, ``create_schema``,
     ``create_keyspace``, ``replication_factor``, ``local_dc``,
-    ``protocol_version``, ``connect_timeout``) are applied first, then
-    ``options`` override them.
+    ``protocol_version``, ``connect_timeout``, ``control_connection_timeout``)
+    are applied first, then ``options`` override them.
 
     Raises:
         InvalidURLError: for a URL that cannot be parsed.
@@ -89,6 +96,11 @@ def url_settings(
         cluster_args["protocol_version"] = _number(settings, "protocol_version", int)
     if "connect_timeout" in settings:
         cluster_args["connect_timeout"] = _number(settings, "connect_timeout", float)
+    cluster_args["control_connection_timeout"] = (
+        _number(settings, "control_connection_timeout", float)
+        if "control_connection_timeout" in settings
+        else CONTROL_CONNECTION_TIMEOUT
+    )
     if parsed.username is not None:
         cluster_args["auth_provider"] = PlainTextAuthProvider(
             username=parsed.username, password=parsed.password or ""

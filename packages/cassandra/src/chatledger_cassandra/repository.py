@@ -474,8 +474,9 @@ class CassandraChatMemoryRepository(ClosingContext):
         that is down fails that call with the driver's ``NoHostAvailable``).
         Query options (``table``, ``ttl``, ``retention``,
         ``create_schema``, ``create_keyspace``, ``replication_factor``,
-        ``local_dc``, ``protocol_version``, ``connect_timeout``) are applied
-        first, then ``options`` override them.
+        ``local_dc``, ``protocol_version``, ``connect_timeout``,
+        ``control_connection_timeout``: 10 s unless given) are applied first,
+        then ``options`` override them.
 
         Raises:
             InvalidURLError: for a URL that cannot be parsed.

@@ -28,7 +28,8 @@ DEFAULT_PORT = 9042
 
 #: Query options a URL may carry, and what each one sets:
 #: ``local_dc`` (the driver's local data centre), ``protocol_version`` (int),
-#: ``connect_timeout`` (seconds) configure the driver; ``table``, ``ttl``
+#: ``connect_timeout`` and ``control_connection_timeout`` (seconds) configure
+#: the driver; ``table``, ``ttl``
 #: (seconds), ``retention`` (``all`` or a number of messages),
 #: ``create_schema``, ``create_keyspace`` (booleans) and
 #: ``replication_factor`` (SimpleStrategy) configure the repository.
@@ -37,6 +38,7 @@ URL_OPTIONS = frozenset(
         "local_dc",
         "protocol_version",
         "connect_timeout",
+        "control_connection_timeout",
         "table",
         "ttl",
         "retention",
