@@ -156,6 +156,20 @@ class LogRow:
     message: Message
     size: int | None = None
 
+    def __init__(
+        self, sequence: int, message: Message, size: int | None = None
+    ) -> None:
+        # The slots' own setters: a read builds one row per message it
+        # decodes, and the frozen dataclass's setattr costs half again as much.
+        _SET_SEQUENCE(self, sequence)
+        _SET_MESSAGE(self, message)
+        _SET_SIZE(self, size)
+
+
+_SET_SEQUENCE, _SET_MESSAGE, _SET_SIZE = (
+    LogRow.__dict__[name].__set__ for name in ("sequence", "message", "size")
+)
+
 
 def current_system(system_rows: Iterable[tuple[int, T]]) -> list[T]:
     """Return the system messages a view shows (rule 1), oldest first.
