@@ -80,6 +80,23 @@ _REFUSED = (msgspec.DecodeError, UnicodeEncodeError)
 _ABSENT: Any = msgspec.UNSET
 
 
+class _StoredCall(msgspec.Struct, forbid_unknown_fields=True):
+    """A tool call as :func:`to_dict` writes it, typed (see :class:`_Stored`)."""
+
+    id: str
+    type: str
+    name: str
+    arguments: str
+
+
+class _StoredResponse(msgspec.Struct, forbid_unknown_fields=True):
+    """A tool response as :func:`to_dict` writes it, typed."""
+
+    id: str
+    name: str
+    data: str
+
+
 class _Stored(msgspec.Struct, forbid_unknown_fields=True):
     """The common shapes of an encoded message, typed so that msgspec builds
     and type-checks its fields in C; media, an unknown field or a type off
@@ -89,8 +106,8 @@ class _Stored(msgspec.Struct, forbid_unknown_fields=True):
     id: str
     role: str
     content: str | None
-    tool_calls: list[dict[str, Any]] | msgspec.UnsetType = msgspec.UNSET
-    tool_responses: list[dict[str, Any]] | msgspec.UnsetType = msgspec.UNSET
+    tool_calls: list[_StoredCall] | msgspec.UnsetType = msgspec.UNSET
+    tool_responses: list[_StoredResponse] | msgspec.UnsetType = msgspec.UNSET
     metadata: dict[str, Any] | msgspec.UnsetType = msgspec.UNSET
     created_at: str | None = None
 
@@ -101,8 +118,8 @@ class _StoredRest(msgspec.Struct, forbid_unknown_fields=True):
 
     v: int
     content: str | msgspec.UnsetType | None = msgspec.UNSET
-    tool_calls: list[dict[str, Any]] | msgspec.UnsetType = msgspec.UNSET
-    tool_responses: list[dict[str, Any]] | msgspec.UnsetType = msgspec.UNSET
+    tool_calls: list[_StoredCall] | msgspec.UnsetType = msgspec.UNSET
+    tool_responses: list[_StoredResponse] | msgspec.UnsetType = msgspec.UNSET
     metadata: dict[str, Any] | msgspec.UnsetType = msgspec.UNSET
 
 
@@ -373,7 +390,9 @@ def _decode_fields(
     clean: bool,
 ) -> Message:
     """The message of a plain dict's fields, or :class:`_Rejected` (see
-    :func:`_decode_plain`); a list or the metadata left out is ``_ABSENT``."""
+    :func:`_decode_plain`); a list or the metadata left out is ``_ABSENT``.
+    Tool calls and responses are dicts, or msgspec's typed structs, whose
+    strings need no check."""
     if version != CODEC_VERSION:
         raise _Rejected
     role = _ROLES.get(role_value) if type(role_value) is str else None
@@ -392,7 +411,10 @@ def _decode_fields(
         if type(raw_calls) is not list or (raw_calls and role is not Role.ASSISTANT):
             raise _Rejected
         calls = tuple(
-            ToolCall._checked(
+            # Typed by msgspec: strings, and clean.
+            ToolCall._checked(c.id, c.name, c.arguments, c.type)
+            if type(c) is _StoredCall
+            else ToolCall._checked(
                 _str(c.get("id"), clean),
                 _str(c.get("name"), clean),
                 _str(c.get("arguments"), clean),
@@ -407,7 +429,9 @@ def _decode_fields(
         if type(raw_responses) is not list or (raw_responses and role is not Role.TOOL):
             raise _Rejected
         responses = tuple(
-            ToolResponse._checked(
+            ToolResponse._checked(r.id, r.name, r.data)
+            if type(r) is _StoredResponse
+            else ToolResponse._checked(
                 _str(r.get("id"), clean),
                 _str(r.get("name"), clean),
                 _str(r.get("data"), clean),

@@ -241,10 +241,11 @@ class ToolCall:
     def _checked(cls, id: str, name: str, arguments: str, type: str) -> ToolCall:
         """Build from fields the caller has checked as ``__post_init__`` would."""
         call = object.__new__(cls)
-        object.__setattr__(call, "id", id)
-        object.__setattr__(call, "name", name)
-        object.__setattr__(call, "arguments", arguments)
-        object.__setattr__(call, "type", type)
+        set_id, set_name, set_arguments, set_type = _TOOL_CALL_SETTERS
+        set_id(call, id)
+        set_name(call, name)
+        set_arguments(call, arguments)
+        set_type(call, type)
         return call
 
 
@@ -264,10 +265,20 @@ class ToolResponse:
     def _checked(cls, id: str, name: str, data: str) -> ToolResponse:
         """Build from fields the caller has checked as ``__post_init__`` would."""
         response = object.__new__(cls)
-        object.__setattr__(response, "id", id)
-        object.__setattr__(response, "name", name)
-        object.__setattr__(response, "data", data)
+        set_id, set_name, set_data = _TOOL_RESPONSE_SETTERS
+        set_id(response, id)
+        set_name(response, name)
+        set_data(response, data)
         return response
+
+
+#: The slots' own setters, as ``Message._checked`` uses its own.
+_TOOL_CALL_SETTERS: tuple[Any, ...] = tuple(
+    ToolCall.__dict__[name].__set__ for name in ("id", "name", "arguments", "type")
+)
+_TOOL_RESPONSE_SETTERS: tuple[Any, ...] = tuple(
+    ToolResponse.__dict__[name].__set__ for name in ("id", "name", "data")
+)
 
 
 @dataclass(frozen=True, slots=True)
