@@ -163,7 +163,12 @@ from chatledger_sql.steps import (
     stored_window,
     update_parameters,
 )
-from chatledger_sql.urls import async_engine_url, check_database_file, missing_driver
+from chatledger_sql.urls import (
+    async_engine_url,
+    check_database_file,
+    missing_driver,
+    steady_pool,
+)
 
 if TYPE_CHECKING:
     from chatledger_sql.dialects.append_routine import AppendRoutine
@@ -451,6 +456,9 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
                 package's extra installs
                 (:func:`chatledger_sql.urls.async_engine_url`).
             engine_options: Keyword arguments for ``create_async_engine``.
+                On a server, the pool keeps up to 15 connections and opens
+                no more (:func:`chatledger_sql.urls.steady_pool`) unless
+                these size it.
             **options: Keyword arguments of the constructor.
 
         :meth:`aclose` disposes the engine made here; so does a failure to make
@@ -481,6 +489,7 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         # operation runs once more on a fresh one (see _write and _read).
         settings: dict[str, Any] = dict(engine_options or {})
         parsed = async_engine_url(url)
+        settings.update(steady_pool(parsed, settings))
         skip_idle_rollback = (
             parsed.get_backend_name() in ("mysql", "mariadb")
             and parsed.get_driver_name() == "pymysql"

@@ -156,7 +156,12 @@ from chatledger_sql.steps import (
     stored_window,
     update_parameters,
 )
-from chatledger_sql.urls import check_database_file, engine_url, missing_driver
+from chatledger_sql.urls import (
+    check_database_file,
+    engine_url,
+    missing_driver,
+    steady_pool,
+)
 
 if TYPE_CHECKING:
     from chatledger_sql.dialects.append_routine import AppendRoutine
@@ -412,6 +417,9 @@ class SqlChatMemoryRepository(ClosingContext):
                 package's extra installs
                 (:func:`chatledger_sql.urls.engine_url`).
             engine_options: Keyword arguments for ``create_engine``.
+                On a server, the pool keeps up to 15 connections and opens
+                no more (:func:`chatledger_sql.urls.steady_pool`) unless
+                these size it.
             **options: Keyword arguments of the constructor.
 
         :meth:`close` disposes the engine made here; so does a failure to make
@@ -442,6 +450,7 @@ class SqlChatMemoryRepository(ClosingContext):
         # operation runs once more on a fresh one (see _write and _read).
         settings: dict[str, Any] = dict(engine_options or {})
         parsed = engine_url(url)
+        settings.update(steady_pool(parsed, settings))
         skip_idle_rollback = (
             parsed.get_backend_name() in ("mysql", "mariadb")
             and parsed.get_driver_name() == "pymysql"
