@@ -490,10 +490,12 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         settings: dict[str, Any] = dict(engine_options or {})
         parsed = async_engine_url(url)
         settings.update(steady_pool(parsed, settings))
-        skip_idle_rollback = (
-            parsed.get_backend_name() in ("mysql", "mariadb")
-            and parsed.get_driver_name() == "pymysql"
-            and "pool_reset_on_return" not in settings
+        skip_idle_rollback = "pool_reset_on_return" not in settings and (
+            parsed.get_backend_name() == "sqlite"
+            or (
+                parsed.get_backend_name() in ("mysql", "mariadb")
+                and parsed.get_driver_name() == "pymysql"
+            )
         )
         if skip_idle_rollback:
             settings["pool_reset_on_return"] = None
@@ -2322,16 +2324,25 @@ def _check_options(
 def _rollback_unless_idle(
     dbapi_connection: Any, connection_record: Any, reset_state: Any
 ) -> None:
-    # The pool rolls back every connection it takes back, and PyMySQL sends
-    # that ROLLBACK even after a COMMIT: one round trip per operation for
-    # nothing. The server flags an open transaction in every reply
-    # (SERVER_STATUS_IN_TRANS); roll back unless it says none is open.
+    # The pool rolls back every connection it takes back, even after a
+    # COMMIT: PyMySQL sends that ROLLBACK, a round trip per operation for
+    # nothing, and aiosqlite hands it to its thread and back (~0.1 ms).
+    # Both drivers know without I/O whether a transaction is open.
     if reset_state.terminate_only or reset_state.transaction_was_reset:
         return
-    status = getattr(dbapi_connection, "server_status", None)
-    if isinstance(status, int) and not status & _SERVER_STATUS_IN_TRANS:
-        return
-    dbapi_connection.rollback()
+    if _transaction_open(connection_record.driver_connection):
+        dbapi_connection.rollback()
+
+
+def _transaction_open(driver: Any) -> bool:
+    """Whether ``driver``'s connection may have a transaction open."""
+    # PyMySQL: the server flags one in every reply (SERVER_STATUS_IN_TRANS).
+    status = getattr(driver, "server_status", None)
+    if isinstance(status, int):
+        return bool(status & _SERVER_STATUS_IN_TRANS)
+    # sqlite3 and aiosqlite: SQLite's own autocommit flag.
+    in_transaction = getattr(driver, "in_transaction", None)
+    return in_transaction if isinstance(in_transaction, bool) else True
 
 
 def _sqlite_on_connect(dbapi_connection: Any, connection_record: Any) -> None:
