@@ -113,7 +113,9 @@ from chatledger.adapters import (
 from chatledger_sql.compiled import (
     CompiledStatement,
     fetch_all,
+    fetch_all_async,  # async-only
     raw_calls,
+    reads_raw_async,  # async-only
     runs_raw,
 )
 from chatledger_sql.dialects import DialectSpec, resolve_dialect
@@ -840,9 +842,8 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
 
         async def work(connection: AsyncConnection) -> list[Message]:
             options = dialect.read_options(_sync(connection))
-            # Never on an asyncio driver: runs_raw knows sync drivers only.
-            if options in _RAW_READ_OPTIONS and runs_raw(self.engine):
-                rows: Sequence[Any] = self._fetch_raw(
+            if options in _RAW_READ_OPTIONS and self._reads_raw():
+                rows: Sequence[Any] = await self._fetch_raw(
                     connection, ("read",), self._sql.read, parameters, bool(options)
                 )
             else:
@@ -1723,8 +1724,7 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
             # round trip, no BEGIN and ROLLBACK): a read further back checks
             # that the row it continues from is still stored.
             options = dialect.read_options(_sync(connection))
-            # Never on an asyncio driver: runs_raw knows sync drivers only.
-            raw = options in _RAW_READ_OPTIONS and runs_raw(self.engine)
+            raw = options in _RAW_READ_OPTIONS and self._reads_raw()
             if options and not raw:
                 await connection.execution_options(**options)
             view = await self._tail_view(
@@ -1789,9 +1789,17 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         """The rows of one of a view's queries (see :meth:`_tail_view`)."""
         if raw is None:
             return (await connection.execute(statement, parameters)).all()
-        return self._fetch_raw(connection, key, statement, parameters, raw)
+        return await self._fetch_raw(connection, key, statement, parameters, raw)
 
-    def _fetch_raw(
+    def _reads_raw(self) -> bool:
+        """Whether reads go to the driver's connection right now, compiled once
+        (:mod:`chatledger_sql.compiled`): on sync drivers, and on aiosqlite."""
+        if True:  # async
+            return reads_raw_async(self.engine)
+        else:
+            return runs_raw(self.engine)
+
+    async def _fetch_raw(
         self,
         connection: AsyncConnection,
         key: Any,
@@ -1807,13 +1815,16 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
             if len(self._raw_reads) < _KEPT_RAW_STATEMENTS:
                 self._raw_reads[key] = found
         compiled, ends = found
-        return fetch_all(
-            _sync(connection),
-            compiled,
-            parameters,
-            autocommit=autocommit and not ends,
-            commits_itself=ends,
-        )
+        if True:  # async
+            return await fetch_all_async(connection, compiled, parameters)
+        else:
+            return fetch_all(
+                _sync(connection),
+                compiled,
+                parameters,
+                autocommit=autocommit and not ends,
+                commits_itself=ends,
+            )
 
     async def find_messages_page(
         self,

@@ -35,7 +35,7 @@ from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ClauseElement
 
 if TYPE_CHECKING:
-    from sqlalchemy.ext.asyncio import AsyncEngine
+    from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 __all__ = [
     "PARAMSTYLES",
@@ -43,7 +43,9 @@ __all__ = [
     "CompiledStatement",
     "RawCalls",
     "fetch_all",
+    "fetch_all_async",
     "raw_calls",
+    "reads_raw_async",
     "runs_raw",
 ]
 
@@ -61,6 +63,9 @@ RAW_DRIVERS = frozenset(
         ("mariadb", "pymysql"),
     }
 )
+#: The same for asyncio drivers: aiosqlite, whose every cursor call is a trip
+#: to its thread and back, and one ``execute_fetchall`` a single trip.
+ASYNC_RAW_DRIVERS = frozenset({("sqlite", "aiosqlite")})
 
 
 class CompiledStatement:
@@ -161,13 +166,26 @@ def runs_raw(engine: Engine | AsyncEngine) -> bool:
     driver never runs raw (psycopg's is named as its sync one).
     """
     dialect = engine.dialect
-    if (
-        dialect.is_async
-        or (dialect.name, dialect.driver) not in RAW_DRIVERS
-        or engine.echo
-    ):
+    if dialect.is_async or (dialect.name, dialect.driver) not in RAW_DRIVERS:
         return False
-    dispatch = cast("Engine", engine).dispatch
+    return _unobserved(cast("Engine", engine))
+
+
+def reads_raw_async(engine: AsyncEngine) -> bool:
+    """Whether reads on an asyncio ``engine`` may go to its driver right now,
+    through :func:`fetch_all_async` (aiosqlite's, :data:`ASYNC_RAW_DRIVERS`);
+    checked on every call, as :func:`runs_raw` checks."""
+    dialect = engine.dialect
+    if (dialect.name, dialect.driver) not in ASYNC_RAW_DRIVERS:
+        return False
+    return _unobserved(engine.sync_engine)
+
+
+def _unobserved(engine: Engine) -> bool:
+    """No ``echo`` and no cursor-execute listener would miss a statement."""
+    if engine.echo:
+        return False
+    dispatch = engine.dispatch
     return not (dispatch.before_cursor_execute or dispatch.after_cursor_execute)
 
 
@@ -218,6 +236,38 @@ def fetch_all(
         connection.invalidate(error if isinstance(error, Exception) else None)
         raise
     return rows
+
+
+async def fetch_all_async(
+    connection: AsyncConnection, statement: CompiledStatement, values: dict[str, Any]
+) -> list[Any]:
+    """Run a read on an asyncio driver's connection (see :func:`reads_raw_async`):
+    every row, as tuples, in one ``execute_fetchall``, one trip to aiosqlite's
+    thread where SQLAlchemy's cursor takes four.
+
+    A read opens no transaction there (``sqlite3`` begins one before a write
+    only), so none is left to end.
+
+    Raises:
+        sqlalchemy.exc.DBAPIError: as SQLAlchemy raises it.
+    """
+    pooled = await connection.get_raw_connection()
+    driver: Any = pooled.driver_connection
+    parameters = statement.parameters(values)
+    sync = connection.sync_connection
+    assert sync is not None
+    try:
+        return list(await driver.execute_fetchall(statement.sql, parameters))
+    except sync.dialect.loaded_dbapi.Error as error:
+        dropped = sync.dialect.is_disconnect(error, pooled.dbapi_connection, None)
+        await connection.invalidate(error)
+        raise _wrapped(
+            sync.dialect, statement.sql, parameters, error, dropped
+        ) from error
+    except BaseException as error:
+        # Interrupted mid-statement: the connection's state is unknown.
+        await connection.invalidate(error if isinstance(error, Exception) else None)
+        raise
 
 
 class RawCalls:
@@ -308,6 +358,13 @@ def _as_sqlalchemy_error(
     # A failed statement may leave autocommit on or a transaction aborted:
     # this connection is not given back to the pool as it is.
     connection.invalidate(error)
+    return _wrapped(dialect, sql, parameters, error, dropped)
+
+
+def _wrapped(
+    dialect: Dialect, sql: str, parameters: Any, error: Any, dropped: bool
+) -> exc.DBAPIError:
+    """The driver's ``error`` as SQLAlchemy raises it."""
     wrapped = exc.DBAPIError.instance(
         sql,
         parameters,

@@ -759,8 +759,7 @@ class SqlChatMemoryRepository(ClosingContext):
 
         def work(connection: Connection) -> list[Message]:
             options = dialect.read_options(_sync(connection))
-            # Never on an asyncio driver: runs_raw knows sync drivers only.
-            if options in _RAW_READ_OPTIONS and runs_raw(self.engine):
+            if options in _RAW_READ_OPTIONS and self._reads_raw():
                 rows: Sequence[Any] = self._fetch_raw(
                     connection, ("read",), self._sql.read, parameters, bool(options)
                 )
@@ -1623,8 +1622,7 @@ class SqlChatMemoryRepository(ClosingContext):
             # round trip, no BEGIN and ROLLBACK): a read further back checks
             # that the row it continues from is still stored.
             options = dialect.read_options(_sync(connection))
-            # Never on an asyncio driver: runs_raw knows sync drivers only.
-            raw = options in _RAW_READ_OPTIONS and runs_raw(self.engine)
+            raw = options in _RAW_READ_OPTIONS and self._reads_raw()
             if options and not raw:
                 connection.execution_options(**options)
             view = self._tail_view(
@@ -1690,6 +1688,11 @@ class SqlChatMemoryRepository(ClosingContext):
         if raw is None:
             return (connection.execute(statement, parameters)).all()
         return self._fetch_raw(connection, key, statement, parameters, raw)
+
+    def _reads_raw(self) -> bool:
+        """Whether reads go to the driver's connection right now, compiled once
+        (:mod:`chatledger_sql.compiled`): on sync drivers, and on aiosqlite."""
+        return runs_raw(self.engine)
 
     def _fetch_raw(
         self,
