@@ -20,7 +20,7 @@ from sqlalchemy import event
 from chatledger import Message, MessageWindow, StoreNotFoundError
 from chatledger.testing import every_kind
 from chatledger_sql.async_repository import AsyncSqlChatMemoryRepository
-from chatledger_sql.compiled import reads_raw_async
+from chatledger_sql.compiled import runs_raw_async
 
 aiosqlite = pytest.importorskip("aiosqlite")
 
@@ -70,7 +70,7 @@ def test_reads_take_one_trip_and_read_what_sqlalchemy_reads(
 
     async def scenario(repository: AsyncSqlChatMemoryRepository) -> None:
         await repository.save_all("c", history)
-        assert reads_raw_async(repository.engine)
+        assert runs_raw_async(repository.engine)
         trips.clear()
         direct = await repository.find_by_conversation_id("c")
         view = await repository.find_window("c", MessageWindow(100))
@@ -84,7 +84,7 @@ def test_reads_take_one_trip_and_read_what_sqlalchemy_reads(
         sync_engine = repository.engine.sync_engine
         event.listen(sync_engine, "before_cursor_execute", listener)
         try:
-            assert not reads_raw_async(repository.engine)
+            assert not runs_raw_async(repository.engine)
             trips.clear()
             through_sqlalchemy = await repository.find_by_conversation_id("c")
             view_through_sqlalchemy = await repository.find_window(
@@ -105,10 +105,10 @@ def test_echo_keeps_async_reads_in_sqlalchemy(tmp_path: Path) -> None:
     async def scenario(repository: AsyncSqlChatMemoryRepository) -> None:
         repository.engine.echo = True
         try:
-            assert not reads_raw_async(repository.engine)
+            assert not runs_raw_async(repository.engine)
         finally:
             repository.engine.echo = False
-        assert reads_raw_async(repository.engine)
+        assert runs_raw_async(repository.engine)
 
     _run(tmp_path, scenario)
 

@@ -112,11 +112,12 @@ from chatledger.adapters import (
 )
 from chatledger_sql.compiled import (
     CompiledStatement,
+    async_driver_calls,  # async-only
     fetch_all,
     fetch_all_async,  # async-only
     raw_calls,
-    reads_raw_async,  # async-only
     runs_raw,
+    runs_raw_async,  # async-only
 )
 from chatledger_sql.dialects import DialectSpec, resolve_dialect
 from chatledger_sql.dialects.base import (
@@ -1415,6 +1416,38 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
                 calls.driver.commit()
             return base + size - 1
 
+        if True:  # async
+
+            async def on_driver(connection: AsyncConnection) -> int | None:
+                # write_raw on aiosqlite's connection: each statement one trip
+                # to its thread, where SQLAlchemy's cursor takes three or four.
+                pooled = await connection.get_raw_connection()
+                driver: Any = pooled.driver_connection
+                begins = dialect.write_begins(pooled.info, driver.in_transaction)
+                assert begins is not None
+                advancing = self._compiled(connection, ("log advance", size), advance)
+                inserting = self._compiled(
+                    connection, ("insert messages",), self._sql.insert_messages
+                )
+                async with async_driver_calls(connection) as calls:
+                    for begin in begins:
+                        await calls.execute(begin)
+                    found = await calls.run(advancing, parameters)
+                    if not found:
+                        await driver.rollback()
+                        return None
+                    base, sized = int(found[0][0]), bool(found[0][1])
+                    await calls.run_many(inserting, numbered_from(rows, base, sized))
+                    await settled(driver.commit())
+                return base + size - 1
+
+            # A dialect that says what begins its writes (SQLite's) is sent
+            # that; any other keeps SQLAlchemy's path.
+            begins_itself = dialect.write_begins({}, True) is not None
+            if begins_itself and runs_raw_async(self.engine):
+                return await self._write(
+                    conversation_id, on_driver, commits_itself=True
+                )
         # Never on an asyncio driver: runs_raw knows sync drivers only.
         if runs_raw(self.engine):
 
@@ -1795,7 +1828,7 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         """Whether reads go to the driver's connection right now, compiled once
         (:mod:`chatledger_sql.compiled`): on sync drivers, and on aiosqlite."""
         if True:  # async
-            return reads_raw_async(self.engine)
+            return runs_raw_async(self.engine)
         else:
             return runs_raw(self.engine)
 

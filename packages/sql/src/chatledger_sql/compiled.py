@@ -21,12 +21,22 @@ connection invalidated when the server dropped it), so callers handle both
 paths alike. :func:`runs_raw` says when an engine must keep SQLAlchemy's
 path: its own drivers only, and never while ``echo`` or a cursor-execute
 listener (logging, tracing) would miss the statement.
+
+On aiosqlite (:func:`runs_raw_async`), where every call of SQLAlchemy's
+cursor is a trip to the driver's thread and back, :func:`fetch_all_async`
+and :func:`async_driver_calls` send each statement in one such trip.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, MutableMapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Callable,
+    Iterator,
+    MutableMapping,
+    Sequence,
+)
 from typing import TYPE_CHECKING, Any, cast
 
 from sqlalchemy import exc
@@ -38,15 +48,18 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 __all__ = [
+    "ASYNC_RAW_DRIVERS",
     "PARAMSTYLES",
     "RAW_DRIVERS",
+    "AsyncDriverCalls",
     "CompiledStatement",
     "RawCalls",
+    "async_driver_calls",
     "fetch_all",
     "fetch_all_async",
     "raw_calls",
-    "reads_raw_async",
     "runs_raw",
+    "runs_raw_async",
 ]
 
 #: The drivers' parameter styles a compiled statement binds: by position
@@ -171,7 +184,7 @@ def runs_raw(engine: Engine | AsyncEngine) -> bool:
     return _unobserved(cast("Engine", engine))
 
 
-def reads_raw_async(engine: AsyncEngine) -> bool:
+def runs_raw_async(engine: AsyncEngine) -> bool:
     """Whether reads on an asyncio ``engine`` may go to its driver right now,
     through :func:`fetch_all_async` (aiosqlite's, :data:`ASYNC_RAW_DRIVERS`);
     checked on every call, as :func:`runs_raw` checks."""
@@ -241,7 +254,7 @@ def fetch_all(
 async def fetch_all_async(
     connection: AsyncConnection, statement: CompiledStatement, values: dict[str, Any]
 ) -> list[Any]:
-    """Run a read on an asyncio driver's connection (see :func:`reads_raw_async`):
+    """Run a read on an asyncio driver's connection (see :func:`runs_raw_async`):
     every row, as tuples, in one ``execute_fetchall``, one trip to aiosqlite's
     thread where SQLAlchemy's cursor takes four.
 
@@ -251,18 +264,69 @@ async def fetch_all_async(
     Raises:
         sqlalchemy.exc.DBAPIError: as SQLAlchemy raises it.
     """
+    async with async_driver_calls(connection) as calls:
+        return await calls.execute(statement.sql, statement.parameters(values))
+
+
+class AsyncDriverCalls:
+    """Statements sent one after another to aiosqlite's connection, each in
+    one trip to its thread; made by :func:`async_driver_calls`.
+    :attr:`driver` is the driver's connection, for its own ``commit`` and
+    ``rollback``."""
+
+    __slots__ = ("_parameters", "_sql", "driver")
+
+    def __init__(self, driver: Any) -> None:
+        """Take the driver's connection."""
+        self.driver = driver
+        self._sql = ""
+        self._parameters: Any = None
+
+    async def execute(self, sql: str, parameters: Any = ()) -> list[Any]:
+        """Run ``sql`` with the driver's ``parameters``; every row it answers."""
+        self._sql, self._parameters = sql, parameters
+        return list(await self.driver.execute_fetchall(sql, parameters))
+
+    async def run(
+        self, statement: CompiledStatement, values: dict[str, Any]
+    ) -> list[Any]:
+        """Run ``statement`` with ``values``; every row it answers."""
+        return await self.execute(statement.sql, statement.parameters(values))
+
+    async def run_many(
+        self, statement: CompiledStatement, rows: Sequence[dict[str, Any]]
+    ) -> None:
+        """Run ``statement`` once per row of ``rows``, in one trip."""
+        self._sql = statement.sql
+        self._parameters = parameters = [statement.parameters(row) for row in rows]
+        await self.driver.executemany(statement.sql, parameters)
+
+
+@contextlib.asynccontextmanager
+async def async_driver_calls(
+    connection: AsyncConnection,
+) -> AsyncIterator[AsyncDriverCalls]:
+    """Send statements to ``connection``'s driver (see :func:`runs_raw_async`).
+
+    As :func:`raw_calls`: a driver error is raised as SQLAlchemy raises it,
+    the statement named, and the connection is invalidated, so whatever
+    transaction the calls had begun ends with it; so is it after any other
+    interruption (a cancellation).
+
+    Raises:
+        sqlalchemy.exc.DBAPIError: as SQLAlchemy raises it.
+    """
     pooled = await connection.get_raw_connection()
-    driver: Any = pooled.driver_connection
-    parameters = statement.parameters(values)
+    calls = AsyncDriverCalls(pooled.driver_connection)
     sync = connection.sync_connection
     assert sync is not None
     try:
-        return list(await driver.execute_fetchall(statement.sql, parameters))
+        yield calls
     except sync.dialect.loaded_dbapi.Error as error:
         dropped = sync.dialect.is_disconnect(error, pooled.dbapi_connection, None)
         await connection.invalidate(error)
         raise _wrapped(
-            sync.dialect, statement.sql, parameters, error, dropped
+            sync.dialect, calls._sql, calls._parameters, error, dropped
         ) from error
     except BaseException as error:
         # Interrupted mid-statement: the connection's state is unknown.

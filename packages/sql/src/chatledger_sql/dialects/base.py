@@ -21,7 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import warnings
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
@@ -313,6 +313,19 @@ class SqlDialect:
 
     def begin_write(self, connection: Connection) -> None:
         """Start a write transaction (the default lets SQLAlchemy autobegin)."""
+
+    def write_begins(
+        self, info: MutableMapping[Any, Any], in_transaction: bool
+    ) -> list[str] | None:
+        """What :meth:`begin_write` sends to the driver's connection, for a
+        caller that sends it itself (an asyncio driver's); ``None`` when the
+        dialect begins its writes otherwise (the default).
+
+        Args:
+            info: The pool's record of the connection (``ConnectionRecord.info``).
+            in_transaction: Whether the driver has a transaction open already.
+        """
+        return None
 
     @contextlib.contextmanager
     def writing(self, connection: Connection) -> Iterator[None]:

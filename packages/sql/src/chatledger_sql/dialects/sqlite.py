@@ -19,6 +19,7 @@ stores the rows.
 
 from __future__ import annotations
 
+from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import (
@@ -90,13 +91,24 @@ class SQLiteDialect(SqlDialect):
         """
         pooled = connection.connection
         dbapi: Any = pooled.dbapi_connection
-        if pooled.info.get(_BUSY_TIMEOUT) != self.busy_timeout_ms:
-            dbapi.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
-            pooled.info[_BUSY_TIMEOUT] = self.busy_timeout_ms
+        in_transaction = bool(getattr(dbapi, "in_transaction", False))
+        for statement in self.write_begins(pooled.info, in_transaction):
+            dbapi.execute(statement)
+
+    def write_begins(
+        self, info: MutableMapping[Any, Any], in_transaction: bool
+    ) -> list[str]:
+        """The busy timeout, once per connection (noted in ``info``), then
+        ``BEGIN IMMEDIATE``; see :meth:`begin_write`."""
+        begins = []
+        if info.get(_BUSY_TIMEOUT) != self.busy_timeout_ms:
+            begins.append(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
+            info[_BUSY_TIMEOUT] = self.busy_timeout_ms
         # The engine may already have begun a transaction (an event hook that
         # emits BEGIN); then the lock is taken on the first write instead.
-        if not getattr(dbapi, "in_transaction", False):
-            dbapi.execute("BEGIN IMMEDIATE")
+        if not in_transaction:
+            begins.append("BEGIN IMMEDIATE")
+        return begins
 
     def is_retryable(self, error: exc.DBAPIError) -> bool:
         """``database is locked`` after the busy timeout."""
