@@ -1343,20 +1343,31 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         dialect = self._dialect()
         commits_itself = dialect.log_append_commits_itself
 
+        def compiled_for(connection: AsyncConnection) -> CompiledStatement:
+            key = ("log append", size)
+            compiled = self._raw_statements.get(key)
+            if compiled is None:
+                sync = _sync(connection)
+                compiled = dialect.raw_log_append(sync, statement, size)
+                self._keep_raw(key, compiled)
+            return compiled
+
         async def call(connection: AsyncConnection) -> list[Any] | None:
             if not dialect.native(_sync(connection)):
                 return None
+            if True:  # async
+                if runs_raw_async(self.engine) and not commits_itself:
+                    return await fetch_all_async(
+                        connection,
+                        compiled_for(connection),
+                        parameters,
+                        autocommit=True,
+                    )
             # Never on an asyncio driver: runs_raw knows sync drivers only.
             if runs_raw(self.engine):
-                key = ("log append", size)
-                compiled = self._raw_statements.get(key)
-                if compiled is None:
-                    sync = _sync(connection)
-                    compiled = dialect.raw_log_append(sync, statement, size)
-                    self._keep_raw(key, compiled)
                 return fetch_all(
                     _sync(connection),
-                    compiled,
+                    compiled_for(connection),
                     parameters,
                     autocommit=not commits_itself,
                     commits_itself=commits_itself,
@@ -1849,7 +1860,9 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
                 self._raw_reads[key] = found
         compiled, ends = found
         if True:  # async
-            return await fetch_all_async(connection, compiled, parameters)
+            return await fetch_all_async(
+                connection, compiled, parameters, autocommit=autocommit and not ends
+            )
         else:
             return fetch_all(
                 _sync(connection),

@@ -22,9 +22,11 @@ paths alike. :func:`runs_raw` says when an engine must keep SQLAlchemy's
 path: its own drivers only, and never while ``echo`` or a cursor-execute
 listener (logging, tracing) would miss the statement.
 
-On aiosqlite (:func:`runs_raw_async`), where every call of SQLAlchemy's
-cursor is a trip to the driver's thread and back, :func:`fetch_all_async`
-and :func:`async_driver_calls` send each statement in one such trip.
+On aiosqlite and psycopg's asyncio connection (:func:`runs_raw_async`),
+:func:`fetch_all_async` and :func:`async_driver_calls` send each statement
+to the driver's connection in one call: on aiosqlite, where every call of
+SQLAlchemy's cursor is a trip to the driver's thread and back, one such trip;
+on psycopg without the greenlet switch SQLAlchemy's adapter makes.
 """
 
 from __future__ import annotations
@@ -76,9 +78,12 @@ RAW_DRIVERS = frozenset(
         ("mariadb", "pymysql"),
     }
 )
-#: The same for asyncio drivers: aiosqlite, whose every cursor call is a trip
-#: to its thread and back, and one ``execute_fetchall`` a single trip.
-ASYNC_RAW_DRIVERS = frozenset({("sqlite", "aiosqlite")})
+#: The same for asyncio drivers, sent to the driver's connection directly:
+#: aiosqlite, whose every cursor call is a trip to its thread and back (one
+#: ``execute_fetchall`` is one trip), and psycopg, whose statements through
+#: SQLAlchemy's adapter cost each a greenlet switch and more client time than
+#: the round trip.
+ASYNC_RAW_DRIVERS = frozenset({("sqlite", "aiosqlite"), ("postgresql", "psycopg")})
 
 
 class CompiledStatement:
@@ -252,40 +257,69 @@ def fetch_all(
 
 
 async def fetch_all_async(
-    connection: AsyncConnection, statement: CompiledStatement, values: dict[str, Any]
+    connection: AsyncConnection,
+    statement: CompiledStatement,
+    values: dict[str, Any],
+    *,
+    autocommit: bool = False,
 ) -> list[Any]:
-    """Run a read on an asyncio driver's connection (see :func:`runs_raw_async`):
-    every row, as tuples, in one ``execute_fetchall``, one trip to aiosqlite's
-    thread where SQLAlchemy's cursor takes four.
+    """Run ``statement`` on an asyncio driver's connection (see
+    :func:`runs_raw_async`); every row, as tuples.
 
-    A read opens no transaction there (``sqlite3`` begins one before a write
-    only), so none is left to end.
+    ``autocommit`` runs it outside a transaction (psycopg: the connection must
+    have none open), and puts the driver's setting back after; otherwise a
+    transaction the statement opened (psycopg's, never aiosqlite's for a
+    read) is rolled back after it, as SQLAlchemy ends a read.
 
     Raises:
         sqlalchemy.exc.DBAPIError: as SQLAlchemy raises it.
     """
     async with async_driver_calls(connection) as calls:
-        return await calls.execute(statement.sql, statement.parameters(values))
+        if autocommit:
+            await calls.driver.set_autocommit(True)
+        rows = await calls.run(statement, values)
+        if autocommit:
+            await calls.driver.set_autocommit(False)
+        elif calls.in_transaction():
+            await calls.driver.rollback()
+        return rows
 
 
 class AsyncDriverCalls:
-    """Statements sent one after another to aiosqlite's connection, each in
-    one trip to its thread; made by :func:`async_driver_calls`.
-    :attr:`driver` is the driver's connection, for its own ``commit`` and
-    ``rollback``."""
+    """Statements sent one after another to an asyncio driver's connection,
+    each in one call: a round trip on psycopg, a trip to aiosqlite's thread;
+    made by :func:`async_driver_calls`. :attr:`driver` is the driver's
+    connection, for its own ``commit``, ``rollback`` and ``set_autocommit``."""
 
-    __slots__ = ("_parameters", "_sql", "driver")
+    __slots__ = ("_fetches", "_parameters", "_sql", "driver")
 
-    def __init__(self, driver: Any) -> None:
-        """Take the driver's connection."""
+    def __init__(self, driver: Any, fetches: bool) -> None:
+        """Take the driver's connection; ``fetches``: it has aiosqlite's
+        ``execute_fetchall``."""
         self.driver = driver
+        self._fetches = fetches
         self._sql = ""
         self._parameters: Any = None
 
     async def execute(self, sql: str, parameters: Any = ()) -> list[Any]:
         """Run ``sql`` with the driver's ``parameters``; every row it answers."""
         self._sql, self._parameters = sql, parameters
-        return list(await self.driver.execute_fetchall(sql, parameters))
+        driver = self.driver
+        if self._fetches:
+            return list(await driver.execute_fetchall(sql, parameters))
+        cursor = await driver.execute(sql, parameters)
+        try:
+            return await cursor.fetchall() if cursor.description is not None else []
+        finally:
+            await cursor.close()
+
+    def in_transaction(self) -> bool:
+        """Whether the driver has a transaction open (without I/O)."""
+        driver = self.driver
+        status = getattr(getattr(driver, "info", None), "transaction_status", None)
+        if status is not None:  # psycopg: IDLE is 0
+            return int(status) != 0
+        return bool(getattr(driver, "in_transaction", True))
 
     async def run(
         self, statement: CompiledStatement, values: dict[str, Any]
@@ -317,9 +351,11 @@ async def async_driver_calls(
         sqlalchemy.exc.DBAPIError: as SQLAlchemy raises it.
     """
     pooled = await connection.get_raw_connection()
-    calls = AsyncDriverCalls(pooled.driver_connection)
     sync = connection.sync_connection
     assert sync is not None
+    calls = AsyncDriverCalls(
+        pooled.driver_connection, sync.dialect.driver == "aiosqlite"
+    )
     try:
         yield calls
     except sync.dialect.loaded_dbapi.Error as error:

@@ -1249,20 +1249,23 @@ class SqlChatMemoryRepository(ClosingContext):
         dialect = self._dialect()
         commits_itself = dialect.log_append_commits_itself
 
+        def compiled_for(connection: Connection) -> CompiledStatement:
+            key = ("log append", size)
+            compiled = self._raw_statements.get(key)
+            if compiled is None:
+                sync = _sync(connection)
+                compiled = dialect.raw_log_append(sync, statement, size)
+                self._keep_raw(key, compiled)
+            return compiled
+
         def call(connection: Connection) -> list[Any] | None:
             if not dialect.native(_sync(connection)):
                 return None
             # Never on an asyncio driver: runs_raw knows sync drivers only.
             if runs_raw(self.engine):
-                key = ("log append", size)
-                compiled = self._raw_statements.get(key)
-                if compiled is None:
-                    sync = _sync(connection)
-                    compiled = dialect.raw_log_append(sync, statement, size)
-                    self._keep_raw(key, compiled)
                 return fetch_all(
                     _sync(connection),
-                    compiled,
+                    compiled_for(connection),
                     parameters,
                     autocommit=not commits_itself,
                     commits_itself=commits_itself,
