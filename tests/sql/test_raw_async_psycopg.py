@@ -12,31 +12,27 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from sqlalchemy import event
 
 from chatledger import (
     AsyncMessageWindowChatMemory,
     Message,
     MessageWindow,
-    StoreNotFoundError,
 )
-from chatledger.testing import every_kind
 from chatledger_sql.async_repository import AsyncSqlChatMemoryRepository
 from chatledger_sql.compiled import runs_raw_async
 from tests.backends import backend_url
 from tests.conformance.test_async_sql import with_driver
-from tests.sql.conftest import unique_table
+from tests.sql.conftest import (
+    a_failed_read_recovers,
+    cursor_statements,
+    stamped_history,
+    unique_table,
+)
 
 psycopg = pytest.importorskip("psycopg")
-
-
-def _history() -> list[Message]:
-    moment = datetime(2026, 12, 1, 12, 0, 0, 123456, tzinfo=UTC)
-    return [m.stamped(moment) for m in every_kind()]
 
 
 @pytest.fixture
@@ -73,7 +69,7 @@ def _run(scenario: Callable[[AsyncSqlChatMemoryRepository], Awaitable[None]]) ->
 def test_reads_and_appends_go_to_psycopg_and_read_what_sqlalchemy_reads(
     sent: list[str],
 ) -> None:
-    history = _history()
+    history = stamped_history()
 
     async def scenario(repository: AsyncSqlChatMemoryRepository) -> None:
         await repository.save_all("c", history)
@@ -91,14 +87,7 @@ def test_reads_and_appends_go_to_psycopg_and_read_what_sqlalchemy_reads(
             assert raw.driver_connection.autocommit is False  # type: ignore[union-attr]
         assert repository.engine.pool.checkedout() == 0  # type: ignore[attr-defined]
 
-        seen: list[str] = []
-
-        def listener(*args: Any) -> None:
-            seen.append(args[2])
-
-        sync_engine = repository.engine.sync_engine
-        event.listen(sync_engine, "before_cursor_execute", listener)
-        try:
+        with cursor_statements(repository.engine.sync_engine) as seen:
             assert not runs_raw_async(repository.engine)
             sent.clear()
             through_sqlalchemy = await repository.find_by_conversation_id("c")
@@ -107,8 +96,6 @@ def test_reads_and_appends_go_to_psycopg_and_read_what_sqlalchemy_reads(
             )
             await memory.add("c", Message.assistant("and a reply"))
             assert sent == []
-        finally:
-            event.remove(sync_engine, "before_cursor_execute", listener)
         assert any(table in sql for sql in seen)
         assert direct == view == history
         assert (
@@ -141,16 +128,4 @@ def test_a_retried_append_stores_nothing_twice() -> None:
 
 
 def test_a_failed_read_raises_as_sqlalchemy_would_and_recovers() -> None:
-    async def scenario(repository: AsyncSqlChatMemoryRepository) -> None:
-        await repository.save_all("c", _history())
-        await repository.drop_schema()
-        with pytest.raises(StoreNotFoundError, match=repository.tables.messages.name):
-            await repository.find_by_conversation_id("c")
-        with pytest.raises(StoreNotFoundError):
-            await repository.find_window("c", MessageWindow(5))
-        assert repository.engine.pool.checkedout() == 0  # type: ignore[attr-defined]
-        await repository.create_schema()
-        await repository.save_all("c", _history())
-        assert await repository.find_by_conversation_id("c") == _history()
-
-    _run(scenario)
+    _run(a_failed_read_recovers)
