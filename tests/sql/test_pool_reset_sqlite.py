@@ -16,9 +16,7 @@ from sqlalchemy import text
 
 from chatledger import Message
 from chatledger_sql import SqlChatMemoryRepository
-from chatledger_sql.async_repository import (
-    _transaction_open,
-)
+from chatledger_sql.compiled import transaction_open
 
 aiosqlite = pytest.importorskip("aiosqlite")
 
@@ -37,12 +35,12 @@ def test_aiosqlite_tells_the_pool_whether_a_transaction_is_open(
         async with aiosqlite.connect(tmp_path / "chat.db") as driver:
             await driver.execute("CREATE TABLE t (x INTEGER)")
             await driver.commit()
-            assert not _transaction_open(driver)
+            assert not transaction_open(driver)
             await driver.execute("BEGIN IMMEDIATE")
             await driver.execute("INSERT INTO t VALUES (1)")
-            assert _transaction_open(driver)
+            assert transaction_open(driver)
             await driver.rollback()
-            assert not _transaction_open(driver)
+            assert not transaction_open(driver)
 
     asyncio.run(scenario())
 

@@ -62,6 +62,7 @@ __all__ = [
     "raw_calls",
     "runs_raw",
     "runs_raw_async",
+    "transaction_open",
 ]
 
 #: The drivers' parameter styles a compiled statement binds: by position
@@ -84,6 +85,8 @@ RAW_DRIVERS = frozenset(
 #: SQLAlchemy's adapter cost each a greenlet switch and more client time than
 #: the round trip.
 ASYNC_RAW_DRIVERS = frozenset({("sqlite", "aiosqlite"), ("postgresql", "psycopg")})
+#: The MySQL protocol's status bit for an open transaction.
+_SERVER_STATUS_IN_TRANS = 1
 
 
 class CompiledStatement:
@@ -190,9 +193,10 @@ def runs_raw(engine: Engine | AsyncEngine) -> bool:
 
 
 def runs_raw_async(engine: AsyncEngine) -> bool:
-    """Whether reads on an asyncio ``engine`` may go to its driver right now,
-    through :func:`fetch_all_async` (aiosqlite's, :data:`ASYNC_RAW_DRIVERS`);
-    checked on every call, as :func:`runs_raw` checks."""
+    """Whether statements on an asyncio ``engine`` may go to its driver's
+    connection right now (:func:`fetch_all_async`, :func:`async_driver_calls`):
+    aiosqlite and psycopg (:data:`ASYNC_RAW_DRIVERS`); checked on every
+    call, as :func:`runs_raw` checks."""
     dialect = engine.dialect
     if (dialect.name, dialect.driver) not in ASYNC_RAW_DRIVERS:
         return False
@@ -314,12 +318,8 @@ class AsyncDriverCalls:
             await cursor.close()
 
     def in_transaction(self) -> bool:
-        """Whether the driver has a transaction open (without I/O)."""
-        driver = self.driver
-        status = getattr(getattr(driver, "info", None), "transaction_status", None)
-        if status is not None:  # psycopg: IDLE is 0
-            return int(status) != 0
-        return bool(getattr(driver, "in_transaction", True))
+        """Whether the driver has a transaction open (:func:`transaction_open`)."""
+        return transaction_open(self.driver)
 
     async def run(
         self, statement: CompiledStatement, values: dict[str, Any]
@@ -368,6 +368,22 @@ async def async_driver_calls(
         # Interrupted mid-statement: the connection's state is unknown.
         await connection.invalidate(error if isinstance(error, Exception) else None)
         raise
+
+
+def transaction_open(driver: Any) -> bool:
+    """Whether a driver's connection may have a transaction open, asked
+    without I/O: PyMySQL's server status, psycopg's transaction status,
+    ``sqlite3``'s and aiosqlite's own flag; ``True`` for any other driver."""
+    # PyMySQL: the server flags one in every reply (SERVER_STATUS_IN_TRANS).
+    status = getattr(driver, "server_status", None)
+    if isinstance(status, int):
+        return bool(status & _SERVER_STATUS_IN_TRANS)
+    # psycopg: IDLE is 0.
+    info_status = getattr(getattr(driver, "info", None), "transaction_status", None)
+    if info_status is not None:
+        return int(info_status) != 0
+    in_transaction = getattr(driver, "in_transaction", None)
+    return in_transaction if isinstance(in_transaction, bool) else True
 
 
 class RawCalls:

@@ -108,6 +108,7 @@ from chatledger_sql.compiled import (
     fetch_all,
     raw_calls,
     runs_raw,
+    transaction_open,
 )
 from chatledger_sql.dialects import DialectSpec, resolve_dialect
 from chatledger_sql.dialects.base import (
@@ -182,8 +183,6 @@ _SEQUENCE = operator.itemgetter(0)
 _RAW_READ_OPTIONS: tuple[dict[str, Any], ...] = ({}, {"isolation_level": "AUTOCOMMIT"})
 #: How many statements of each kind, appends and reads, stay compiled.
 _KEPT_RAW_STATEMENTS = 128
-#: The MySQL protocol's status bit for an open transaction.
-_SERVER_STATUS_IN_TRANS = 1
 #: Records a listing that filters metadata in Python reads at first, and at
 #: most, per query: the reads go on, doubling, until a page is found.
 _FILTERED_READ = 64
@@ -1694,7 +1693,8 @@ class SqlChatMemoryRepository(ClosingContext):
 
     def _reads_raw(self) -> bool:
         """Whether reads go to the driver's connection right now, compiled once
-        (:mod:`chatledger_sql.compiled`): on sync drivers, and on aiosqlite."""
+        (:mod:`chatledger_sql.compiled`): on sync drivers, aiosqlite and
+        psycopg's time connection."""
         return runs_raw(self.engine)
 
     def _fetch_raw(
@@ -2192,19 +2192,8 @@ def _rollback_unless_idle(
     # Both drivers know without I/O whether a transaction is open.
     if reset_state.terminate_only or reset_state.transaction_was_reset:
         return
-    if _transaction_open(connection_record.driver_connection):
+    if transaction_open(connection_record.driver_connection):
         dbapi_connection.rollback()
-
-
-def _transaction_open(driver: Any) -> bool:
-    """Whether ``driver``'s connection may have a transaction open."""
-    # PyMySQL: the server flags one in every reply (SERVER_STATUS_IN_TRANS).
-    status = getattr(driver, "server_status", None)
-    if isinstance(status, int):
-        return bool(status & _SERVER_STATUS_IN_TRANS)
-    # sqlite3 and aiosqlite: SQLite's own autocommit flag.
-    in_transaction = getattr(driver, "in_transaction", None)
-    return in_transaction if isinstance(in_transaction, bool) else True
 
 
 def _sqlite_on_connect(dbapi_connection: Any, connection_record: Any) -> None:
