@@ -1431,24 +1431,21 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
             async def on_driver(connection: AsyncConnection) -> int | None:
                 # write_raw on aiosqlite's connection: each statement one trip
                 # to its thread, where SQLAlchemy's cursor takes three or four.
-                pooled = await connection.get_raw_connection()
-                driver: Any = pooled.driver_connection
-                begins = dialect.write_begins(pooled.info, driver.in_transaction)
-                assert begins is not None
                 advancing = self._compiled(connection, ("log advance", size), advance)
                 inserting = self._compiled(
                     connection, ("insert messages",), self._sql.insert_messages
                 )
                 async with async_driver_calls(connection) as calls:
-                    for begin in begins:
+                    begins = dialect.write_begins(calls.info, calls.in_transaction())
+                    for begin in begins or ():
                         await calls.execute(begin)
                     found = await calls.run(advancing, parameters)
                     if not found:
-                        await driver.rollback()
+                        await calls.driver.rollback()
                         return None
                     base, sized = int(found[0][0]), bool(found[0][1])
                     await calls.run_many(inserting, numbered_from(rows, base, sized))
-                    await settled(driver.commit())
+                    await settled(calls.driver.commit())
                 return base + size - 1
 
             # A dialect that says what begins its writes (SQLite's) is sent

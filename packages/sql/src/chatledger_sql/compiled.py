@@ -293,14 +293,18 @@ class AsyncDriverCalls:
     """Statements sent one after another to an asyncio driver's connection,
     each in one call: a round trip on psycopg, a trip to aiosqlite's thread;
     made by :func:`async_driver_calls`. :attr:`driver` is the driver's
-    connection, for its own ``commit``, ``rollback`` and ``set_autocommit``."""
+    connection, for its own ``commit``, ``rollback`` and ``set_autocommit``;
+    :attr:`info` the pool's record of it (``ConnectionRecord.info``)."""
 
-    __slots__ = ("_fetches", "_parameters", "_sql", "driver")
+    __slots__ = ("_fetches", "_parameters", "_sql", "driver", "info")
 
-    def __init__(self, driver: Any, fetches: bool) -> None:
-        """Take the driver's connection; ``fetches``: it has aiosqlite's
-        ``execute_fetchall``."""
+    def __init__(
+        self, driver: Any, info: MutableMapping[Any, Any], fetches: bool
+    ) -> None:
+        """Take the driver's connection and the pool's record of it;
+        ``fetches``: it has aiosqlite's ``execute_fetchall``."""
         self.driver = driver
+        self.info = info
         self._fetches = fetches
         self._sql = ""
         self._parameters: Any = None
@@ -354,7 +358,7 @@ async def async_driver_calls(
     sync = connection.sync_connection
     assert sync is not None
     calls = AsyncDriverCalls(
-        pooled.driver_connection, sync.dialect.driver == "aiosqlite"
+        pooled.driver_connection, pooled.info, sync.dialect.driver == "aiosqlite"
     )
     try:
         yield calls
