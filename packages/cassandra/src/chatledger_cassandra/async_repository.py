@@ -260,6 +260,7 @@ from chatledger_cassandra.log_views import (
     system_rows,
     tail_start,
 )
+from chatledger_cassandra.opening import open_cluster
 from chatledger_cassandra.records import (
     BUCKETS,
     Candidate,
@@ -2252,15 +2253,8 @@ class AsyncCassandraChatMemoryRepository(AsyncClosingContext):
 
     def _open(self) -> tuple[Any, Any]:
         """Make the cluster and connect it (off the loop, for asyncio)."""
-        from cassandra.cluster import Cluster
-
         assert self._cluster_args is not None
-        cluster = Cluster(**self._cluster_args)
-        try:
-            return cluster, cluster.connect()
-        except BaseException:
-            cluster.shutdown()
-            raise
+        return open_cluster(self._cluster_args)
 
 
 def _system_set_read(
