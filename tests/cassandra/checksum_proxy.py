@@ -1,16 +1,17 @@
 """A loopback TCP relay to a Cassandra node that spoils frame checksums on connect.
 
 Example:
-    with ChecksumBreakingProxy(("127.0.0.1", 9042), breaks=1) as proxy:
+    with ChecksumBreakingProxy(("127.0.0.1", 9042), breaking={1}) as proxy:
         cluster = Cluster([("127.0.0.1", proxy.port)])
         cluster.connect()   # NoHostAvailable: CRC mismatch on header ...
         proxy.broken        # 1
 
-Everything is relayed byte for byte, except on the first ``breaks``
-connections that start native protocol v5: there, the first bit of the
-checksum of the first segment the node sends after ``READY`` is flipped, which
-the DataStax driver rejects exactly as it does in its known fault on connect
-("CRC mismatch on header ...").
+Everything is relayed byte for byte, except on the connections named in
+``breaking``, counted from 1 in the order they start native protocol v5 (the
+driver's control connection first, then each session's pool): there, the first
+bit of the checksum of the first segment the node sends after ``READY`` is
+flipped, which the DataStax driver rejects exactly as it does in its known
+fault on connect ("CRC mismatch on header ...").
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+from collections.abc import Container
 from types import TracebackType
 
 __all__ = ["ChecksumBreakingProxy"]
@@ -30,11 +32,12 @@ _SEGMENT_HEADER = 6  # 3 bytes of length and flags, 3 of CRC24
 
 class ChecksumBreakingProxy:
     """Relay connections on a loopback port to ``target``, spoiling the first
-    segment's checksum on the first ``breaks`` of them."""
+    segment's checksum on the v5 connections numbered in ``breaking``."""
 
-    def __init__(self, target: tuple[str, int], breaks: int) -> None:
+    def __init__(self, target: tuple[str, int], breaking: Container[int]) -> None:
         self.target = target
-        self.breaks = breaks
+        self.breaking = breaking
+        self.started = 0
         self.broken = 0
         self._lock = threading.Lock()
         self._sockets: list[socket.socket] = []
@@ -58,7 +61,8 @@ class ChecksumBreakingProxy:
 
     def _take_break(self) -> bool:
         with self._lock:
-            if self.broken >= self.breaks:
+            self.started += 1
+            if self.started not in self.breaking:
                 return False
             self.broken += 1
             return True
