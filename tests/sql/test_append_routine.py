@@ -12,6 +12,7 @@ an append sends.
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 from collections.abc import Iterator
 from typing import Any
@@ -338,6 +339,35 @@ def test_drop_schema_drops_the_routines_earlier_versions_made(engine: Engine) ->
         repository.drop_schema()
     assert [count(name) for name in names] == [0] * len(names)
     assert count(derived_name(table, ROUTINE_SUFFIX)) == 0
+
+
+def test_drop_schema_sends_no_drop_of_a_missing_routine(
+    engine: Engine, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Only the routines found are dropped: asyncmy logs a warning for the
+    server's note on each ``DROP ... IF EXISTS`` of a missing one."""
+    repository = _repository(engine)
+    counter = Counter(engine)
+    repository.drop_schema()
+    drops = [t for t in counter.texts if t.startswith("DROP") and "TABLE" not in t]
+    assert drops == [_routine(repository).drop_sql()]
+    if _kind(engine) == "mariadb":
+
+        async def scenario() -> None:
+            url = with_driver(backend_url("mariadb"), "asyncmy")
+            async_engine = create_async_engine(url)
+            repository = AsyncSqlChatMemoryRepository(
+                async_engine, table_name=unique_table()
+            )
+            try:
+                await repository.create_schema()
+                await repository.drop_schema()
+            finally:
+                await async_engine.dispose()
+
+        with caplog.at_level(logging.WARNING, logger="asyncmy"):
+            asyncio.run(scenario())
+        assert not [r for r in caplog.records if r.name == "asyncmy"]
 
 
 def test_a_conversation_expired_is_forgotten_in_the_call(engine: Engine) -> None:

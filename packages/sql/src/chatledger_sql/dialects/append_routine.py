@@ -96,7 +96,7 @@ class AppendRoutine:
         timestamp: The timestamp column type, for binding ``now``.
     """
 
-    __slots__ = ("_tables", "call", "name", "qualified", "retired")
+    __slots__ = ("_tables", "call", "name", "qualified", "retired_names")
 
     #: The SQLAlchemy dialect whose identifier rules name the routine.
     sql_dialect: ClassVar[Any]
@@ -109,10 +109,9 @@ class AppendRoutine:
         messages = tables.messages
         self.name = derived_name(messages.name, ROUTINE_SUFFIX)
         self.qualified = self._qualify(self.name, messages.schema)
-        #: The qualified names of the routines earlier versions made.
-        self.retired = [
-            self._qualify(derived_name(messages.name, suffix), messages.schema)
-            for suffix in RETIRED_SUFFIXES
+        #: The names of the routines earlier versions made.
+        self.retired_names = [
+            derived_name(messages.name, suffix) for suffix in RETIRED_SUFFIXES
         ]
         self._tables = tables
         #: One call, answering one row ``outcome, evicted_ids``;
@@ -139,20 +138,32 @@ class AppendRoutine:
 
     def exists_sql(self) -> str:
         """A query returning one row, non-null when the routine exists."""
+        return self.exists_sql_of(self.name)
+
+    def exists_sql_of(self, name: str) -> str:
+        """A query returning one row, non-null when the routine ``name`` (in
+        the messages table's schema, with this routine's parameters) exists."""
         raise NotImplementedError
 
     def drop_sql(self) -> str:
         """Drop the routine if it exists."""
         return self.drop_sql_of(self.qualified)
 
-    def drop_retired_sql(self) -> list[str]:
-        """Drop each routine an earlier version made, if it exists."""
-        return [self.drop_sql_of(qualified) for qualified in self.retired]
-
     def drop_sql_of(self, qualified: str) -> str:
         """Drop the routine named ``qualified`` (this routine's parameters) if
         it exists."""
         raise NotImplementedError
+
+    def drops_if_present(self) -> list[tuple[str, str]]:
+        """``(exists query, drop)`` of this routine and of each an earlier
+        version made: a drop is sent only where its query found the routine
+        (a driver may log the server's note on every drop of a missing one)."""
+        names = [self.name, *self.retired_names]
+        schema = self._tables.messages.schema
+        return [
+            (self.exists_sql_of(name), self.drop_sql_of(self._qualify(name, schema)))
+            for name in names
+        ]
 
     def created_text(self, moment: datetime) -> str:
         """A message's ``created_at`` as the routine reads it from the batch."""

@@ -829,8 +829,8 @@ class RoutineDialect(SqlDialect):
     def drop_routines(self, connection: Connection, statements: Statements) -> None:
         """Drop the routine (on the product itself), even when this dialect
         does not call it: another repository may have made it. The routines
-        earlier versions made go too."""
+        earlier versions made go too; each is dropped only where it is found."""
         if self.native(connection):
-            routine = self.routine(statements)
-            for statement in [routine.drop_sql(), *routine.drop_retired_sql()]:
-                connection.execute(text(statement))
+            for exists, drop in self.routine(statements).drops_if_present():
+                if connection.execute(text(exists)).scalar() is not None:
+                    connection.execute(text(drop))

@@ -381,14 +381,14 @@ class MariaDBAppendRoutine(AppendRoutine):
             f"IN p_counter {id_type}, IN p_batch LONGTEXT) MODIFIES SQL DATA{body}"
         )
 
-    def exists_sql(self) -> str:
+    def exists_sql_of(self, name: str) -> str:
         """The procedure's row in ``information_schema.ROUTINES``."""
         schema = self._tables.messages.schema
         where = "DATABASE()" if schema is None else f"'{schema}'"
         return (
             "SELECT max(ROUTINE_NAME) FROM information_schema.ROUTINES "
             f"WHERE ROUTINE_SCHEMA = {where} AND ROUTINE_TYPE = 'PROCEDURE' "
-            f"AND ROUTINE_NAME = '{self.name}'"
+            f"AND ROUTINE_NAME = '{name}'"
         )
 
     def drop_sql_of(self, qualified: str) -> str:

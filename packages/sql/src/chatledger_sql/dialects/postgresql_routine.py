@@ -269,9 +269,10 @@ class PostgresAppendRoutine(AppendRoutine):
             f"LANGUAGE plpgsql AS $chatledger${body}$chatledger$"
         )
 
-    def exists_sql(self) -> str:
+    def exists_sql_of(self, name: str) -> str:
         """``to_regprocedure`` of the function's signature."""
-        signature = f"{self.qualified}({_ARGUMENT_TYPES})"
+        qualified = self._qualify(name, self._tables.messages.schema)
+        signature = f"{qualified}({_ARGUMENT_TYPES})"
         return f"SELECT to_regprocedure('{signature}')"
 
     def drop_sql_of(self, qualified: str) -> str:
