@@ -496,7 +496,7 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
             parsed.get_backend_name() == "sqlite"
             or (
                 parsed.get_backend_name() in ("mysql", "mariadb")
-                and parsed.get_driver_name() == "pymysql"
+                and parsed.get_driver_name() in ("pymysql", "asyncmy")
             )
         )
         if skip_idle_rollback:
@@ -1355,6 +1355,11 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
             if not dialect.native(_sync(connection)):
                 return None
             if True:  # async
+                if commits_itself and runs_raw_async(self.engine, commits_itself=True):
+                    # Nothing follows it: no ROLLBACK, the pool's reset
+                    # skipped while the server says no transaction is open.
+                    async with async_driver_calls(connection) as calls:
+                        return await calls.run(compiled_for(connection), parameters)
                 if runs_raw_async(self.engine) and not commits_itself:
                     return await fetch_all_async(
                         connection,
@@ -2379,9 +2384,9 @@ def _rollback_unless_idle(
     dbapi_connection: Any, connection_record: Any, reset_state: Any
 ) -> None:
     # The pool rolls back every connection it takes back, even after a
-    # COMMIT: PyMySQL sends that ROLLBACK, a round trip per operation for
-    # nothing, and aiosqlite hands it to its thread and back (~0.1 ms).
-    # Both drivers know without I/O whether a transaction is open.
+    # COMMIT: PyMySQL and asyncmy send that ROLLBACK, a round trip per
+    # operation for nothing, and aiosqlite hands it to its thread and back
+    # (~0.1 ms). Each driver knows without I/O whether a transaction is open.
     if reset_state.terminate_only or reset_state.transaction_was_reset:
         return
     if transaction_open(connection_record.driver_connection):

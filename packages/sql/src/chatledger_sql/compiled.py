@@ -35,6 +35,7 @@ import contextlib
 from collections.abc import (
     AsyncIterator,
     Callable,
+    Generator,
     Iterator,
     MutableMapping,
     Sequence,
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 __all__ = [
+    "ASYNC_RAW_COMMITTING_DRIVERS",
     "ASYNC_RAW_DRIVERS",
     "PARAMSTYLES",
     "RAW_DRIVERS",
@@ -85,6 +87,15 @@ RAW_DRIVERS = frozenset(
 #: SQLAlchemy's adapter cost each a greenlet switch and more client time than
 #: the round trip.
 ASYNC_RAW_DRIVERS = frozenset({("sqlite", "aiosqlite"), ("postgresql", "psycopg")})
+#: Those, and asyncmy, for a statement that commits itself (MariaDB's log
+#: append): through SQLAlchemy it was parsed anew each time (never prepared)
+#: and followed by a ROLLBACK round trip. asyncmy's reads keep SQLAlchemy's
+#: path, which ends each with the ROLLBACK an InnoDB read needs (its snapshot
+#: is not flagged in the server status).
+ASYNC_RAW_COMMITTING_DRIVERS = ASYNC_RAW_DRIVERS | {
+    ("mysql", "asyncmy"),
+    ("mariadb", "asyncmy"),
+}
 #: The MySQL protocol's status bit for an open transaction.
 _SERVER_STATUS_IN_TRANS = 1
 
@@ -168,15 +179,35 @@ class CompiledStatement:
             return parameters
         return tuple([parameters[name] for name in self._order])
 
+    def steps(
+        self, parameters: Any, kept: MutableMapping[Any, Any]
+    ) -> Generator[tuple[str, Any], None, None]:
+        """What to send for the statement with the driver's ``parameters``:
+        each ``(sql, parameters)`` is run by the caller in turn, and a
+        driver's error thrown back in; the last one's rows are the answer.
+
+        ``kept`` is the DBAPI connection's record (the pool's ``info``), for
+        a statement that keeps something on the connection (a prepared one).
+        The default: the statement itself.
+        """
+        yield self.sql, parameters
+
     def send(
         self, cursor: Any, parameters: Any, kept: MutableMapping[Any, Any]
     ) -> None:
-        """Run the statement on ``cursor`` with the driver's ``parameters``.
-
-        ``kept`` is the DBAPI connection's record (the pool's ``info``), for
-        a statement that keeps something on the connection.
-        """
-        cursor.execute(self.sql, parameters)
+        """Run the statement (:meth:`steps`) on ``cursor``."""
+        steps = self.steps(parameters, kept)
+        failed: Exception | None = None
+        while True:
+            try:
+                step = next(steps) if failed is None else steps.throw(failed)
+            except StopIteration:
+                return
+            failed = None
+            try:
+                cursor.execute(*step)
+            except Exception as error:
+                failed = error
 
 
 def runs_raw(engine: Engine | AsyncEngine) -> bool:
@@ -192,13 +223,15 @@ def runs_raw(engine: Engine | AsyncEngine) -> bool:
     return _unobserved(cast("Engine", engine))
 
 
-def runs_raw_async(engine: AsyncEngine) -> bool:
+def runs_raw_async(engine: AsyncEngine, *, commits_itself: bool = False) -> bool:
     """Whether statements on an asyncio ``engine`` may go to its driver's
     connection right now (:func:`fetch_all_async`, :func:`async_driver_calls`):
-    aiosqlite and psycopg (:data:`ASYNC_RAW_DRIVERS`); checked on every
-    call, as :func:`runs_raw` checks."""
+    aiosqlite and psycopg (:data:`ASYNC_RAW_DRIVERS`), and asyncmy too for a
+    statement that ``commits_itself`` (:data:`ASYNC_RAW_COMMITTING_DRIVERS`);
+    checked on every call, as :func:`runs_raw` checks."""
     dialect = engine.dialect
-    if (dialect.name, dialect.driver) not in ASYNC_RAW_DRIVERS:
+    drivers = ASYNC_RAW_COMMITTING_DRIVERS if commits_itself else ASYNC_RAW_DRIVERS
+    if (dialect.name, dialect.driver) not in drivers:
         return False
     return _unobserved(engine.sync_engine)
 
@@ -291,21 +324,20 @@ async def fetch_all_async(
 
 class AsyncDriverCalls:
     """Statements sent one after another to an asyncio driver's connection,
-    each in one call: a round trip on psycopg, a trip to aiosqlite's thread;
-    made by :func:`async_driver_calls`. :attr:`driver` is the driver's
-    connection, for its own ``commit``, ``rollback`` and ``set_autocommit``;
-    :attr:`info` the pool's record of it (``ConnectionRecord.info``)."""
+    each in one call: a round trip on psycopg and asyncmy, a trip to
+    aiosqlite's thread; made by :func:`async_driver_calls`. :attr:`driver` is
+    the driver's connection, for its own ``commit``, ``rollback`` and
+    ``set_autocommit``; :attr:`info` the pool's record of it
+    (``ConnectionRecord.info``)."""
 
-    __slots__ = ("_fetches", "_parameters", "_sql", "driver", "info")
+    __slots__ = ("_kind", "_parameters", "_sql", "driver", "info")
 
-    def __init__(
-        self, driver: Any, info: MutableMapping[Any, Any], fetches: bool
-    ) -> None:
-        """Take the driver's connection and the pool's record of it;
-        ``fetches``: it has aiosqlite's ``execute_fetchall``."""
+    def __init__(self, driver: Any, info: MutableMapping[Any, Any], kind: str) -> None:
+        """Take the driver's connection, the pool's record of it and the
+        driver's name (``aiosqlite``, ``psycopg``, ``asyncmy``)."""
         self.driver = driver
         self.info = info
-        self._fetches = fetches
+        self._kind = kind
         self._sql = ""
         self._parameters: Any = None
 
@@ -313,8 +345,15 @@ class AsyncDriverCalls:
         """Run ``sql`` with the driver's ``parameters``; every row it answers."""
         self._sql, self._parameters = sql, parameters
         driver = self.driver
-        if self._fetches:
+        if self._kind == "aiosqlite":
             return list(await driver.execute_fetchall(sql, parameters))
+        if self._kind == "asyncmy":
+            cursor = driver.cursor()
+            try:
+                await cursor.execute(sql, parameters)
+                return list(await cursor.fetchall())
+            finally:
+                await cursor.close()
         cursor = await driver.execute(sql, parameters)
         try:
             return await cursor.fetchall() if cursor.description is not None else []
@@ -328,8 +367,21 @@ class AsyncDriverCalls:
     async def run(
         self, statement: CompiledStatement, values: dict[str, Any]
     ) -> list[Any]:
-        """Run ``statement`` with ``values``; every row it answers."""
-        return await self.execute(statement.sql, statement.parameters(values))
+        """Run ``statement`` (its :meth:`~CompiledStatement.steps`) with
+        ``values``; every row its last step answers."""
+        steps = statement.steps(statement.parameters(values), self.info)
+        rows: list[Any] = []
+        failed: Exception | None = None
+        while True:
+            try:
+                sql, parameters = next(steps) if failed is None else steps.throw(failed)
+            except StopIteration:
+                return rows
+            failed = None
+            try:
+                rows = await self.execute(sql, parameters)
+            except Exception as error:
+                failed = error
 
     async def run_many(
         self, statement: CompiledStatement, rows: Sequence[dict[str, Any]]
@@ -357,9 +409,7 @@ async def async_driver_calls(
     pooled = await connection.get_raw_connection()
     sync = connection.sync_connection
     assert sync is not None
-    calls = AsyncDriverCalls(
-        pooled.driver_connection, pooled.info, sync.dialect.driver == "aiosqlite"
-    )
+    calls = AsyncDriverCalls(pooled.driver_connection, pooled.info, sync.dialect.driver)
     try:
         yield calls
     except sync.dialect.loaded_dbapi.Error as error:

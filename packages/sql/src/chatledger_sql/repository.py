@@ -454,7 +454,7 @@ class SqlChatMemoryRepository(ClosingContext):
             parsed.get_backend_name() == "sqlite"
             or (
                 parsed.get_backend_name() in ("mysql", "mariadb")
-                and parsed.get_driver_name() == "pymysql"
+                and parsed.get_driver_name() in ("pymysql", "asyncmy")
             )
         )
         if skip_idle_rollback:
@@ -2187,9 +2187,9 @@ def _rollback_unless_idle(
     dbapi_connection: Any, connection_record: Any, reset_state: Any
 ) -> None:
     # The pool rolls back every connection it takes back, even after a
-    # COMMIT: PyMySQL sends that ROLLBACK, a round trip per operation for
-    # nothing, and aiosqlite hands it to its thread and back (~0.1 ms).
-    # Both drivers know without I/O whether a transaction is open.
+    # COMMIT: PyMySQL and asyncmy send that ROLLBACK, a round trip per
+    # operation for nothing, and aiosqlite hands it to its thread and back
+    # (~0.1 ms). Each driver knows without I/O whether a transaction is open.
     if reset_state.terminate_only or reset_state.transaction_was_reset:
         return
     if transaction_open(connection_record.driver_connection):

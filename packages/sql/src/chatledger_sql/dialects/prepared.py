@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import MutableMapping
+from collections.abc import Generator, MutableMapping
 from typing import Any
 
 from chatledger_sql.compiled import CompiledStatement
@@ -43,8 +43,8 @@ _REFUSING = {1461, 1295}
 #: Error numbers from here on are the client's (a lost connection), not
 #: the server's answer.
 _CLIENT_ERRORS = 2000
-#: A ``pyformat`` placeholder, or the escaped percent sign.
-_PLACEHOLDER = re.compile(r"%\((\w+)\)s|%%")
+#: A ``pyformat`` or ``format`` placeholder, or the escaped percent sign.
+_PLACEHOLDER = re.compile(r"%\(\w+\)s|%s|%%")
 
 
 class PreparedStatement(CompiledStatement):
@@ -57,20 +57,16 @@ class PreparedStatement(CompiledStatement):
     Args:
         compiled: The statement, compiled for the engine's dialect (a
             :class:`chatledger_sql.dialects.compound.CompoundStatement`
-            too); its parameter style must be ``pyformat`` (PyMySQL).
-
-    Raises:
-        ValueError: ``compiled`` binds its values by position.
+            too), in the ``pyformat`` (PyMySQL) or ``format`` (asyncmy
+            through SQLAlchemy) parameter style.
     """
 
     __slots__ = ("_preparable", "_prepare", "_prepare_values", "name", "statement_sql")
 
     def __init__(self, compiled: CompiledStatement) -> None:
         """Derive the ``PREPARE`` and the ``EXECUTE`` of ``compiled``."""
-        if compiled._order is not None:
-            raise ValueError("needs a pyformat driver")
         # The compiled statement's values, bound the same way.
-        self._order = None
+        self._order = compiled._order
         self._constants = compiled._constants
         self._processors = compiled._processors
         self.parts = compiled.parts
@@ -78,9 +74,9 @@ class PreparedStatement(CompiledStatement):
         used: list[str] = []
 
         def placeholder(match: re.Match[str]) -> str:
-            if match.group(1) is None:
+            if match.group(0) == "%%":
                 return "%"
-            used.append(match.group(1))
+            used.append(match.group(0))
             return "?"
 
         text = _PLACEHOLDER.sub(placeholder, compiled.sql)
@@ -91,41 +87,50 @@ class PreparedStatement(CompiledStatement):
         #: The name the statement is prepared under: its text's digest, so
         #: two repositories (other tables) never share one.
         self.name = f"chatledger_{digest}"
-        self._prepare = f"PREPARE {self.name} FROM %(statement)s"
-        self._prepare_values = {"statement": text}
-        using = ", ".join(f"%({name})s" for name in used)
+        # The same values as the statement's, in the same order: by name
+        # (pyformat) or by position (format).
+        self._prepare = f"PREPARE {self.name} FROM " + (
+            "%s" if self._order is not None else "%(statement)s"
+        )
+        self._prepare_values: Any = (
+            (text,) if self._order is not None else {"statement": text}
+        )
+        using = ", ".join(used)
         self.sql = f"EXECUTE {self.name}" + (f" USING {using}" if used else "")
 
-    def send(
-        self, cursor: Any, parameters: Any, kept: MutableMapping[Any, Any]
-    ) -> None:
-        """Run the statement on ``cursor``, preparing it on this connection first.
+    def steps(
+        self, parameters: Any, kept: MutableMapping[Any, Any]
+    ) -> Generator[tuple[str, Any], None, None]:
+        """The statement, preparing it on this connection first.
 
         ``kept`` is the DBAPI connection's record (the pool's ``info``).
         """
         prepared: set[str] = kept.setdefault(_PREPARED, set())
         refused: set[str] = kept.setdefault(_REFUSED, set())
         if not self._preparable or self.name in refused:
-            cursor.execute(self.statement_sql, parameters)
+            yield self.statement_sql, parameters
             return
-        if self.name not in prepared and not self._prepared(cursor, prepared, refused):
-            cursor.execute(self.statement_sql, parameters)
+        known = self.name in prepared
+        if not known and not (yield from self._prepared(prepared, refused)):
+            yield self.statement_sql, parameters
             return
         try:
-            cursor.execute(self.sql, parameters)
+            yield self.sql, parameters
         except Exception as error:
             if _errno(error) not in _FORGOTTEN:
                 raise
             prepared.discard(self.name)
-            if not self._prepared(cursor, prepared, refused):
-                cursor.execute(self.statement_sql, parameters)
+            if not (yield from self._prepared(prepared, refused)):
+                yield self.statement_sql, parameters
                 return
-            cursor.execute(self.sql, parameters)
+            yield self.sql, parameters
 
-    def _prepared(self, cursor: Any, prepared: set[str], refused: set[str]) -> bool:
-        """Prepare on ``cursor``'s connection; whether the server did."""
+    def _prepared(
+        self, prepared: set[str], refused: set[str]
+    ) -> Generator[tuple[str, Any], None, bool]:
+        """Prepare on the connection; whether the server did."""
         try:
-            cursor.execute(self._prepare, self._prepare_values)
+            yield self._prepare, self._prepare_values
         except Exception as error:
             number = _errno(error)
             if number is None or number >= _CLIENT_ERRORS:
