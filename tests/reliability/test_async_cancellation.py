@@ -20,7 +20,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
-from sqlalchemy import text
+from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncConnection, create_async_engine
 
 from chatledger import AsyncMessageWindowChatMemory, Message, connect_async
@@ -235,15 +235,32 @@ def test_a_cancelled_write_leaves_old_or_new_and_a_clean_pool(
 COMMIT_WAIT_SECONDS = 10.0
 
 
-async def commits_held(connection: AsyncConnection) -> int:
-    """How many MariaDB sessions wait for a commit that a backup stage holds."""
+async def commits_held(connection: AsyncConnection, sessions: set[int]) -> int:
+    """How many of ``sessions`` (MariaDB connection ids) wait for a commit
+    that a backup stage holds: the stage holds every session's, and another
+    test's commit on the server must not pass for this one's."""
+    if not sessions:
+        return 0
+    listed = ", ".join(str(int(session)) for session in sessions)
     found = await connection.execute(
         text(
             "SELECT COUNT(*) FROM information_schema.PROCESSLIST"
-            " WHERE STATE = 'Waiting for backup lock'"
+            f" WHERE STATE = 'Waiting for backup lock' AND ID IN ({listed})"
         )
     )
     return int(found.scalar_one())
+
+
+def sessions_of(engine: Any) -> set[int]:
+    """The MariaDB connection ids of every connection ``engine`` opens from now
+    on (asyncmy's and aiomysql's ``server_thread_id``)."""
+    sessions: set[int] = set()
+
+    def noted(dbapi_connection: Any, record: Any) -> None:
+        sessions.add(int(record.driver_connection.server_thread_id[0]))
+
+    event.listen(engine.sync_engine, "connect", noted)
+    return sessions
 
 
 @pytest.mark.parametrize("driver", ["asyncmy", "aiomysql"])
@@ -268,6 +285,7 @@ def test_a_write_cancelled_during_its_commit_has_settled_when_the_cancel_returns
     )
     memory = AsyncWindowAppendMemory(repository, max_messages=1000)
     admin = create_async_engine(url, isolation_level="AUTOCOMMIT")
+    sessions = sessions_of(repository.engine)
 
     async def until(condition: Callable[[], Awaitable[bool]]) -> None:
         deadline = asyncio.get_running_loop().time() + COMMIT_WAIT_SECONDS
@@ -311,10 +329,10 @@ def test_a_write_cancelled_during_its_commit_has_settled_when_the_cancel_returns
 
     async def held(backup: AsyncConnection, task: asyncio.Task[object]) -> bool:
         assert not task.done(), "the write ended while every commit was held"
-        return await commits_held(backup) > 0
+        return await commits_held(backup, sessions) > 0
 
     async def settled(backup: AsyncConnection) -> bool:
-        return await commits_held(backup) == 0
+        return await commits_held(backup, sessions) == 0
 
     async def scenario_then_dispose() -> None:
         try:

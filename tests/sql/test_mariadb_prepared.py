@@ -303,3 +303,61 @@ def test_async_a_missing_table_fails_as_before_and_recovers(
         return [m.content for m in await async_repository.find_by_conversation_id("c")]
 
     assert asyncio.run(scenario()) == ["u2", "a2"]
+
+
+def test_async_reads_are_prepared_once_and_end_their_snapshot_themselves(
+    async_repository: AsyncSqlChatMemoryRepository,
+) -> None:
+    """One statement a read, its ROLLBACK inside it: none after it."""
+
+    async def scenario() -> tuple[dict[str, int], dict[str, int]]:
+        await async_repository.append_to_log("c", _turn(0))
+        assert [m.content for m in await async_repository.find_by_conversation_id("c")]
+        before = await _async_status(async_repository)
+        for _ in range(4):
+            stored = await async_repository.find_by_conversation_id("c")
+            assert [m.content for m in stored] == ["u0", "a0"]
+        return before, await _async_status(async_repository)
+
+    before, after = asyncio.run(scenario())
+    assert after["Com_prepare_sql"] == before["Com_prepare_sql"]
+    assert after["Com_execute_sql"] - before["Com_execute_sql"] == 4
+    # Each read's own ROLLBACK, and the status read's.
+    assert after["Com_rollback"] - before["Com_rollback"] == 4 + 1
+
+
+def test_async_a_read_sees_what_another_writer_committed_since(
+    async_repository: AsyncSqlChatMemoryRepository,
+) -> None:
+    """No read leaves an InnoDB snapshot open on the pooled connection."""
+    writer = SqlChatMemoryRepository.from_url(
+        backend_url("mariadb"),
+        table_name=async_repository.tables.messages.name,
+        create_schema=False,
+    )
+
+    async def contents() -> list[str | None]:
+        return [m.content for m in await async_repository.find_by_conversation_id("c")]
+
+    try:
+        writer.append_to_log("c", _turn(0))
+        assert asyncio.run(contents()) == ["u0", "a0"]
+        writer.append_to_log("c", _turn(1))
+        assert asyncio.run(contents()) == ["u0", "a0", "u1", "a1"]
+    finally:
+        writer.close()
+
+
+def test_async_a_read_of_dropped_tables_fails_and_recovers(
+    async_repository: AsyncSqlChatMemoryRepository,
+) -> None:
+    async def scenario() -> list[str | None]:
+        await async_repository.append_to_log("c", _turn(0))
+        await async_repository.drop_schema()
+        with pytest.raises(StoreNotFoundError):
+            await async_repository.find_by_conversation_id("c")
+        await async_repository.create_schema()
+        await async_repository.append_to_log("c", _turn(1))
+        return [m.content for m in await async_repository.find_by_conversation_id("c")]
+
+    assert asyncio.run(scenario()) == ["u1", "a1"]

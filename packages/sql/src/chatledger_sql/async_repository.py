@@ -1355,7 +1355,7 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
             if not dialect.native(_sync(connection)):
                 return None
             if True:  # async
-                if commits_itself and runs_raw_async(self.engine, commits_itself=True):
+                if commits_itself and runs_raw_async(self.engine):
                     # Nothing follows it: no ROLLBACK, the pool's reset
                     # skipped while the server says no transaction is open.
                     async with async_driver_calls(connection) as calls:
@@ -1838,8 +1838,8 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
 
     def _reads_raw(self) -> bool:
         """Whether reads go to the driver's connection right now, compiled once
-        (:mod:`chatledger_sql.compiled`): on sync drivers, aiosqlite and
-        psycopg's asyncio connection."""
+        (:mod:`chatledger_sql.compiled`): on sync drivers, and on aiosqlite's,
+        psycopg's and asyncmy's asyncio connections."""
         if True:  # async
             return runs_raw_async(self.engine)
         else:
@@ -1863,7 +1863,11 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         compiled, ends = found
         if True:  # async
             return await fetch_all_async(
-                connection, compiled, parameters, autocommit=autocommit and not ends
+                connection,
+                compiled,
+                parameters,
+                autocommit=autocommit and not ends,
+                ends=ends,
             )
         else:
             return fetch_all(

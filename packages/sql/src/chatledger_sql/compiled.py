@@ -51,7 +51,6 @@ if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 __all__ = [
-    "ASYNC_RAW_COMMITTING_DRIVERS",
     "ASYNC_RAW_DRIVERS",
     "PARAMSTYLES",
     "RAW_DRIVERS",
@@ -83,19 +82,18 @@ RAW_DRIVERS = frozenset(
 )
 #: The same for asyncio drivers, sent to the driver's connection directly:
 #: aiosqlite, whose every cursor call is a trip to its thread and back (one
-#: ``execute_fetchall`` is one trip), and psycopg, whose statements through
+#: ``execute_fetchall`` is one trip); psycopg, whose statements through
 #: SQLAlchemy's adapter cost each a greenlet switch and more client time than
-#: the round trip.
-ASYNC_RAW_DRIVERS = frozenset({("sqlite", "aiosqlite"), ("postgresql", "psycopg")})
-#: Those, and asyncmy, for a statement that commits itself (MariaDB's log
-#: append): through SQLAlchemy it was parsed anew each time (never prepared)
-#: and followed by a ROLLBACK round trip. asyncmy's reads keep SQLAlchemy's
-#: path, which ends each with the ROLLBACK an InnoDB read needs (its snapshot
-#: is not flagged in the server status).
-ASYNC_RAW_COMMITTING_DRIVERS = ASYNC_RAW_DRIVERS | {
-    ("mysql", "asyncmy"),
-    ("mariadb", "asyncmy"),
-}
+#: the round trip; asyncmy, whose MariaDB statements SQLAlchemy never
+#: prepared (parsed anew each time) and followed with a ROLLBACK round trip.
+ASYNC_RAW_DRIVERS = frozenset(
+    {
+        ("sqlite", "aiosqlite"),
+        ("postgresql", "psycopg"),
+        ("mysql", "asyncmy"),
+        ("mariadb", "asyncmy"),
+    }
+)
 #: The MySQL protocol's status bit for an open transaction.
 _SERVER_STATUS_IN_TRANS = 1
 
@@ -223,15 +221,13 @@ def runs_raw(engine: Engine | AsyncEngine) -> bool:
     return _unobserved(cast("Engine", engine))
 
 
-def runs_raw_async(engine: AsyncEngine, *, commits_itself: bool = False) -> bool:
+def runs_raw_async(engine: AsyncEngine) -> bool:
     """Whether statements on an asyncio ``engine`` may go to its driver's
     connection right now (:func:`fetch_all_async`, :func:`async_driver_calls`):
-    aiosqlite and psycopg (:data:`ASYNC_RAW_DRIVERS`), and asyncmy too for a
-    statement that ``commits_itself`` (:data:`ASYNC_RAW_COMMITTING_DRIVERS`);
-    checked on every call, as :func:`runs_raw` checks."""
+    aiosqlite, psycopg and asyncmy (:data:`ASYNC_RAW_DRIVERS`); checked on
+    every call, as :func:`runs_raw` checks."""
     dialect = engine.dialect
-    drivers = ASYNC_RAW_COMMITTING_DRIVERS if commits_itself else ASYNC_RAW_DRIVERS
-    if (dialect.name, dialect.driver) not in drivers:
+    if (dialect.name, dialect.driver) not in ASYNC_RAW_DRIVERS:
         return False
     return _unobserved(engine.sync_engine)
 
@@ -299,14 +295,18 @@ async def fetch_all_async(
     values: dict[str, Any],
     *,
     autocommit: bool = False,
+    ends: bool = False,
 ) -> list[Any]:
     """Run ``statement`` on an asyncio driver's connection (see
     :func:`runs_raw_async`); every row, as tuples.
 
     ``autocommit`` runs it outside a transaction (psycopg: the connection must
-    have none open), and puts the driver's setting back after; otherwise a
-    transaction the statement opened (psycopg's, never aiosqlite's for a
-    read) is rolled back after it, as SQLAlchemy ends a read.
+    have none open), and puts the driver's setting back after; ``ends`` says
+    the statement ends the transaction it began (MariaDB's read and its
+    ``ROLLBACK`` in one compound statement); otherwise a transaction the
+    statement opened (psycopg's, never aiosqlite's for a read) is rolled back
+    after it, as SQLAlchemy ends a read, and on asyncmy always (an InnoDB
+    read's snapshot is not flagged in the server status).
 
     Raises:
         sqlalchemy.exc.DBAPIError: as SQLAlchemy raises it.
@@ -317,7 +317,9 @@ async def fetch_all_async(
         rows = await calls.run(statement, values)
         if autocommit:
             await calls.driver.set_autocommit(False)
-        elif calls.in_transaction():
+        elif ends:
+            calls.transaction_ended()
+        elif calls.kind == "asyncmy" or calls.in_transaction():
             await calls.driver.rollback()
         return rows
 
@@ -330,14 +332,15 @@ class AsyncDriverCalls:
     ``set_autocommit``; :attr:`info` the pool's record of it
     (``ConnectionRecord.info``)."""
 
-    __slots__ = ("_kind", "_parameters", "_sql", "driver", "info")
+    __slots__ = ("_parameters", "_sql", "driver", "info", "kind")
 
     def __init__(self, driver: Any, info: MutableMapping[Any, Any], kind: str) -> None:
         """Take the driver's connection, the pool's record of it and the
         driver's name (``aiosqlite``, ``psycopg``, ``asyncmy``)."""
         self.driver = driver
         self.info = info
-        self._kind = kind
+        #: The driver's name.
+        self.kind = kind
         self._sql = ""
         self._parameters: Any = None
 
@@ -345,9 +348,9 @@ class AsyncDriverCalls:
         """Run ``sql`` with the driver's ``parameters``; every row it answers."""
         self._sql, self._parameters = sql, parameters
         driver = self.driver
-        if self._kind == "aiosqlite":
+        if self.kind == "aiosqlite":
             return list(await driver.execute_fetchall(sql, parameters))
-        if self._kind == "asyncmy":
+        if self.kind == "asyncmy":
             cursor = driver.cursor()
             try:
                 await cursor.execute(sql, parameters)
@@ -363,6 +366,18 @@ class AsyncDriverCalls:
     def in_transaction(self) -> bool:
         """Whether the driver has a transaction open (:func:`transaction_open`)."""
         return transaction_open(self.driver)
+
+    def transaction_ended(self) -> None:
+        """Note that the statement just run ended its transaction.
+
+        asyncmy keeps the server status of the last reply that had any flag
+        set, so a reply with none (after a ``ROLLBACK`` with autocommit off)
+        leaves the open-transaction flag of the one before standing: it is
+        cleared here, or the pool's return would send a ``ROLLBACK`` for
+        nothing.
+        """
+        if self.kind == "asyncmy":
+            self.driver.server_status &= ~_SERVER_STATUS_IN_TRANS
 
     async def run(
         self, statement: CompiledStatement, values: dict[str, Any]

@@ -1693,8 +1693,8 @@ class SqlChatMemoryRepository(ClosingContext):
 
     def _reads_raw(self) -> bool:
         """Whether reads go to the driver's connection right now, compiled once
-        (:mod:`chatledger_sql.compiled`): on sync drivers, aiosqlite and
-        psycopg's time connection."""
+        (:mod:`chatledger_sql.compiled`): on sync drivers, and on aiosqlite's,
+        psycopg's and asyncmy's time connections."""
         return runs_raw(self.engine)
 
     def _fetch_raw(
