@@ -290,21 +290,6 @@ def test_async_a_server_that_refuses_to_prepare_gets_the_statement(
     assert asyncio.run(contents()) == ["u0", "a0", "u1", "a1", "u2", "a2"]
 
 
-def test_async_a_missing_table_fails_as_before_and_recovers(
-    async_repository: AsyncSqlChatMemoryRepository,
-) -> None:
-    async def scenario() -> list[str | None]:
-        await async_repository.append_to_log("c", _turn(0))
-        await async_repository.drop_schema()
-        with pytest.raises(StoreNotFoundError):
-            await async_repository.append_to_log("c", _turn(1))
-        await async_repository.create_schema()
-        await async_repository.append_to_log("c", _turn(2))
-        return [m.content for m in await async_repository.find_by_conversation_id("c")]
-
-    assert asyncio.run(scenario()) == ["u2", "a2"]
-
-
 def test_async_reads_are_prepared_once_and_end_their_snapshot_themselves(
     async_repository: AsyncSqlChatMemoryRepository,
 ) -> None:
@@ -348,16 +333,22 @@ def test_async_a_read_sees_what_another_writer_committed_since(
         writer.close()
 
 
-def test_async_a_read_of_dropped_tables_fails_and_recovers(
-    async_repository: AsyncSqlChatMemoryRepository,
+@pytest.mark.parametrize("failing", ["append", "read"])
+def test_async_a_missing_table_fails_as_before_and_recovers(
+    async_repository: AsyncSqlChatMemoryRepository, failing: str
 ) -> None:
     async def scenario() -> list[str | None]:
         await async_repository.append_to_log("c", _turn(0))
         await async_repository.drop_schema()
+        call = (
+            async_repository.append_to_log("c", _turn(1))
+            if failing == "append"
+            else async_repository.find_by_conversation_id("c")
+        )
         with pytest.raises(StoreNotFoundError):
-            await async_repository.find_by_conversation_id("c")
+            await call
         await async_repository.create_schema()
-        await async_repository.append_to_log("c", _turn(1))
+        await async_repository.append_to_log("c", _turn(2))
         return [m.content for m in await async_repository.find_by_conversation_id("c")]
 
-    assert asyncio.run(scenario()) == ["u1", "a1"]
+    assert asyncio.run(scenario()) == ["u2", "a2"]
