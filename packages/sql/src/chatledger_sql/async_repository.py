@@ -1355,17 +1355,13 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
             if not dialect.native(_sync(connection)):
                 return None
             if True:  # async
-                if commits_itself and runs_raw_async(self.engine):
-                    # Nothing follows it: no ROLLBACK, the pool's reset
-                    # skipped while the server says no transaction is open.
-                    async with async_driver_calls(connection) as calls:
-                        return await calls.run(compiled_for(connection), parameters)
-                if runs_raw_async(self.engine) and not commits_itself:
+                if runs_raw_async(self.engine):
                     return await fetch_all_async(
                         connection,
                         compiled_for(connection),
                         parameters,
-                        autocommit=True,
+                        autocommit=not commits_itself,
+                        ends=commits_itself,
                     )
             # Never on an asyncio driver: runs_raw knows sync drivers only.
             if runs_raw(self.engine):

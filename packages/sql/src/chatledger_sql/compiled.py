@@ -303,7 +303,8 @@ async def fetch_all_async(
     ``autocommit`` runs it outside a transaction (psycopg: the connection must
     have none open), and puts the driver's setting back after; ``ends`` says
     the statement ends the transaction it began (MariaDB's read and its
-    ``ROLLBACK`` in one compound statement); otherwise a transaction the
+    ``ROLLBACK``, or its log append and its ``COMMIT``, in one compound
+    statement), so nothing is sent after it; otherwise a transaction the
     statement opened (psycopg's, never aiosqlite's for a read) is rolled back
     after it, as SQLAlchemy ends a read, and on asyncmy always (an InnoDB
     read's snapshot is not flagged in the server status).
