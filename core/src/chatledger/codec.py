@@ -410,35 +410,40 @@ def _decode_fields(
     if raw_calls is not _ABSENT:
         if type(raw_calls) is not list or (raw_calls and role is not Role.ASSISTANT):
             raise _Rejected
+        # A list inside: tuple() of a generator costs twice as much.
         calls = tuple(
-            # Typed by msgspec: strings, and clean.
-            ToolCall._checked(c.id, c.name, c.arguments, c.type)
-            if type(c) is _StoredCall
-            else ToolCall._checked(
-                _str(c.get("id"), clean),
-                _str(c.get("name"), clean),
-                _str(c.get("arguments"), clean),
-                _str(c.get("type"), clean),
-            )
-            if type(c) is dict
-            else _reject()
-            for c in raw_calls
+            [
+                # Typed by msgspec: strings, and clean.
+                ToolCall._checked(c.id, c.name, c.arguments, c.type)
+                if type(c) is _StoredCall
+                else ToolCall._checked(
+                    _str(c.get("id"), clean),
+                    _str(c.get("name"), clean),
+                    _str(c.get("arguments"), clean),
+                    _str(c.get("type"), clean),
+                )
+                if type(c) is dict
+                else _reject()
+                for c in raw_calls
+            ]
         )
     responses: tuple[ToolResponse, ...] = ()
     if raw_responses is not _ABSENT:
         if type(raw_responses) is not list or (raw_responses and role is not Role.TOOL):
             raise _Rejected
         responses = tuple(
-            ToolResponse._checked(r.id, r.name, r.data)
-            if type(r) is _StoredResponse
-            else ToolResponse._checked(
-                _str(r.get("id"), clean),
-                _str(r.get("name"), clean),
-                _str(r.get("data"), clean),
-            )
-            if type(r) is dict
-            else _reject()
-            for r in raw_responses
+            [
+                ToolResponse._checked(r.id, r.name, r.data)
+                if type(r) is _StoredResponse
+                else ToolResponse._checked(
+                    _str(r.get("id"), clean),
+                    _str(r.get("name"), clean),
+                    _str(r.get("data"), clean),
+                )
+                if type(r) is dict
+                else _reject()
+                for r in raw_responses
+            ]
         )
     if metadata is _ABSENT or (type(metadata) is dict and not metadata):
         frozen = _EMPTY_METADATA

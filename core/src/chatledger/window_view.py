@@ -89,11 +89,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import TypeVar, cast
 
 from chatledger.append_plan import TOKEN_WINDOW_FIRST_READ, TURN_SLACK
 from chatledger.messages import Message, Role
-from chatledger.window import Window
+from chatledger.window import MessageWindow, Window
 
 __all__ = ["LogRow", "TailView", "checked_window", "current_system", "view_reads"]
 
@@ -166,6 +167,7 @@ class LogRow:
         _SET_SIZE(self, size)
 
 
+_SEQUENCE = attrgetter("sequence")
 _SET_SEQUENCE, _SET_MESSAGE, _SET_SIZE = (
     LogRow.__dict__[name].__set__ for name in ("sequence", "message", "size")
 )
@@ -224,33 +226,45 @@ class TailView:
         messages from the constructor. Feeding stops at the first row that
         settles the view, so a lazy iterable is read no further.
         """
+        if self.done:
+            return True
+        # Locals, and the room written back once: a read feeds every row here.
+        kept = self._kept
+        keep = kept.append
+        room = self._room
+        measure = None if type(self._window) is MessageWindow else self._window.measure
+        system, user = Role.SYSTEM, Role.USER
         for row in newest_first:
-            if self.done:
-                break
-            if row.message.role is Role.SYSTEM:
+            role = row.message.role
+            if role is system:
                 continue
             if self._turn_start is not None:
                 # Rule 3: walking back to the start of the newest turn.
-                self._kept.append(row)
-                self.done = row.message.role is Role.USER
+                keep(row)
+                if role is user:
+                    self.done = True
+                    break
                 continue
-            size = self._size(row)
-            if size <= self._room:
-                self._room -= size
-                self._kept.append(row)
+            size = row.size
+            if size is None:
+                size = 1 if measure is None else measure(row.message)
+            if size <= room:
+                room -= size
+                keep(row)
                 continue
             # The tail is full: it starts at its oldest user message (rule 2),
             # or, holding none, the view reaches back to the last one (rule 3).
-            users = [
-                n for n, kept in enumerate(self._kept) if kept.message.role is Role.USER
-            ]
+            users = [n for n, shown in enumerate(kept) if shown.message.role is user]
             if users:
-                del self._kept[users[-1] + 1 :]
+                del kept[users[-1] + 1 :]
                 self.done = True
-            else:
-                self._turn_start = len(self._kept)
-                self._kept.append(row)
-                self.done = row.message.role is Role.USER
+                break
+            self._turn_start = len(kept)
+            keep(row)
+            if role is user:
+                self.done = True
+                break
+        self._room = room
         return self.done
 
     def messages(self) -> list[Message]:
@@ -258,7 +272,7 @@ class TailView:
 
         Without :attr:`done`, the rows fed are taken as the whole log.
         """
-        rows = sorted([*self._system, *self._shown()], key=lambda row: row.sequence)
+        rows = sorted([*self._system, *self._shown()], key=_SEQUENCE)
         return [row.message for row in rows]
 
     def shown_from(self) -> int | None:

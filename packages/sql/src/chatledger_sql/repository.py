@@ -1657,9 +1657,9 @@ class SqlChatMemoryRepository(ClosingContext):
         found = self._view_rows(
             connection, ("view", rows), self._sql.view(rows), parameters, raw
         )
-        system = sorted((row for row in found if row[2] == _SYSTEM), key=_SEQUENCE)
+        system = sorted([row for row in found if row[2] == _SYSTEM], key=_SEQUENCE)
         tail: Sequence[Any] = sorted(
-            (row for row in found if row[2] != _SYSTEM), key=_SEQUENCE, reverse=True
+            [row for row in found if row[2] != _SYSTEM], key=_SEQUENCE, reverse=True
         )
         view = TailView(window, [log_row(row) for row in system])
         while not view.feed(map(log_row, tail)) and len(tail) == rows:
