@@ -1236,12 +1236,18 @@ for i, entry in ipairs(shown) do
   seqs[i] = seq
 end
 local bounds = {}
-for _, seq in ipairs(tail_range(bounds, turns, top, rows)) do seqs[#seqs + 1] = seq end
+-- counted, not #reply + 1: the length operator searches the table each time
+local n = #seqs
+for _, seq in ipairs(tail_range(bounds, turns, top, rows)) do
+  n = n + 1
+  seqs[n] = seq
+end
 local bodies = hmget_all(msgs, seqs)
-for i = 1, #shown do reply[#reply + 1] = bodies[i] end
-reply[#reply + 1] = bounds[1]
-reply[#reply + 1] = bounds[2]
-for i = #shown + 1, #seqs do reply[#reply + 1] = bodies[i] end
+n = #reply
+for i = 1, #shown do n = n + 1; reply[n] = bodies[i] end
+reply[n + 1], reply[n + 2] = bounds[1], bounds[2]
+n = n + 2
+for i = #shown + 1, #seqs do n = n + 1; reply[n] = bodies[i] end
 if ARGV[2] ~= '' and ARGV[2] == state[2] then tail_markers(reply, turns, rows, '') end
 return reply
 """
@@ -1268,7 +1274,8 @@ local meta, msgs, turns = KEYS[1], KEYS[2], KEYS[3]
 local rows = tonumber(ARGV[2])
 local reply = {}
 local bodies = hmget_all(msgs, tail_range(reply, turns, tonumber(ARGV[1]) - 1, rows))
-for i = 1, #bodies do reply[#reply + 1] = bodies[i] end
+local n = #reply
+for i = 1, #bodies do reply[n + i] = bodies[i] end
 if ARGV[3] ~= '' then
   -- another counter may have measured the rows since (then they are measured)
   local state = redis.call('HMGET', meta, 'ctr', 'sized')

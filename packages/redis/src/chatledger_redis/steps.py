@@ -484,11 +484,11 @@ class TailRead:
         A lazy iterator: :meth:`~chatledger.window_view.TailView.feed` stops
         at the row that settles the view, and no message past it is decoded.
         """
-        sizes = self._sizes
+        sizes, top, decode = self._sizes, self._top, codec.from_json
         for offset, body in enumerate(self._bodies):
             if body is not None:  # a hole: a system message a window replaced
-                seq = self._top - offset
-                yield LogRow(seq, codec.from_json(body), sizes.get(seq))
+                seq = top - offset
+                yield LogRow(seq, decode(body), sizes.get(seq))
 
     def further(self, rows: int) -> list[Any]:
         """The TAIL script's ARGV to read ``rows`` numbers below those read."""
