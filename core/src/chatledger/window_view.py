@@ -234,37 +234,40 @@ class TailView:
         room = self._room
         measure = None if type(self._window) is MessageWindow else self._window.measure
         system, user = Role.SYSTEM, Role.USER
-        for row in newest_first:
-            role = row.message.role
-            if role is system:
-                continue
-            if self._turn_start is not None:
-                # Rule 3: walking back to the start of the newest turn.
+        try:
+            for row in newest_first:
+                role = row.message.role
+                if role is system:
+                    continue
+                if self._turn_start is not None:
+                    # Rule 3: walking back to the start of the newest turn.
+                    keep(row)
+                    if role is user:
+                        self.done = True
+                        break
+                    continue
+                size = row.size
+                if size is None:
+                    size = 1 if measure is None else measure(row.message)
+                if size <= room:
+                    room -= size
+                    keep(row)
+                    continue
+                # The tail is full: it starts at its oldest user message (rule 2),
+                # or, holding none, the view reaches back to the last one (rule 3).
+                users = [n for n, held in enumerate(kept) if held.message.role is user]
+                if users:
+                    del kept[users[-1] + 1 :]
+                    self.done = True
+                    break
+                self._turn_start = len(kept)
                 keep(row)
                 if role is user:
                     self.done = True
                     break
-                continue
-            size = row.size
-            if size is None:
-                size = 1 if measure is None else measure(row.message)
-            if size <= room:
-                room -= size
-                keep(row)
-                continue
-            # The tail is full: it starts at its oldest user message (rule 2),
-            # or, holding none, the view reaches back to the last one (rule 3).
-            users = [n for n, shown in enumerate(kept) if shown.message.role is user]
-            if users:
-                del kept[users[-1] + 1 :]
-                self.done = True
-                break
-            self._turn_start = len(kept)
-            keep(row)
-            if role is user:
-                self.done = True
-                break
-        self._room = room
+        finally:
+            # Kept rows and room agree even when the rows' iterable raises.
+            self._room = room
         return self.done
 
     def messages(self) -> list[Message]:
