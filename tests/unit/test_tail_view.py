@@ -4,7 +4,7 @@ batches."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import pytest
 from hypothesis import given, settings
@@ -39,6 +39,16 @@ def _rows(log: Sequence[Message]) -> list[LogRow]:
     return [LogRow(n, m) for n, m in reversed(list(enumerate(log, 1)))]
 
 
+def _windows_and_logs(test: Callable[..., None]) -> Callable[..., None]:
+    """Run ``test(window, log, data)`` for each window, on random logs."""
+    test = given(log=st.lists(_messages, max_size=25), data=st.data())(test)
+    test = settings(max_examples=60, deadline=None)(test)
+    parametrized: Callable[..., None] = pytest.mark.parametrize(
+        "window", _WINDOWS, ids=repr
+    )(test)
+    return parametrized
+
+
 def _view(window: Window, batches: Sequence[Sequence[LogRow]]) -> list[Message]:
     view = TailView(window, [])
     for batch in batches:
@@ -61,9 +71,7 @@ class _Failing:
             yield row
 
 
-@pytest.mark.parametrize("window", _WINDOWS, ids=repr)
-@settings(max_examples=60, deadline=None)
-@given(log=st.lists(_messages, max_size=25), data=st.data())
+@_windows_and_logs
 def test_any_split_of_the_rows_shows_the_same_view(
     window: Window, log: list[Message], data: st.DataObject
 ) -> None:
@@ -72,9 +80,7 @@ def test_any_split_of_the_rows_shows_the_same_view(
     assert _view(window, [rows[:cut], rows[cut:]]) == _view(window, [rows])
 
 
-@pytest.mark.parametrize("window", _WINDOWS, ids=repr)
-@settings(max_examples=60, deadline=None)
-@given(log=st.lists(_messages, max_size=25), data=st.data())
+@_windows_and_logs
 def test_a_failing_iterable_leaves_the_view_as_two_batches_would(
     window: Window, log: list[Message], data: st.DataObject
 ) -> None:
