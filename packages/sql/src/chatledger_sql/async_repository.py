@@ -140,6 +140,10 @@ from chatledger_sql.log_steps import (
     untally,
 )
 from chatledger_sql.once import Once
+from chatledger_sql.pool_checkout import (
+    QuietPool,  # async-only
+    pooled_connection,  # async-only
+)
 from chatledger_sql.rows import check_ids, check_sizes, conversation_info, decode_raw
 from chatledger_sql.schema import (
     Tables,
@@ -402,6 +406,12 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         if True:  # async
             #: One engine per event loop, when from_url made them (see engine).
             self._engines: LoopLocal[AsyncEngine] | None = None
+            #: The options of engines from_url made whose connections may be
+            #: checked out and in without a greenlet (see _connect).
+            self._quiet_options: dict[str, Any] | None = None
+            self._quiet_pools: weakref.WeakKeyDictionary[Engine, QuietPool] = (
+                weakref.WeakKeyDictionary()
+            )
         if engine.dialect.name == "sqlite":
             _roll_back_before_discarding(engine)
         self.fault_points = FaultPoints()
@@ -498,6 +508,10 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
                 parsed.get_backend_name() in ("mysql", "mariadb")
                 and parsed.get_driver_name() in ("pymysql", "asyncmy")
             )
+            or (
+                parsed.get_backend_name() == "postgresql"
+                and parsed.get_driver_name() == "psycopg"
+            )
         )
         if skip_idle_rollback:
             settings["pool_reset_on_return"] = None
@@ -527,6 +541,8 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
             raise
         repository._owns_engine = True
         if True:  # async
+            if skip_idle_rollback:
+                repository._quiet_options = settings
             # Each event loop gets an engine of its own (see engine).
             repository._engines = LoopLocal(
                 make_engine, close=AsyncEngine.dispose, first=engine
@@ -2166,13 +2182,26 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
             sure way that the next user of the pool does not read it. The
             server rolls back whatever the closed connection had begun.
             """
-            async with self.engine.connect() as connection:
+            engine = self.engine
+            async with pooled_connection(engine, self._quiet(engine)) as connection:
                 try:
                     yield connection
                 except BaseException as error:
                     if not isinstance(error, Exception):
                         await connection.invalidate(error)
                     raise
+
+        def _quiet(self, engine: AsyncEngine) -> QuietPool | None:
+            """What checks ``engine``'s connections out without a greenlet, on
+            engines from_url made (see :mod:`chatledger_sql.pool_checkout`)."""
+            options = self._quiet_options
+            if options is None:
+                return None
+            sync = engine.sync_engine
+            quiet = self._quiet_pools.get(sync)
+            if quiet is None:
+                quiet = self._quiet_pools[sync] = QuietPool(sync, options)
+            return quiet
     else:
         # The pool's connection, as it is.
         def _connect(self) -> Connection:
@@ -2385,8 +2414,10 @@ def _rollback_unless_idle(
 ) -> None:
     # The pool rolls back every connection it takes back, even after a
     # COMMIT: PyMySQL and asyncmy send that ROLLBACK, a round trip per
-    # operation for nothing, and aiosqlite hands it to its thread and back
-    # (~0.1 ms). Each driver knows without I/O whether a transaction is open.
+    # operation for nothing, aiosqlite hands it to its thread and back
+    # (~0.1 ms), and psycopg's async adapter awaits it in a greenlet. Each
+    # driver knows without I/O whether a transaction is open; with none, the
+    # return needs no I/O at all (chatledger_sql.pool_checkout).
     if reset_state.terminate_only or reset_state.transaction_was_reset:
         return
     if transaction_open(connection_record.driver_connection):

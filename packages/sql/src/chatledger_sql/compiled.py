@@ -422,9 +422,12 @@ async def async_driver_calls(
     Raises:
         sqlalchemy.exc.DBAPIError: as SQLAlchemy raises it.
     """
-    pooled = await connection.get_raw_connection()
     sync = connection.sync_connection
     assert sync is not None
+    # A live connection's pooled one is at hand; get_raw_connection() would
+    # fetch it in a greenlet of its own, for a reconnect that is not needed.
+    live = not (sync.closed or sync.invalidated)
+    pooled = sync.connection if live else await connection.get_raw_connection()
     calls = AsyncDriverCalls(pooled.driver_connection, pooled.info, sync.dialect.driver)
     try:
         yield calls

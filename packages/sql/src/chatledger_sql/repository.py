@@ -456,6 +456,10 @@ class SqlChatMemoryRepository(ClosingContext):
                 parsed.get_backend_name() in ("mysql", "mariadb")
                 and parsed.get_driver_name() in ("pymysql", "asyncmy")
             )
+            or (
+                parsed.get_backend_name() == "postgresql"
+                and parsed.get_driver_name() == "psycopg"
+            )
         )
         if skip_idle_rollback:
             settings["pool_reset_on_return"] = None
@@ -2188,8 +2192,10 @@ def _rollback_unless_idle(
 ) -> None:
     # The pool rolls back every connection it takes back, even after a
     # COMMIT: PyMySQL and asyncmy send that ROLLBACK, a round trip per
-    # operation for nothing, and aiosqlite hands it to its thread and back
-    # (~0.1 ms). Each driver knows without I/O whether a transaction is open.
+    # operation for nothing, aiosqlite hands it to its thread and back
+    # (~0.1 ms), and psycopg's async adapter awaits it in a greenlet. Each
+    # driver knows without I/O whether a transaction is open; with none, the
+    # return needs no I/O at all (chatledger_sql.pool_checkout).
     if reset_state.terminate_only or reset_state.transaction_was_reset:
         return
     if transaction_open(connection_record.driver_connection):

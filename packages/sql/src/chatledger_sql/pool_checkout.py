@@ -1,0 +1,137 @@
+"""Check an asyncio engine's pooled connection out and in without a greenlet.
+
+``AsyncEngine.connect()`` runs the pool's checkout in a greenlet of its own, and
+the connection's return in another behind a shielded task, so that whatever
+I/O they may need (connecting a new or stale connection, a pre-ping, a
+``ROLLBACK``) can be awaited. On an engine :meth:`from_url
+<chatledger_sql.AsyncSqlChatMemoryRepository.from_url>` made, most checkouts
+and returns need none: the pool holds an idle connection that is connected
+and not stale, nothing listens to the checkout, and the connection comes back
+with no transaction open, to a pool whose reset rolls back only an open one.
+:func:`pooled_connection` runs those as plain calls, and everything else as
+``AsyncEngine.connect()`` does. Either way the caller gets SQLAlchemy's own
+``AsyncConnection``.
+
+A pool is watched by a :class:`QuietPool`: once one of its connections has
+been invalidated (a dropped connection, a failed statement's cleanup), a
+record of it may reconnect at its next checkout, so from then on every
+checkout of that pool takes the awaiting path. A new pool (after
+``dispose()``) starts quiet again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import weakref
+from collections.abc import AsyncIterator, Mapping
+from typing import Any
+
+from sqlalchemy import Connection, Engine, event, exc
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.pool import Pool, QueuePool
+
+from chatledger_sql.compiled import transaction_open
+
+__all__ = ["QuietPool", "pooled_connection"]
+
+
+class _PoolState:
+    """Whether one pool may still be checked out from without I/O."""
+
+    __slots__ = ("quiet",)
+
+    def __init__(self, pool: Pool) -> None:
+        self.quiet = True
+        event.listen(pool, "invalidate", self._invalidated)
+        event.listen(pool, "soft_invalidate", self._invalidated)
+
+    def _invalidated(self, *_: Any) -> None:
+        # The record reconnects at its next checkout: I/O, from now on.
+        self.quiet = False
+
+
+class QuietPool:
+    """Says when an engine's pool checks a connection out, or in, without I/O.
+
+    Args:
+        engine: The sync engine of an asyncio engine ``from_url`` made, whose
+            reset rolls back only an open transaction.
+        engine_options: The options the engine was made with: a pre-ping or
+            a recycle time makes checkouts await, always.
+    """
+
+    def __init__(self, engine: Engine, engine_options: Mapping[str, Any]) -> None:
+        """Watch ``engine``'s pools from now on."""
+        self._engine = engine
+        self._never = bool(engine_options.get("pool_pre_ping")) or (
+            engine_options.get("pool_recycle", -1) > -1
+        )
+        self._pools: weakref.WeakKeyDictionary[Pool, _PoolState] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def connect(self) -> Connection | None:
+        """A connection checked out without I/O, or ``None`` where it would await.
+
+        Quiet when the pool is a queue pool holding an idle connection, no
+        connection of it has been invalidated, and neither the pool's
+        checkout nor the engine's connect has a listener.
+        """
+        if self._never:
+            return None
+        engine = self._engine
+        pool = engine.pool
+        if not isinstance(pool, QueuePool) or pool.checkedin() == 0:
+            return None
+        state = self._pools.get(pool)
+        if state is None:
+            state = self._pools[pool] = _PoolState(pool)
+        if not state.quiet or pool.dispatch.checkout or engine.dispatch.engine_connect:
+            return None
+        try:
+            return engine.connect()
+        except exc.MissingGreenlet:
+            # A checkout that needed I/O after all: the pool has put the
+            # record back; this pool's checkouts await from now on.
+            state.quiet = False
+            return None
+
+    def returns_quietly(self, connection: Connection) -> bool:
+        """Whether ``connection`` goes back to its pool without I/O.
+
+        It does when it holds no transaction, neither SQLAlchemy's nor the
+        driver's, no isolation level of its own to restore, and nothing
+        listens to the pool's checkin.
+        """
+        if connection.closed or connection.invalidated or connection.in_transaction():
+            return False
+        if "isolation_level" in connection.get_execution_options():
+            return False
+        if self._engine.pool.dispatch.checkin:
+            return False
+        return not transaction_open(connection.connection.driver_connection)
+
+
+@contextlib.asynccontextmanager
+async def pooled_connection(
+    engine: AsyncEngine, quiet: QuietPool | None
+) -> AsyncIterator[AsyncConnection]:
+    """``engine.connect()``, checked out and in without a greenlet where ``quiet``
+    says nothing awaits (see :class:`QuietPool`); ``None``: as it is."""
+    sync = None if quiet is None else quiet.connect()
+    if sync is None:
+        async with engine.connect() as connection:
+            yield connection
+        return
+    assert quiet is not None
+    connection = AsyncConnection(engine, sync)
+    try:
+        yield connection
+    finally:
+        if quiet.returns_quietly(sync):
+            sync.close()
+        else:
+            # As AsyncConnection's own exit: the close runs to its end even
+            # when the caller is cancelled meanwhile.
+            await asyncio.shield(connection.close())

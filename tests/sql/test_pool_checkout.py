@@ -1,0 +1,187 @@
+"""Async connections checked out and in without a greenlet where nothing waits.
+
+On engines ``AsyncSqlChatMemoryRepository.from_url`` makes for aiosqlite,
+psycopg and asyncmy, a steady append or read takes its pooled connection and
+gives it back as plain calls (``chatledger_sql.pool_checkout``), where
+``AsyncEngine.connect()`` spawned a greenlet for each, and one more for the
+driver's connection. Anything that may need I/O takes SQLAlchemy's awaiting
+path: a pool one of whose connections was invalidated, an open transaction
+on return, a pre-ping. Real databases throughout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import warnings
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy.ext.asyncio.engine as async_engine_module
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from chatledger import AsyncMessageWindowChatMemory, Message
+from chatledger_sql.async_repository import AsyncSqlChatMemoryRepository
+from chatledger_sql.compiled import transaction_open
+from chatledger_sql.pool_checkout import QuietPool, pooled_connection
+from tests.sql.conftest import unique_table
+from tests.sql.test_async_repository import url_of
+
+#: The async drivers whose engines from_url makes check out quietly.
+QUIET = [
+    pytest.param("sqlite", None, id="sqlite-aiosqlite"),
+    pytest.param("postgresql", "psycopg", id="postgresql-psycopg"),
+    pytest.param("mariadb", "asyncmy", id="mariadb-asyncmy"),
+]
+
+
+@pytest.fixture
+def spawned(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The greenlets AsyncConnection and AsyncEngine spawn (they still run)."""
+    made: list[str] = []
+    real = getattr(async_engine_module, "greenlet_spawn")  # noqa: B009
+
+    async def counting(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        made.append(getattr(fn, "__name__", repr(fn)))
+        return await real(fn, *args, **kwargs)
+
+    monkeypatch.setattr(async_engine_module, "greenlet_spawn", counting)
+    return made
+
+
+def _run(
+    url: str, scenario: Callable[[AsyncSqlChatMemoryRepository], Awaitable[None]]
+) -> None:
+    async def main() -> None:
+        repository = AsyncSqlChatMemoryRepository.from_url(
+            url, table_name=unique_table()
+        )
+        try:
+            await scenario(repository)
+        finally:
+            try:
+                await repository.drop_schema()
+            finally:
+                await repository.aclose()
+
+    asyncio.run(main())
+
+
+@pytest.mark.parametrize(("backend", "driver"), QUIET)
+def test_steady_appends_and_reads_spawn_no_greenlet(
+    backend: str, driver: str | None, tmp_path: Path, spawned: list[str]
+) -> None:
+    async def scenario(repository: AsyncSqlChatMemoryRepository) -> None:
+        memory = AsyncMessageWindowChatMemory(repository, max_messages=4)
+        await memory.add("c", Message.user("first"))  # connects, makes tables
+        await memory.get("c")
+        spawned.clear()
+        for turn in range(5):
+            await memory.add("c", [Message.user(f"u{turn}"), Message.assistant("a")])
+            assert [m.content for m in await memory.get("c")][-2:] == [f"u{turn}", "a"]
+        assert spawned == []
+
+    _run(url_of(backend, driver, tmp_path), scenario)
+
+
+def test_a_dropped_connection_is_replaced_and_later_checkouts_await(
+    tmp_path: Path, spawned: list[str]
+) -> None:
+    url = url_of("postgresql", "psycopg", tmp_path)
+
+    async def scenario(repository: AsyncSqlChatMemoryRepository) -> None:
+        memory = AsyncMessageWindowChatMemory(repository, max_messages=10)
+        await memory.add("c", Message.user("before"))
+        async with repository._connect() as connection:
+            raw: Any = (await connection.get_raw_connection()).driver_connection
+            pid = raw.info.backend_pid
+        admin = create_async_engine(url)
+        try:
+            async with admin.connect() as other:
+                await other.execute(
+                    text("SELECT pg_terminate_backend(:pid)"), {"pid": pid}
+                )
+        finally:
+            await admin.dispose()
+        spawned.clear()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            # Fails on the dead connection, runs again on a new one.
+            await memory.add("c", Message.user("after"))
+        assert [str(w.message) for w in caught] == []
+        assert [m.content for m in await memory.get("c")] == ["before", "after"]
+        # The pool had a connection invalidated: checkouts await from now on.
+        spawned.clear()
+        await memory.get("c")
+        assert "connect" in spawned
+
+    _run(url, scenario)
+
+
+@pytest.mark.parametrize(("backend", "driver"), QUIET)
+def test_a_connection_returned_in_a_transaction_is_rolled_back(
+    backend: str, driver: str | None, tmp_path: Path
+) -> None:
+    async def scenario(repository: AsyncSqlChatMemoryRepository) -> None:
+        memory = AsyncMessageWindowChatMemory(repository, max_messages=4)
+        await memory.add("c", Message.user("first"))
+        engine = repository.engine
+        quiet = repository._quiet(engine)
+        assert quiet is not None
+        async with pooled_connection(engine, quiet) as connection:
+            await connection.begin()
+            # A write: SQLite begins its transaction at the first one.
+            table = repository.tables.messages.name
+            await connection.execute(text(f"DELETE FROM {table} WHERE 1 = 0"))
+            driver = (await connection.get_raw_connection()).driver_connection
+            assert transaction_open(driver)
+        # The same connection, back in the pool with its transaction ended.
+        assert not transaction_open(driver)
+        assert [m.content for m in await memory.get("c")] == ["first"]
+
+    _run(url_of(backend, driver, tmp_path), scenario)
+
+
+def _idle_engine(directory: Path) -> AsyncEngine:
+    # As QuietPool asks: no rollback on the return of a connection without
+    # a transaction (these tests open none).
+    return create_async_engine(
+        f"sqlite+aiosqlite:///{directory / 'x.db'}", pool_reset_on_return=None
+    )
+
+
+def test_an_engine_that_pings_or_recycles_always_awaits(tmp_path: Path) -> None:
+    async def main() -> None:
+        engine = _idle_engine(tmp_path)
+        try:
+            async with engine.connect():
+                pass  # one idle connection in the pool
+            steady = QuietPool(engine.sync_engine, {})
+            quiet_one = steady.connect()
+            assert quiet_one is not None
+            quiet_one.close()
+            for options in ({"pool_pre_ping": True}, {"pool_recycle": 3600}):
+                assert QuietPool(engine.sync_engine, options).connect() is None
+        finally:
+            await engine.dispose()
+
+    asyncio.run(main())
+
+
+def test_a_pool_without_an_idle_connection_awaits(tmp_path: Path) -> None:
+    async def main() -> None:
+        engine = _idle_engine(tmp_path)
+        try:
+            quiet = QuietPool(engine.sync_engine, {})
+            assert quiet.connect() is None  # nothing pooled yet: it connects
+            async with pooled_connection(engine, quiet) as connection:
+                assert (await connection.execute(text("SELECT 1"))).scalar() == 1
+            again = quiet.connect()
+            assert again is not None  # now pooled, and taken without I/O
+            again.close()
+        finally:
+            await engine.dispose()
+
+    asyncio.run(main())
