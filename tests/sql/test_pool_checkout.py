@@ -25,7 +25,11 @@ from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 from chatledger import AsyncMessageWindowChatMemory, Message
 from chatledger_sql.async_repository import AsyncSqlChatMemoryRepository
 from chatledger_sql.compiled import transaction_open
-from chatledger_sql.pool_checkout import QuietPool, pooled_connection
+from chatledger_sql.pool_checkout import (
+    QuietPool,
+    pooled_connection,
+    takes_idle_without_awaiting,
+)
 from tests.sql.conftest import unique_table
 from tests.sql.test_async_repository import url_of
 
@@ -185,3 +189,26 @@ def test_a_pool_without_an_idle_connection_awaits(tmp_path: Path) -> None:
             await engine.dispose()
 
     asyncio.run(main())
+
+
+@pytest.mark.parametrize(
+    ("version", "quiet"),
+    [
+        ("2.0.30", False),
+        ("2.0.54", False),
+        ("2.0.55", True),
+        ("2.0.58", True),
+        ("2.1.0b1", False),
+        ("2.1.4", False),
+        ("2.1.5", True),
+        ("2.1.9", True),
+        ("2.2.0b1", True),
+        ("3.0.0", True),
+    ],
+)
+def test_releases_whose_pool_awaits_an_idle_connection_never_check_out_quietly(
+    version: str, quiet: bool
+) -> None:
+    # Before these releases AsyncAdaptedQueue.get awaited the queue even with
+    # a connection in it, which outside a greenlet raises MissingGreenlet.
+    assert takes_idle_without_awaiting(version) is quiet

@@ -16,24 +16,42 @@ A pool is watched by a :class:`QuietPool`: once one of its connections has
 been invalidated (a dropped connection, a failed statement's cleanup), a
 record of it may reconnect at its next checkout, so from then on every
 checkout of that pool takes the awaiting path. A new pool (after
-``dispose()``) starts quiet again.
+``dispose()``) starts quiet again. SQLAlchemy's asyncio pool hands over an
+idle connection without awaiting from releases 2.0.55 and 2.1.5 on (before,
+a pool without overflow awaited its queue even then): on older releases
+every checkout awaits, as before.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import weakref
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 
+import sqlalchemy
 from sqlalchemy import Connection, Engine, event, exc
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.pool import Pool, QueuePool
 
 from chatledger_sql.compiled import transaction_open
 
-__all__ = ["QuietPool", "pooled_connection"]
+__all__ = ["QuietPool", "pooled_connection", "takes_idle_without_awaiting"]
+
+
+def takes_idle_without_awaiting(version: str) -> bool:
+    """Whether SQLAlchemy ``version``'s asyncio pool hands over an idle
+    connection without awaiting: 2.0.55 and later 2.0 releases, 2.1.5 and
+    later (a pre-release counts as its release's ``.0``)."""
+    numbers = tuple(int(part) for part in re.findall(r"\d+", version)[:3])
+    if numbers[:2] == (2, 0):
+        return numbers >= (2, 0, 55)
+    return numbers >= (2, 1, 5)
+
+
+_QUIET_RELEASE = takes_idle_without_awaiting(sqlalchemy.__version__)
 
 
 class _PoolState:
@@ -64,8 +82,10 @@ class QuietPool:
     def __init__(self, engine: Engine, engine_options: Mapping[str, Any]) -> None:
         """Watch ``engine``'s pools from now on."""
         self._engine = engine
-        self._never = bool(engine_options.get("pool_pre_ping")) or (
-            engine_options.get("pool_recycle", -1) > -1
+        self._never = (
+            not _QUIET_RELEASE
+            or bool(engine_options.get("pool_pre_ping"))
+            or engine_options.get("pool_recycle", -1) > -1
         )
         self._pools: weakref.WeakKeyDictionary[Pool, _PoolState] = (
             weakref.WeakKeyDictionary()
