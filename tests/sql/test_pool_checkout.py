@@ -12,6 +12,7 @@ on return, a pre-ping. Real databases throughout.
 from __future__ import annotations
 
 import asyncio
+import logging
 import warnings
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -19,7 +20,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy.ext.asyncio.engine as async_engine_module
-from sqlalchemy import text
+from sqlalchemy import event, text
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
 from chatledger import AsyncMessageWindowChatMemory, Message
@@ -148,6 +149,30 @@ def test_a_connection_returned_in_a_transaction_is_rolled_back(
     _run(url_of(backend, driver, tmp_path), scenario)
 
 
+@pytest.mark.parametrize("listened", ["checkout", "reset", "checkin"])
+def test_a_pool_listener_added_later_makes_checkouts_await(
+    listened: str, tmp_path: Path, spawned: list[str]
+) -> None:
+    heard: list[str] = []
+
+    async def scenario(repository: AsyncSqlChatMemoryRepository) -> None:
+        memory = AsyncMessageWindowChatMemory(repository, max_messages=4)
+        await memory.add("c", Message.user("first"))
+        spawned.clear()
+        await memory.get("c")
+        assert spawned == []
+        pool = repository.engine.sync_engine.pool
+        event.listen(pool, listened, lambda *_: heard.append(listened))
+        await memory.get("c")
+        assert heard  # it ran, in the greenlet a listener may await in
+        # A checkout listener sends the whole call SQLAlchemy's way; a return
+        # listener the return only.
+        awaited = ["connect", "close"] if listened == "checkout" else ["close"]
+        assert spawned == awaited
+
+    _run(url_of("sqlite", None, tmp_path), scenario)
+
+
 def _idle_engine(directory: Path) -> AsyncEngine:
     # As QuietPool asks: no rollback on the return of a connection without
     # a transaction (these tests open none).
@@ -189,6 +214,36 @@ def test_a_pool_without_an_idle_connection_awaits(tmp_path: Path) -> None:
             await engine.dispose()
 
     asyncio.run(main())
+
+
+def test_a_connection_past_the_pools_size_is_closed_through_the_awaiting_path(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def main() -> None:
+        engine = create_async_engine(
+            f"sqlite+aiosqlite:///{tmp_path / 'x.db'}",
+            pool_reset_on_return=None,
+            pool_size=1,
+            max_overflow=1,
+        )
+        pool: Any = engine.sync_engine.pool
+        quiet = QuietPool(engine.sync_engine, {})
+        try:
+            one = await engine.connect()
+            overflow = await engine.connect()  # past the pool's size
+            await one.close()  # into the pool's one place
+            async with pooled_connection(engine, quiet) as taken:
+                assert taken.sync_connection is not None
+                assert pool.checkedin() == 0  # taken quietly from there
+                await overflow.close()  # fills the place again
+            # Then the pool had no room: closed, which awaits aiosqlite.
+            assert (pool.checkedin(), pool.checkedout()) == (1, 0)
+        finally:
+            await engine.dispose()
+
+    with caplog.at_level(logging.ERROR, logger="sqlalchemy"):
+        asyncio.run(main())
+    assert [r.getMessage() for r in caplog.records] == []
 
 
 @pytest.mark.parametrize(

@@ -57,10 +57,13 @@ _QUIET_RELEASE = takes_idle_without_awaiting(sqlalchemy.__version__)
 class _PoolState:
     """Whether one pool may still be checked out from without I/O."""
 
-    __slots__ = ("quiet",)
+    __slots__ = ("quiet", "resets")
 
     def __init__(self, pool: Pool) -> None:
         self.quiet = True
+        #: The reset listeners the pool had when first watched: the one
+        #: ``from_url`` adds. Another one added later might do I/O.
+        self.resets = len(pool.dispatch.reset)
         event.listen(pool, "invalidate", self._invalidated)
         event.listen(pool, "soft_invalidate", self._invalidated)
 
@@ -121,14 +124,22 @@ class QuietPool:
         """Whether ``connection`` goes back to its pool without I/O.
 
         It does when it holds no transaction, neither SQLAlchemy's nor the
-        driver's, no isolation level of its own to restore, and nothing
-        listens to the pool's checkin.
+        driver's, no isolation level of its own to restore, the pool has
+        room to keep it (a connection past the pool's size is closed as it
+        comes back), and nothing listens to the pool's checkin or was added
+        to its reset.
         """
         if connection.closed or connection.invalidated or connection.in_transaction():
             return False
         if "isolation_level" in connection.get_execution_options():
             return False
-        if self._engine.pool.dispatch.checkin:
+        pool = self._engine.pool
+        if not isinstance(pool, QueuePool) or pool.checkedin() >= pool.size():
+            return False
+        state = self._pools.get(pool)
+        if state is None or len(pool.dispatch.reset) != state.resets:
+            return False
+        if pool.dispatch.checkin:
             return False
         return not transaction_open(connection.connection.driver_connection)
 
