@@ -75,9 +75,16 @@ class SQLiteDialect(SqlDialect):
         Switching needs the database to itself, so racing creators wait for
         it under the busy timeout, and a file already in WAL is left alone.
         """
+        # Through a cursor, as PEP 249 has it: SQLAlchemy 2.0's aiosqlite
+        # adapter has no execute() of its own on the connection.
         dbapi: Any = connection.connection.dbapi_connection
-        dbapi.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
-        mode = dbapi.execute("PRAGMA journal_mode").fetchone()[0]
+        cursor = dbapi.cursor()
+        try:
+            cursor.execute(f"PRAGMA busy_timeout = {self.busy_timeout_ms}")
+            cursor.execute("PRAGMA journal_mode")
+            mode = cursor.fetchone()[0]
+        finally:
+            cursor.close()
         if str(mode).lower() not in ("wal", "memory"):
             connection.exec_driver_sql("PRAGMA journal_mode=WAL")
 
@@ -92,8 +99,12 @@ class SQLiteDialect(SqlDialect):
         pooled = connection.connection
         dbapi: Any = pooled.dbapi_connection
         in_transaction = bool(getattr(dbapi, "in_transaction", False))
-        for statement in self.write_begins(pooled.info, in_transaction):
-            dbapi.execute(statement)
+        cursor = dbapi.cursor()
+        try:
+            for statement in self.write_begins(pooled.info, in_transaction):
+                cursor.execute(statement)
+        finally:
+            cursor.close()
 
     def write_begins(
         self, info: MutableMapping[Any, Any], in_transaction: bool
