@@ -236,6 +236,8 @@ class WheelTrial:
         options: The conformance options that give the run a namespace of its
             own on a shared server (dropped afterwards).
         both_twins: Whether the async suite runs too (``--async``).
+        pins: Requirements installed beside it: the oldest release of a
+            dependency that its own requirements accept, tried too.
     """
 
     folder: str
@@ -244,11 +246,25 @@ class WheelTrial:
     server: str | None = None
     options: tuple[str, ...] = ()
     both_twins: bool = False
+    pins: tuple[str, ...] = ()
+
+    @property
+    def name(self) -> str:
+        """The folder, and the pins when there are some."""
+        return " ".join([self.folder, *self.pins])
 
 
 WHEEL_TRIALS = [
     WheelTrial(
         "sql", ("aiosqlite",), url="sqlite:///{tmp}/conformance.db", both_twins=True
+    ),
+    # The SQLAlchemy the package requires at least (pyproject's lower bound).
+    WheelTrial(
+        "sql",
+        ("aiosqlite",),
+        url="sqlite:///{tmp}/conformance.db",
+        both_twins=True,
+        pins=("sqlalchemy[asyncio]==2.0.30",),
     ),
     WheelTrial("redis", server="redis", options=("--namespace-option", "key_prefix")),
     # No MongoDB server runs here: without CHATLEDGER_TEST_MONGODB_URL the wheel
@@ -330,6 +346,7 @@ def _try_alone(
     session.run(
         "uv", "pip", "install", "--quiet", "--python", str(venv / "bin" / "python"),
         f"{core} @ {core_wheel.as_uri()}", f"{name}{extras} @ {wheel.as_uri()}",
+        *trial.pins,
     )  # fmt: skip
     with session.chdir(folder):
         session.run(
@@ -394,5 +411,5 @@ def wheels(session: nox.Session) -> None:
     for trial in WHEEL_TRIALS:
         began = time.monotonic()
         done = _try_alone(session, trial, workspace, required)
-        timings.append(f"{trial.folder} {done} {time.monotonic() - began:.0f} s")
+        timings.append(f"{trial.name} {done} {time.monotonic() - began:.0f} s")
     session.log("wheels: " + ", ".join(timings))
