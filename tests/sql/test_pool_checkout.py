@@ -32,7 +32,7 @@ from chatledger_sql.pool_checkout import (
     takes_idle_without_awaiting,
 )
 from tests.sql.conftest import unique_table
-from tests.sql.test_async_repository import url_of
+from tests.sql.test_async_repository import run, url_of
 
 #: The async drivers whose engines from_url makes check out quietly.
 QUIET = [
@@ -59,19 +59,7 @@ def spawned(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 def _run(
     url: str, scenario: Callable[[AsyncSqlChatMemoryRepository], Awaitable[None]]
 ) -> None:
-    async def main() -> None:
-        repository = AsyncSqlChatMemoryRepository.from_url(
-            url, table_name=unique_table()
-        )
-        try:
-            await scenario(repository)
-        finally:
-            try:
-                await repository.drop_schema()
-            finally:
-                await repository.aclose()
-
-    asyncio.run(main())
+    run(AsyncSqlChatMemoryRepository.from_url(url, table_name=unique_table()), scenario)
 
 
 @pytest.mark.parametrize(("backend", "driver"), QUIET)
@@ -173,11 +161,13 @@ def test_a_pool_listener_added_later_makes_checkouts_await(
     _run(url_of("sqlite", None, tmp_path), scenario)
 
 
-def _idle_engine(directory: Path) -> AsyncEngine:
+def _idle_engine(directory: Path, **options: Any) -> AsyncEngine:
     # As QuietPool asks: no rollback on the return of a connection without
     # a transaction (these tests open none).
     return create_async_engine(
-        f"sqlite+aiosqlite:///{directory / 'x.db'}", pool_reset_on_return=None
+        f"sqlite+aiosqlite:///{directory / 'x.db'}",
+        pool_reset_on_return=None,
+        **options,
     )
 
 
@@ -220,12 +210,7 @@ def test_a_connection_past_the_pools_size_is_closed_through_the_awaiting_path(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     async def main() -> None:
-        engine = create_async_engine(
-            f"sqlite+aiosqlite:///{tmp_path / 'x.db'}",
-            pool_reset_on_return=None,
-            pool_size=1,
-            max_overflow=1,
-        )
+        engine = _idle_engine(tmp_path, pool_size=1, max_overflow=1)
         pool: Any = engine.sync_engine.pool
         quiet = QuietPool(engine.sync_engine, {})
         try:
