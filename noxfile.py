@@ -383,7 +383,8 @@ def wheels(session: nox.Session) -> None:
     core's wheel and nothing else of the repository (its drivers come from
     PyPI, through uv's cache), must import and load its entry points, and a
     backend then passes ``chatledger conformance``: SQL on a SQLite file, sync
-    and async, on the newest SQLAlchemy and on the oldest it accepts; Redis, MongoDB, Cassandra and Neo4j on the servers their
+    and async, on the newest SQLAlchemy and on the oldest it accepts; Redis,
+    MongoDB, Cassandra and Neo4j on the servers their
     ``CHATLEDGER_TEST_<NAME>_URL`` names, in a namespace of their own (without
     its URL a backend is installed and imported only, and one named in
     ``CHATLEDGER_REQUIRE_BACKENDS`` fails). Arguments go to the conformance
