@@ -13,10 +13,12 @@ with no transaction open, to a pool whose reset rolls back only an open one.
 ``AsyncConnection``.
 
 A pool is watched by a :class:`QuietPool`: once one of its connections has
-been invalidated (a dropped connection, a failed statement's cleanup), a
-record of it may reconnect at its next checkout, so from then on every
-checkout of that pool takes the awaiting path. A new pool (after
-``dispose()``) starts quiet again. SQLAlchemy's asyncio pool hands over an
+been invalidated (a dropped connection, a statement cancelled mid-way, a
+failed statement's cleanup), a record of it may reconnect at its next
+checkout, and which one is next is not known without SQLAlchemy's private
+state, so from then on every checkout of that pool takes the awaiting path,
+as before there was this module. A new pool (after ``dispose()``) starts
+quiet again. SQLAlchemy's asyncio pool hands over an
 idle connection without awaiting from releases 2.0.55 and 2.1.5 on (before,
 a pool without overflow awaited its queue even then): on older releases
 every checkout awaits, as before.
