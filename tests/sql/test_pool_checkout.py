@@ -12,8 +12,10 @@ on return, a pre-ping. Real databases throughout.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import warnings
+import weakref
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -121,7 +123,7 @@ def test_a_connection_returned_in_a_transaction_is_rolled_back(
         memory = AsyncMessageWindowChatMemory(repository, max_messages=4)
         await memory.add("c", Message.user("first"))
         engine = repository.engine
-        quiet = repository._quiet(engine)
+        quiet = repository._quiet
         assert quiet is not None
         async with pooled_connection(engine, quiet) as connection:
             await connection.begin()
@@ -177,12 +179,12 @@ def test_an_engine_that_pings_or_recycles_always_awaits(tmp_path: Path) -> None:
         try:
             async with engine.connect():
                 pass  # one idle connection in the pool
-            steady = QuietPool(engine.sync_engine, {})
-            quiet_one = steady.connect()
+            steady = QuietPool({})
+            quiet_one = steady.connect(engine.sync_engine)
             assert quiet_one is not None
             quiet_one.close()
             for options in ({"pool_pre_ping": True}, {"pool_recycle": 3600}):
-                assert QuietPool(engine.sync_engine, options).connect() is None
+                assert QuietPool(options).connect(engine.sync_engine) is None
         finally:
             await engine.dispose()
 
@@ -193,11 +195,12 @@ def test_a_pool_without_an_idle_connection_awaits(tmp_path: Path) -> None:
     async def main() -> None:
         engine = _idle_engine(tmp_path)
         try:
-            quiet = QuietPool(engine.sync_engine, {})
-            assert quiet.connect() is None  # nothing pooled yet: it connects
+            quiet = QuietPool({})
+            # Nothing pooled yet: it connects, which awaits.
+            assert quiet.connect(engine.sync_engine) is None
             async with pooled_connection(engine, quiet) as connection:
                 assert (await connection.execute(text("SELECT 1"))).scalar() == 1
-            again = quiet.connect()
+            again = quiet.connect(engine.sync_engine)
             assert again is not None  # now pooled, and taken without I/O
             again.close()
         finally:
@@ -212,7 +215,7 @@ def test_a_connection_past_the_pools_size_is_closed_through_the_awaiting_path(
     async def main() -> None:
         engine = _idle_engine(tmp_path, pool_size=1, max_overflow=1)
         pool: Any = engine.sync_engine.pool
-        quiet = QuietPool(engine.sync_engine, {})
+        quiet = QuietPool({})
         try:
             one = await engine.connect()
             overflow = await engine.connect()  # past the pool's size
@@ -252,3 +255,24 @@ def test_releases_whose_pool_awaits_an_idle_connection_never_check_out_quietly(
     # Before these releases AsyncAdaptedQueue.get awaited the queue even with
     # a connection in it, which outside a greenlet raises MissingGreenlet.
     assert takes_idle_without_awaiting(version) is quiet
+
+
+def test_the_engines_of_finished_loops_are_not_kept(tmp_path: Path) -> None:
+    repository = AsyncSqlChatMemoryRepository.from_url(
+        url_of("sqlite", None, tmp_path), table_name=unique_table()
+    )
+    memory = AsyncMessageWindowChatMemory(repository, max_messages=10)
+    engines: list[weakref.ref[Any]] = []
+
+    async def add(n: int) -> None:
+        await memory.add("c", Message.user(f"m{n}"))
+        assert [m.content for m in await memory.get("c")][-1] == f"m{n}"
+        engines.append(weakref.ref(repository.engine.sync_engine))
+
+    for n in range(3):
+        asyncio.run(add(n))
+    gc.collect()
+    # The first loop took the engine from_url made, which the repository
+    # keeps; each later loop's went with its loop.
+    assert [engine() is None for engine in engines] == [False, True, True]
+    run(repository, lambda _: asyncio.sleep(0))

@@ -406,12 +406,9 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         if True:  # async
             #: One engine per event loop, when from_url made them (see engine).
             self._engines: LoopLocal[AsyncEngine] | None = None
-            #: The options of engines from_url made whose connections may be
+            #: Says when the connections of the engines from_url made may be
             #: checked out and in without a greenlet (see _connect).
-            self._quiet_options: dict[str, Any] | None = None
-            self._quiet_pools: weakref.WeakKeyDictionary[Engine, QuietPool] = (
-                weakref.WeakKeyDictionary()
-            )
+            self._quiet: QuietPool | None = None
         if engine.dialect.name == "sqlite":
             _roll_back_before_discarding(engine)
         self.fault_points = FaultPoints()
@@ -542,7 +539,7 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
         repository._owns_engine = True
         if True:  # async
             if skip_idle_rollback:
-                repository._quiet_options = settings
+                repository._quiet = QuietPool(settings)
             # Each event loop gets an engine of its own (see engine).
             repository._engines = LoopLocal(
                 make_engine, close=AsyncEngine.dispose, first=engine
@@ -2182,8 +2179,7 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
             sure way that the next user of the pool does not read it. The
             server rolls back whatever the closed connection had begun.
             """
-            engine = self.engine
-            async with pooled_connection(engine, self._quiet(engine)) as connection:
+            async with pooled_connection(self.engine, self._quiet) as connection:
                 try:
                     yield connection
                 except BaseException as error:
@@ -2191,17 +2187,6 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
                         await connection.invalidate(error)
                     raise
 
-        def _quiet(self, engine: AsyncEngine) -> QuietPool | None:
-            """What checks ``engine``'s connections out without a greenlet, on
-            engines from_url made (see :mod:`chatledger_sql.pool_checkout`)."""
-            options = self._quiet_options
-            if options is None:
-                return None
-            sync = engine.sync_engine
-            quiet = self._quiet_pools.get(sync)
-            if quiet is None:
-                quiet = self._quiet_pools[sync] = QuietPool(sync, options)
-            return quiet
     else:
         # The pool's connection, as it is.
         def _connect(self) -> Connection:

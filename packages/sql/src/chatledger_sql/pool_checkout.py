@@ -77,16 +77,18 @@ class _PoolState:
 class QuietPool:
     """Says when an engine's pool checks a connection out, or in, without I/O.
 
+    One serves every engine made with the same options (a repository's, one
+    per event loop); it keeps no engine alive.
+
     Args:
-        engine: The sync engine of an asyncio engine ``from_url`` made, whose
-            reset rolls back only an open transaction.
-        engine_options: The options the engine was made with: a pre-ping or
-            a recycle time makes checkouts await, always.
+        engine_options: The options the engines were made with, by
+            ``from_url``, whose pool reset rolls back only an open
+            transaction: a pre-ping or a recycle time makes checkouts
+            await, always.
     """
 
-    def __init__(self, engine: Engine, engine_options: Mapping[str, Any]) -> None:
-        """Watch ``engine``'s pools from now on."""
-        self._engine = engine
+    def __init__(self, engine_options: Mapping[str, Any]) -> None:
+        """Watch the pools of the engines it is asked about from then on."""
         self._never = (
             not _QUIET_RELEASE
             or bool(engine_options.get("pool_pre_ping"))
@@ -96,8 +98,9 @@ class QuietPool:
             weakref.WeakKeyDictionary()
         )
 
-    def connect(self) -> Connection | None:
-        """A connection checked out without I/O, or ``None`` where it would await.
+    def connect(self, engine: Engine) -> Connection | None:
+        """A connection of ``engine`` checked out without I/O, or ``None``
+        where it would await.
 
         Quiet when the pool is a queue pool holding an idle connection, no
         connection of it has been invalidated, and neither the pool's
@@ -105,7 +108,6 @@ class QuietPool:
         """
         if self._never:
             return None
-        engine = self._engine
         pool = engine.pool
         if not isinstance(pool, QueuePool) or pool.checkedin() == 0:
             return None
@@ -122,7 +124,7 @@ class QuietPool:
             state.quiet = False
             return None
 
-    def returns_quietly(self, connection: Connection) -> bool:
+    def returns_quietly(self, engine: Engine, connection: Connection) -> bool:
         """Whether ``connection`` goes back to its pool without I/O.
 
         It does when it holds no transaction, neither SQLAlchemy's nor the
@@ -135,7 +137,7 @@ class QuietPool:
             return False
         if "isolation_level" in connection.get_execution_options():
             return False
-        pool = self._engine.pool
+        pool = engine.pool
         if not isinstance(pool, QueuePool) or pool.checkedin() >= pool.size():
             return False
         state = self._pools.get(pool)
@@ -152,7 +154,7 @@ async def pooled_connection(
 ) -> AsyncIterator[AsyncConnection]:
     """``engine.connect()``, checked out and in without a greenlet where ``quiet``
     says nothing awaits (see :class:`QuietPool`); ``None``: as it is."""
-    sync = None if quiet is None else quiet.connect()
+    sync = None if quiet is None else quiet.connect(engine.sync_engine)
     if sync is None:
         async with engine.connect() as connection:
             yield connection
@@ -162,7 +164,7 @@ async def pooled_connection(
     try:
         yield connection
     finally:
-        if quiet.returns_quietly(sync):
+        if quiet.returns_quietly(engine.sync_engine, sync):
             sync.close()
         else:
             # As AsyncConnection's own exit: the close runs to its end even
