@@ -1,14 +1,14 @@
-"""Async SQLite on aiosqlite's own connection: one trip to its thread a statement.
+"""Async SQLite on aiosqlite's own connection: one trip to its thread a call.
 
 aiosqlite runs every call on its own thread. Through SQLAlchemy's adapter a
 read took five trips there and back (cursor, execute, fetch, close, and the
 pool's ROLLBACK) and a log append eleven; ``find_by_conversation_id`` and
 the window's view now send their SELECT in one ``execute_fetchall``, a log
 append its four statements (``BEGIN IMMEDIATE``, the row's advance, the
-insert, the commit) in four, and the pool rolls back only an open
-transaction. ``echo`` or a cursor-execute listener keeps SQLAlchemy's path;
-messages, errors and the pool's state are the same, and a cancelled append
-leaves neither a lock nor part of itself.
+insert, the commit) in one function run in the thread, and the pool rolls
+back only an open transaction. ``echo`` or a cursor-execute listener keeps
+SQLAlchemy's path; messages, errors and the pool's state are the same, and a
+cancelled append leaves neither a lock nor part of itself.
 """
 
 from __future__ import annotations
@@ -37,25 +37,29 @@ from tests.sql.conftest import (
 
 aiosqlite = pytest.importorskip("aiosqlite")
 
-#: The aiosqlite calls that each take one trip to its thread.
-TRIPS = ("cursor", "execute", "execute_fetchall", "executemany", "commit", "rollback")
-
 
 @pytest.fixture
 def trips(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The aiosqlite calls made (the real ones still run)."""
+    """The functions sent to aiosqlite's thread, by name (each one trip there
+    and back; the real ones still run)."""
     made: list[str] = []
-    for name in TRIPS:
-        real = getattr(aiosqlite.Connection, name)
+    real = aiosqlite.Connection._execute
 
-        def counting(
-            self: Any, *args: Any, _real: Any = real, _name: str = name
-        ) -> Any:
-            made.append(_name)
-            return _real(self, *args)
+    def counting(self: Any, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        made.append(getattr(fn, "__name__", type(fn).__name__))
+        return real(self, fn, *args, **kwargs)
 
-        monkeypatch.setattr(aiosqlite.Connection, name, counting)
+    monkeypatch.setattr(aiosqlite.Connection, "_execute", counting)
     return made
+
+
+async def traced(repository: AsyncSqlChatMemoryRepository) -> list[str]:
+    """The statements SQLite runs from now on (the pool's one connection)."""
+    sent: list[str] = []
+    async with repository.engine.connect() as connection:
+        driver: Any = (await connection.get_raw_connection()).driver_connection
+        await driver._execute(driver._conn.set_trace_callback, sent.append)
+    return sent
 
 
 def _run(
@@ -84,7 +88,7 @@ def test_reads_take_one_trip_and_read_what_sqlalchemy_reads(
         trips.clear()
         direct = await repository.find_by_conversation_id("c")
         view = await repository.find_window("c", MessageWindow(100))
-        assert trips == ["execute_fetchall", "execute_fetchall"]
+        assert trips == ["_execute_fetchall", "_execute_fetchall"]
         assert repository.engine.pool.checkedout() == 0  # type: ignore[attr-defined]
         with cursor_statements(repository.engine.sync_engine) as seen:
             assert not runs_raw_async(repository.engine)
@@ -93,7 +97,8 @@ def test_reads_take_one_trip_and_read_what_sqlalchemy_reads(
             view_through_sqlalchemy = await repository.find_window(
                 "c", MessageWindow(100)
             )
-            assert "execute_fetchall" not in trips
+            assert trips
+            assert "_execute_fetchall" not in trips
         assert direct == through_sqlalchemy == history
         assert view == view_through_sqlalchemy == history
         assert [m.created_at for m in direct] == [m.created_at for m in history]
@@ -102,21 +107,23 @@ def test_reads_take_one_trip_and_read_what_sqlalchemy_reads(
     _run(tmp_path / "chat.db", scenario)
 
 
-def test_a_log_append_takes_four_trips_and_a_retry_stores_nothing(
+def test_a_log_append_takes_one_trip_and_a_retry_stores_nothing(
     tmp_path: Path, trips: list[str]
 ) -> None:
     async def scenario(repository: AsyncSqlChatMemoryRepository) -> None:
         memory = AsyncMessageWindowChatMemory(repository, max_messages=10)
         await memory.add("c", Message.user("first"))
         reply = Message.assistant("second")
+        sent = await traced(repository)
         trips.clear()
         await memory.add("c", reply)
-        assert trips == [
-            "execute_fetchall",  # BEGIN IMMEDIATE
-            "execute_fetchall",  # the conversation row's advance
-            "executemany",  # the rows
-            "commit",  # and no ROLLBACK from the pool after it
-        ]
+        # The conversation row's advance, the rows and the commit in one
+        # function; no ROLLBACK from the pool after it.
+        assert trips == ["run_together"]
+        begin, advance, insert, commit = sent
+        assert (begin, commit) == ("BEGIN IMMEDIATE", "COMMIT")
+        assert repository.tables.conversations.name in advance
+        assert insert.startswith(f"INSERT INTO {repository.tables.messages.name}")
         await memory.add("c", reply)  # a retry: the id is held
         assert [m.content for m in await memory.get("c")] == ["first", "second"]
         assert repository.engine.pool.checkedout() == 0  # type: ignore[attr-defined]

@@ -112,12 +112,14 @@ from chatledger.adapters import (
 )
 from chatledger_sql.compiled import (
     CompiledStatement,
+    RawCalls,
     async_driver_calls,  # async-only
     fetch_all,
     fetch_all_async,  # async-only
     raw_calls,
     runs_raw,
     runs_raw_async,  # async-only
+    runs_together,  # async-only
     transaction_open,
 )
 from chatledger_sql.dialects import DialectSpec, resolve_dialect
@@ -128,6 +130,7 @@ from chatledger_sql.dialects.base import (
     SqlDialect,
 )
 from chatledger_sql.floor import AsyncSqlBenchmarkFloor, open_floor_async
+from chatledger_sql.log_advancing import advance_then_insert
 from chatledger_sql.log_steps import (
     log_append_parameters,
     log_append_rows,
@@ -1420,60 +1423,42 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
             )
             return base + size - 1
 
-        def write_raw(connection: AsyncConnection) -> int | None:
+        def on_driver(
+            connection: AsyncConnection,
+        ) -> Callable[[RawCalls, Callable[[], bool]], int | None]:
             # The same, on the driver's connection: the write transaction is
             # the dialect's begin (SQLite's BEGIN IMMEDIATE) and the driver's
             # commit, with no statement of SQLAlchemy's in between.
-            sync = _sync(connection)
-            advancing = self._compiled(connection, ("log advance", size), advance)
-            inserting = self._compiled(
-                connection, ("insert messages",), self._sql.insert_messages
+            return functools.partial(
+                advance_then_insert,
+                dialect=dialect,
+                advancing=self._compiled(connection, ("log advance", size), advance),
+                parameters=parameters,
+                inserting=self._compiled(
+                    connection, ("insert messages",), self._sql.insert_messages
+                ),
+                rows=rows,
             )
-            with raw_calls(sync) as calls:
-                dialect.begin_write(sync)
-                found = calls.execute(advancing, parameters).fetchone()
-                if found is None:
-                    calls.driver.rollback()
-                    return None
-                base, sized = int(found[0]), bool(found[1])
-                calls.execute_many(inserting, numbered_from(rows, base, sized))
-                calls.driver.commit()
-            return base + size - 1
 
         if True:  # async
 
-            async def on_driver(connection: AsyncConnection) -> int | None:
-                # write_raw on aiosqlite's connection: each statement one trip
-                # to its thread, where SQLAlchemy's cursor takes three or four.
-                advancing = self._compiled(connection, ("log advance", size), advance)
-                inserting = self._compiled(
-                    connection, ("insert messages",), self._sql.insert_messages
-                )
+            async def together(connection: AsyncConnection) -> int | None:
+                # On aiosqlite, the whole of it in one trip to its thread: a
+                # trip a statement costs as much as the statement.
                 async with async_driver_calls(connection) as calls:
-                    begins = dialect.write_begins(calls.info, calls.in_transaction())
-                    for begin in begins or ():
-                        await calls.execute(begin)
-                    found = await calls.run(advancing, parameters)
-                    if not found:
-                        await calls.driver.rollback()
-                        return None
-                    base, sized = int(found[0][0]), bool(found[0][1])
-                    await calls.run_many(inserting, numbered_from(rows, base, sized))
-                    await settled(calls.driver.commit())
-                return base + size - 1
+                    return await calls.together(on_driver(connection))
 
             # A dialect that says what begins its writes (SQLite's) is sent
             # that; any other keeps SQLAlchemy's path.
             begins_itself = dialect.write_begins({}, True) is not None
-            if begins_itself and runs_raw_async(self.engine):
-                return await self._write(
-                    conversation_id, on_driver, commits_itself=True
-                )
+            if begins_itself and runs_together(self.engine):
+                return await self._write(conversation_id, together, commits_itself=True)
         # Never on an asyncio driver: runs_raw knows sync drivers only.
         if runs_raw(self.engine):
 
             async def raw(connection: AsyncConnection) -> int | None:
-                return write_raw(connection)
+                with raw_calls(_sync(connection)) as calls:
+                    return on_driver(connection)(calls, lambda: True)
 
             return await self._write(conversation_id, raw, commits_itself=True)
         return await self._write(conversation_id, write)

@@ -32,6 +32,8 @@ on psycopg without the greenlet switch SQLAlchemy's adapter makes.
 from __future__ import annotations
 
 import contextlib
+import functools
+import threading
 from collections.abc import (
     AsyncIterator,
     Callable,
@@ -40,12 +42,14 @@ from collections.abc import (
     MutableMapping,
     Sequence,
 )
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from sqlalchemy import exc
 from sqlalchemy.engine import Connection, Dialect, Engine
 from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.sql.elements import ClauseElement
+
+from chatledger.adapters import settled
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
@@ -63,6 +67,7 @@ __all__ = [
     "raw_calls",
     "runs_raw",
     "runs_raw_async",
+    "runs_together",
     "transaction_open",
 ]
 
@@ -96,6 +101,8 @@ ASYNC_RAW_DRIVERS = frozenset(
 )
 #: The MySQL protocol's status bit for an open transaction.
 _SERVER_STATUS_IN_TRANS = 1
+
+T = TypeVar("T")
 
 
 class CompiledStatement:
@@ -230,6 +237,25 @@ def runs_raw_async(engine: AsyncEngine) -> bool:
     if (dialect.name, dialect.driver) not in ASYNC_RAW_DRIVERS:
         return False
     return _unobserved(engine.sync_engine)
+
+
+def runs_together(engine: AsyncEngine) -> bool:
+    """Whether :meth:`AsyncDriverCalls.together` can run on ``engine``'s
+    connections right now: aiosqlite's (:func:`runs_raw_async`), whose
+    connection runs a function in its thread."""
+    dialect = engine.dialect
+    return (
+        dialect.driver == "aiosqlite"
+        and runs_raw_async(engine)
+        and _aiosqlite_runs_functions()
+    )
+
+
+@functools.cache
+def _aiosqlite_runs_functions() -> bool:
+    import aiosqlite
+
+    return callable(getattr(aiosqlite.Connection, "_execute", None))
 
 
 def _unobserved(engine: Engine) -> bool:
@@ -407,6 +433,66 @@ class AsyncDriverCalls:
         self._parameters = parameters = [statement.parameters(row) for row in rows]
         await self.driver.executemany(statement.sql, parameters)
 
+    async def together(
+        self, procedure: Callable[[RawCalls, Callable[[], bool]], T]
+    ) -> T:
+        """Run ``procedure`` on aiosqlite's ``sqlite3`` connection, in one
+        trip to its thread (where :func:`runs_together`); what it returns.
+
+        ``procedure`` sends its statements through the :class:`RawCalls` it
+        is given, as on a sync driver, and calls the function it is given
+        (``may_commit``) just before it commits: ``False`` when the caller was
+        cancelled first, and it then rolls back instead. A cancellation that
+        comes later waits for the commit (:func:`~chatledger.adapters.settled`):
+        either way, what is stored when the cancellation returns stays. A
+        statement that fails is named in the error :func:`async_driver_calls`
+        raises, as one sent by :meth:`run`.
+        """
+        driver = self.driver
+        # aiosqlite runs every call as a function queued to its thread
+        # (``_execute``, which SQLAlchemy's own adapter also feeds): a whole
+        # write goes as one such function instead of a trip per statement.
+        calls = RawCalls(driver._conn, self.info)
+        gate = _CommitGate()
+
+        def run_together() -> T:
+            try:
+                return procedure(calls, gate.may_commit)
+            finally:
+                calls.close()
+
+        try:
+            result: T = await settled(
+                driver._execute(run_together), committing=gate.committing
+            )
+        finally:
+            self._sql, self._parameters = calls._sql, calls._parameters
+        return result
+
+
+class _CommitGate:
+    """Who comes first, across threads: a procedure's commit or a
+    cancellation (:meth:`AsyncDriverCalls.together`)."""
+
+    __slots__ = ("_lock", "_state")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._state = ""
+
+    def may_commit(self) -> bool:
+        """The procedure's thread, just before its commit: go on or not."""
+        with self._lock:
+            self._state = self._state or "committing"
+            return self._state == "committing"
+
+    def committing(self) -> bool:
+        """The event loop, on a cancellation: whether the commit is under way;
+        if not, it will not be."""
+        with self._lock:
+            self._state = self._state or "stopped"
+            return self._state == "committing"
+
 
 @contextlib.asynccontextmanager
 async def async_driver_calls(
@@ -460,22 +546,31 @@ def transaction_open(driver: Any) -> bool:
 
 
 class RawCalls:
-    """Compiled statements run one after another on a connection's DBAPI cursor.
+    """Compiled statements run one after another on a DBAPI connection's cursor.
 
     Made by :func:`raw_calls`, which raises a failing statement's error as
-    SQLAlchemy would. :attr:`driver` is the driver's connection, for its
-    own ``commit`` and ``rollback``.
+    SQLAlchemy would, and by :meth:`AsyncDriverCalls.together`. :attr:`driver`
+    is the driver's connection, for its own ``commit`` and ``rollback``;
+    :attr:`info` the pool's record of it (``ConnectionRecord.info``).
     """
 
-    __slots__ = ("_cursor", "_kept", "_parameters", "_sql", "driver")
+    __slots__ = ("_cursor", "_parameters", "_sql", "driver", "info")
 
-    def __init__(self, connection: Connection) -> None:
-        """Take ``connection``'s DBAPI connection; no cursor yet."""
-        self.driver: Any = connection.connection.driver_connection
-        self._kept = connection.connection.info
+    def __init__(self, driver: Any, info: MutableMapping[Any, Any]) -> None:
+        """Take the DBAPI connection and the pool's record of it; no cursor yet."""
+        self.driver = driver
+        self.info = info
         self._cursor: Any = None
         self._sql = ""
         self._parameters: Any = None
+
+    def execute_text(self, sql: str) -> None:
+        """Run ``sql``, a statement without parameters (a ``BEGIN``)."""
+        cursor = self._cursor
+        if cursor is None:
+            cursor = self._cursor = self.driver.cursor()
+        self._sql, self._parameters = sql, ()
+        cursor.execute(sql)
 
     def execute(self, statement: CompiledStatement, values: dict[str, Any]) -> Any:
         """Run ``statement`` with ``values``; return the cursor, to fetch from."""
@@ -484,7 +579,7 @@ class RawCalls:
             cursor = self._cursor = self.driver.cursor()
         self._sql = statement.sql
         self._parameters = parameters = statement.parameters(values)
-        statement.send(cursor, parameters, self._kept)
+        statement.send(cursor, parameters, self.info)
         return cursor
 
     def execute_many(
@@ -519,7 +614,8 @@ def raw_calls(connection: Connection) -> Iterator[RawCalls]:
     Raises:
         sqlalchemy.exc.DBAPIError: as SQLAlchemy raises it.
     """
-    calls = RawCalls(connection)
+    pooled = connection.connection
+    calls = RawCalls(pooled.driver_connection, pooled.info)
     try:
         yield calls
         calls.close()

@@ -105,6 +105,7 @@ from chatledger.adapters import (
 )
 from chatledger_sql.compiled import (
     CompiledStatement,
+    RawCalls,
     fetch_all,
     raw_calls,
     runs_raw,
@@ -118,6 +119,7 @@ from chatledger_sql.dialects.base import (
     SqlDialect,
 )
 from chatledger_sql.floor import SqlBenchmarkFloor, open_floor
+from chatledger_sql.log_advancing import advance_then_insert
 from chatledger_sql.log_steps import (
     log_append_parameters,
     log_append_rows,
@@ -1303,31 +1305,29 @@ class SqlChatMemoryRepository(ClosingContext):
             )
             return base + size - 1
 
-        def write_raw(connection: Connection) -> int | None:
+        def on_driver(
+            connection: Connection,
+        ) -> Callable[[RawCalls, Callable[[], bool]], int | None]:
             # The same, on the driver's connection: the write transaction is
             # the dialect's begin (SQLite's BEGIN IMMEDIATE) and the driver's
             # commit, with no statement of SQLAlchemy's in between.
-            sync = _sync(connection)
-            advancing = self._compiled(connection, ("log advance", size), advance)
-            inserting = self._compiled(
-                connection, ("insert messages",), self._sql.insert_messages
+            return functools.partial(
+                advance_then_insert,
+                dialect=dialect,
+                advancing=self._compiled(connection, ("log advance", size), advance),
+                parameters=parameters,
+                inserting=self._compiled(
+                    connection, ("insert messages",), self._sql.insert_messages
+                ),
+                rows=rows,
             )
-            with raw_calls(sync) as calls:
-                dialect.begin_write(sync)
-                found = calls.execute(advancing, parameters).fetchone()
-                if found is None:
-                    calls.driver.rollback()
-                    return None
-                base, sized = int(found[0]), bool(found[1])
-                calls.execute_many(inserting, numbered_from(rows, base, sized))
-                calls.driver.commit()
-            return base + size - 1
 
         # Never on an asyncio driver: runs_raw knows sync drivers only.
         if runs_raw(self.engine):
 
             def raw(connection: Connection) -> int | None:
-                return write_raw(connection)
+                with raw_calls(_sync(connection)) as calls:
+                    return on_driver(connection)(calls, lambda: True)
 
             return self._write(conversation_id, raw, commits_itself=True)
         return self._write(conversation_id, write)
