@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 
 import pytest
 
@@ -94,12 +95,14 @@ def test_a_transaction_is_waited_for_only_once_its_commit_is_under_way(
 ) -> None:
     async def main() -> None:
         committing = False
+        started = asyncio.Event()
         commit = asyncio.Event()
         done: list[str] = []
 
         async def transaction() -> None:
             nonlocal committing
             done.append("statements")
+            started.set()
             await commit.wait()
             committing = True
             await asyncio.sleep(0.01)
@@ -108,7 +111,7 @@ def test_a_transaction_is_waited_for_only_once_its_commit_is_under_way(
         caller = asyncio.create_task(
             settled(transaction(), committing=lambda: committing)
         )
-        await asyncio.sleep(0)
+        await started.wait()
         if cancelled_in == "commit":
             commit.set()
             await asyncio.sleep(0)
@@ -120,3 +123,50 @@ def test_a_transaction_is_waited_for_only_once_its_commit_is_under_way(
         assert done == steps
 
     asyncio.run(main())
+
+
+def test_a_timeout_waits_for_the_call_then_is_raised_as_a_timeout() -> None:
+    async def main() -> None:
+        landed: list[str] = []
+
+        async def write() -> None:
+            await asyncio.sleep(0.05)
+            landed.append("written")
+
+        with pytest.raises(TimeoutError):
+            async with asyncio.timeout(0.01):
+                await settled(write())
+        assert landed == ["written"]
+        current = asyncio.current_task()
+        assert current is not None
+        assert current.cancelling() == 0
+
+    asyncio.run(main())
+
+
+def test_the_error_that_gave_way_is_not_reported_as_never_retrieved() -> None:
+    reported: list[dict[str, object]] = []
+
+    async def main() -> None:
+        asyncio.get_running_loop().set_exception_handler(
+            lambda _loop, context: reported.append(context)
+        )
+        answer = asyncio.Event()
+
+        async def write() -> None:
+            await answer.wait()
+            raise ValueError("the write failed")
+
+        caller = asyncio.create_task(settled(write()))
+        await asyncio.sleep(0)
+        caller.cancel()
+        await asyncio.sleep(0)
+        answer.set()
+        with pytest.raises(asyncio.CancelledError):
+            await caller
+        del caller
+        gc.collect()
+
+    asyncio.run(main())
+    gc.collect()
+    assert reported == []

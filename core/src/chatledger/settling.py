@@ -17,9 +17,9 @@ first, so when the cancellation returns, what is stored is what stays.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+import inspect
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
 
 __all__ = ["settled"]
 
@@ -45,12 +45,44 @@ async def settled(
             ``call`` at once, as if it had not been settled: nothing was
             committed, and the server rolls back what was not.
     """
-    task = asyncio.ensure_future(call)
-    try:
-        return await asyncio.shield(task)
-    except asyncio.CancelledError:
-        if committing is not None and not committing():
-            task.cancel()
-        with contextlib.suppress(Exception):
-            await task
-        raise
+    # The caller's wake-up reads the task's answer, an error included, before
+    # its cancellation is raised in place of it: nothing is left unretrieved.
+    answer: T = await _Settling(
+        call if inspect.iscoroutine(call) else _awaited(call), committing
+    )
+    return answer
+
+
+async def _awaited(call: Awaitable[T]) -> T:
+    return await call
+
+
+class _Settling(asyncio.Task[Any]):
+    """The task :func:`settled` awaits, which its caller's first cancellation
+    does not reach.
+
+    A task cancelled while it awaits a future cancels that future; the future
+    answering that it cannot be cancelled leaves the task to be cancelled when
+    the future is done. That is the whole of it: the caller waits for the
+    call, then its cancellation is raised. (``asyncio.shield`` would do the
+    same with a future between the two, a turn of the event loop more.)
+    """
+
+    __slots__ = ("_committing", "_spared")
+
+    def __init__(
+        self, coroutine: Coroutine[Any, Any, Any], committing: Callable[[], bool] | None
+    ) -> None:
+        super().__init__(coroutine)
+        self._committing = committing
+        self._spared = False
+
+    def cancel(self, msg: Any = None) -> bool:
+        """Hold back the first cancellation (unless nothing is being
+        committed yet); carry out any other."""
+        if self.done():
+            return False
+        if not self._spared and (self._committing is None or self._committing()):
+            self._spared = True
+            return False
+        return super().cancel(msg)
