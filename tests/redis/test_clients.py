@@ -24,7 +24,12 @@ def test_sync_and_async_clients_share_one_retry_policy() -> None:
     try:
         for repository in (sync, asynchronous, single):
             assert _retry(repository).get_retries() == RETRIES
-        assert _retry(sync)._backoff == _retry(asynchronous)._backoff
+        sync_backoff, async_backoff = (
+            _retry(sync)._backoff,
+            _retry(asynchronous)._backoff,
+        )
+        assert type(sync_backoff) is type(async_backoff)
+        assert vars(sync_backoff) == vars(async_backoff)
     finally:
         sync.close()
 
