@@ -37,9 +37,10 @@ from typing import Any
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
-from redis.asyncio.connection import BlockingConnectionPool  # async-only
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialWithJitterBackoff
+
+from chatledger_redis.waiting_pool import WaitingConnectionPool  # async-only
 
 __all__ = [
     "BACKOFF_BASE_SECONDS",
@@ -95,5 +96,5 @@ def async_redis_client(
         # many connections", as an SQL engine's pool does.
         if not options.get("single_connection_client"):
             options.setdefault("max_connections", DEFAULT_MAX_CONNECTIONS)
-            return Redis.from_pool(BlockingConnectionPool.from_url(url, **options))
+            return Redis.from_pool(WaitingConnectionPool.from_url(url, **options))
     return Redis.from_url(url, **options)
