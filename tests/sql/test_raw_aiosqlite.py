@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import exc
 
 from chatledger import (
     AsyncMessageWindowChatMemory,
@@ -127,6 +128,32 @@ def test_a_log_append_takes_one_trip_and_a_retry_stores_nothing(
         await memory.add("c", reply)  # a retry: the id is held
         assert [m.content for m in await memory.get("c")] == ["first", "second"]
         assert repository.engine.pool.checkedout() == 0  # type: ignore[attr-defined]
+
+    _run(tmp_path / "chat.db", scenario)
+
+
+def test_a_log_append_failing_in_the_thread_raises_and_stores_nothing(
+    tmp_path: Path,
+) -> None:
+    async def scenario(repository: AsyncSqlChatMemoryRepository) -> None:
+        memory = AsyncMessageWindowChatMemory(repository, max_messages=10)
+        await memory.add("c", Message.user("first"))
+        messages = repository.tables.messages.name
+        async with repository.engine.begin() as connection:
+            await connection.exec_driver_sql(
+                f"CREATE TRIGGER refuse BEFORE INSERT ON {messages} "
+                "BEGIN INSERT INTO no_such_table VALUES (1); END"
+            )
+        with pytest.raises(exc.OperationalError, match="no_such_table") as error:
+            await memory.add("c", Message.assistant("refused"))
+        # Named as SQLAlchemy names it: the statement that failed, in the thread.
+        assert str(error.value.statement).startswith(f"INSERT INTO {messages}")
+        assert repository.engine.pool.checkedout() == 0  # type: ignore[attr-defined]
+        async with repository.engine.begin() as connection:
+            await connection.exec_driver_sql("DROP TRIGGER refuse")
+        await memory.add("c", Message.assistant("after"))
+        stored = await repository.find_by_conversation_id("c")
+        assert [m.content for m in stored] == ["first", "after"]
 
     _run(tmp_path / "chat.db", scenario)
 
