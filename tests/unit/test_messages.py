@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import pickle
 from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 
@@ -142,3 +145,41 @@ def test_message_id_must_be_printable_text(bad_id: object) -> None:
 
 def test_each_message_gets_a_unique_id() -> None:
     assert len({Message.user("x").id for _ in range(1000)}) == 1000
+
+
+MADE = datetime(2026, 1, 2, 3, 4, 5, 6, tzinfo=UTC)
+COPIED = [
+    Message(
+        Role.USER,
+        "look",
+        media=[Media("image/png", b"\x89PNG", name="a.png"), Media("text/html", "u")],
+        metadata={"tags": ["a", {"deep": [1, 2.5, None, True]}], "n": 3},
+        id="m1",
+        created_at=MADE,
+    ),
+    Message.assistant(None, tool_calls=[ToolCall("c1", "f", '{"x": 1}')]),
+    Message.tool([ToolResponse("c1", "f", "done")]),
+    Message.system("be brief"),
+]
+
+
+@pytest.mark.parametrize("message", COPIED, ids=lambda m: m.role.value)
+def test_a_message_pickles_whole(message: Message) -> None:
+    for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+        back = pickle.loads(pickle.dumps(message, protocol))
+        assert back == message
+        assert (back.id, back.created_at) == (message.id, message.created_at)
+        assert back.metadata == message.metadata
+        with pytest.raises(TypeError):
+            back.metadata["n"] = 4  # type: ignore[index]  # still read-only
+
+
+@pytest.mark.parametrize("message", COPIED, ids=lambda m: m.role.value)
+def test_a_message_is_its_own_copy(message: Message) -> None:
+    # Immutable all the way down, as a tuple of strings is.
+    assert copy.copy(message) is message
+    assert copy.deepcopy(message) is message
+    state: dict[str, Any] = {"history": [message], "extra": {"k": [1, 2]}}
+    copied = copy.deepcopy(state)
+    assert copied == state
+    assert copied["history"][0] is message

@@ -38,7 +38,6 @@ from chatledger.errors import InvalidMessageError
 from chatledger.messages import (
     _EMPTY_METADATA,
     MAX_METADATA_DEPTH,
-    JsonValue,
     Media,
     Message,
     Role,
@@ -49,6 +48,7 @@ from chatledger.messages import (
     _Rejected,
     _shown,
     _text_ok,
+    thaw,
 )
 
 __all__ = [
@@ -276,15 +276,6 @@ def dumps_value(value: object, where: str = "value") -> str:
     """
     frozen = _freeze_json(value, where, 1, "JSON")
     return json.dumps(thaw(frozen), ensure_ascii=False, separators=(",", ":"))
-
-
-def thaw(value: JsonValue) -> Any:
-    """Turn frozen metadata back into plain ``dict`` and ``list`` values."""
-    if isinstance(value, Mapping):
-        return {key: thaw(item) for key, item in value.items()}
-    if isinstance(value, tuple):
-        return [thaw(item) for item in value]
-    return value
 
 
 def _media_to_dict(media: Media) -> dict[str, Any]:

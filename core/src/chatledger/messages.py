@@ -38,6 +38,7 @@ __all__ = [
     "Role",
     "ToolCall",
     "ToolResponse",
+    "thaw",
 ]
 
 #: How deep any JSON value chatledger keeps may nest, counted in levels: the
@@ -169,6 +170,15 @@ def _freeze_json(
         f"{what} value at {path} is a {type(value).__name__}, which is not JSON "
         "(allowed: str, int, finite float, bool, None, list, dict)"
     )
+
+
+def thaw(value: JsonValue) -> Any:
+    """Turn frozen metadata back into plain ``dict`` and ``list`` values."""
+    if isinstance(value, Mapping):
+        return {key: thaw(item) for key, item in value.items()}
+    if isinstance(value, tuple):
+        return [thaw(item) for item in value]
+    return value
 
 
 class _Rejected(Exception):
@@ -416,6 +426,31 @@ class Message:
     def __hash__(self) -> int:
         # Consistent with equality: equal messages share role and content.
         return hash((self.role, self.content))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Pickled as the constructor's arguments: the frozen metadata's
+        # read-only mappings cannot be pickled, so they go as plain values and
+        # are frozen again on the way back in.
+        return (
+            type(self),
+            (
+                self.role,
+                self.content,
+                self.tool_calls,
+                self.tool_responses,
+                self.media,
+                thaw(self.metadata),
+                self.id,
+                self.created_at,
+            ),
+        )
+
+    def __copy__(self) -> Message:
+        return self
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Message:
+        # Immutable all the way down: a copy would be equal in every respect.
+        return self
 
     @classmethod
     def system(
