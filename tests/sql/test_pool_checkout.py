@@ -116,6 +116,59 @@ def test_a_dropped_connection_is_replaced_and_later_checkouts_await(
 
 
 @pytest.mark.parametrize(("backend", "driver"), QUIET)
+def test_once_a_connection_invalidated_alone_reconnects_checkouts_are_quiet_again(
+    backend: str, driver: str | None, tmp_path: Path, spawned: list[str]
+) -> None:
+    async def scenario(repository: AsyncSqlChatMemoryRepository) -> None:
+        memory = AsyncMessageWindowChatMemory(repository, max_messages=10)
+        await memory.add("c", Message.user("first"))
+        async with repository._connect() as connection:
+            await connection.invalidate()  # as a failed statement's cleanup does
+        spawned.clear()
+        await memory.add("c", Message.user("second"))  # it reconnects, awaiting
+        assert "connect" in spawned
+        await _assert_quiet(memory, spawned)
+        assert [m.content for m in await memory.get("c")][:2] == ["first", "second"]
+
+    _run(url_of(backend, driver, tmp_path), scenario)
+
+
+def test_a_cancelled_statement_leaves_the_pool_quiet_once_reconnected(
+    tmp_path: Path, spawned: list[str]
+) -> None:
+    async def scenario(repository: AsyncSqlChatMemoryRepository) -> None:
+        memory = AsyncMessageWindowChatMemory(repository, max_messages=10)
+        await memory.add("c", Message.user("first"))
+
+        async def slow() -> None:
+            async with repository._connect() as connection:
+                await connection.execute(text("SELECT pg_sleep(5)"))
+
+        sleeping = asyncio.create_task(slow())
+        await asyncio.sleep(0.3)
+        sleeping.cancel()  # _connect invalidates the connection it interrupted
+        with pytest.raises(asyncio.CancelledError):
+            await sleeping
+        spawned.clear()
+        await memory.add("c", Message.user("second"))
+        assert "connect" in spawned
+        await _assert_quiet(memory, spawned)
+
+    _run(url_of("postgresql", "psycopg", tmp_path), scenario)
+
+
+async def _assert_quiet(
+    memory: AsyncMessageWindowChatMemory, spawned: list[str]
+) -> None:
+    """Appends and reads check their connection out and in as plain calls."""
+    spawned.clear()
+    for turn in range(3):
+        await memory.add("c", Message.user(f"u{turn}"))
+        await memory.get("c")
+    assert spawned == []
+
+
+@pytest.mark.parametrize(("backend", "driver"), QUIET)
 def test_a_connection_returned_in_a_transaction_is_rolled_back(
     backend: str, driver: str | None, tmp_path: Path
 ) -> None:

@@ -12,16 +12,17 @@ with no transaction open, to a pool whose reset rolls back only an open one.
 ``AsyncEngine.connect()`` does. Either way the caller gets SQLAlchemy's own
 ``AsyncConnection``.
 
-A pool is watched by a :class:`QuietPool`: once one of its connections has
-been invalidated (a dropped connection, a statement cancelled mid-way, a
-failed statement's cleanup), a record of it may reconnect at its next
-checkout, and which one is next is not known without SQLAlchemy's private
-state, so from then on every checkout of that pool takes the awaiting path,
-as before there was this module. A new pool (after ``dispose()``) starts
-quiet again. SQLAlchemy's asyncio pool hands over an
-idle connection without awaiting from releases 2.0.55 and 2.1.5 on (before,
-a pool without overflow awaited its queue even then): on older releases
-every checkout awaits, as before.
+A pool is watched by a :class:`QuietPool`. A connection invalidated alone
+(a statement cancelled mid-way, a failed statement's cleanup, an explicit
+``invalidate()``) reconnects at its next checkout, so the pool's checkouts
+await until it has connected again, then are quiet again. A lost connection
+(a disconnect error) makes SQLAlchemy mark every connection of the pool made
+before it to reconnect, and only its private state says which have not yet:
+from then on every checkout of that pool takes the awaiting path, as before
+there was this module. A new pool (after ``dispose()``) starts quiet again.
+SQLAlchemy's asyncio pool hands over an idle connection without awaiting
+from releases 2.0.55 and 2.1.5 on (before, a pool without overflow awaited
+its queue even then): on older releases every checkout awaits, as before.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from typing import Any
 
 import sqlalchemy
 from sqlalchemy import Connection, Engine, event, exc
+from sqlalchemy.engine import Dialect
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 from sqlalchemy.pool import Pool, QueuePool
 
@@ -59,19 +61,58 @@ _QUIET_RELEASE = takes_idle_without_awaiting(sqlalchemy.__version__)
 class _PoolState:
     """Whether one pool may still be checked out from without I/O."""
 
-    __slots__ = ("quiet", "resets")
+    __slots__ = ("_is_disconnect", "loud", "reconnecting", "resets")
 
-    def __init__(self, pool: Pool) -> None:
-        self.quiet = True
+    def __init__(self, pool: Pool, dialect: Dialect) -> None:
+        #: Whether every checkout awaits from now on.
+        self.loud = False
+        #: The pool's records invalidated one by one since they last
+        #: connected: each reconnects, awaiting, at its next checkout. (Gone
+        #: from here when they connect again, or are dropped.)
+        self.reconnecting: weakref.WeakSet[Any] = weakref.WeakSet()
         #: The reset listeners the pool had when first watched: the one
         #: ``from_url`` adds. Another one added later might do I/O.
         self.resets = len(pool.dispatch.reset)
+        self._is_disconnect = dialect.is_disconnect
         event.listen(pool, "invalidate", self._invalidated)
         event.listen(pool, "soft_invalidate", self._invalidated)
+        event.listen(pool, "connect", self._connected)
 
-    def _invalidated(self, *_: Any) -> None:
-        # The record reconnects at its next checkout: I/O, from now on.
-        self.quiet = False
+    @property
+    def quiet(self) -> bool:
+        """Whether a checkout of an idle connection needs no I/O."""
+        return not self.loud and not self.reconnecting
+
+    def _invalidated(
+        self, dbapi_connection: Any, record: Any, error: BaseException | None
+    ) -> None:
+        if self._may_invalidate_the_pool(dbapi_connection, error):
+            # SQLAlchemy then marks every connection of the pool made before
+            # now to reconnect at its next checkout, and says which in its
+            # private state only: checkouts await for good.
+            self.loud = True
+        else:
+            self.reconnecting.add(record)
+
+    def _may_invalidate_the_pool(
+        self, dbapi_connection: Any, error: BaseException | None
+    ) -> bool:
+        # The pool as a whole is invalidated for a lost connection only (a
+        # disconnect error of a statement, a disconnection at checkout); a
+        # cancellation, a failed statement or an explicit invalidate() take
+        # their own connection alone.
+        if error is None or isinstance(error, asyncio.CancelledError):
+            return False
+        if isinstance(error, exc.DisconnectionError):
+            return True
+        original: Any = getattr(error, "orig", error)
+        try:
+            return bool(self._is_disconnect(original, dbapi_connection, None))
+        except Exception:  # an error the dialect cannot judge: assume the worst
+            return True
+
+    def _connected(self, dbapi_connection: Any, record: Any) -> None:
+        self.reconnecting.discard(record)
 
 
 class QuietPool:
@@ -113,7 +154,7 @@ class QuietPool:
             return None
         state = self._pools.get(pool)
         if state is None:
-            state = self._pools[pool] = _PoolState(pool)
+            state = self._pools[pool] = _PoolState(pool, engine.dialect)
         if not state.quiet or pool.dispatch.checkout or engine.dispatch.engine_connect:
             return None
         try:
@@ -121,7 +162,7 @@ class QuietPool:
         except exc.MissingGreenlet:
             # A checkout that needed I/O after all: the pool has put the
             # record back; this pool's checkouts await from now on.
-            state.quiet = False
+            state.loud = True
             return None
 
     def returns_quietly(self, engine: Engine, connection: Connection) -> bool:
