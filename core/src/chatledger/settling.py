@@ -73,9 +73,9 @@ class _Settling(asyncio.Task[Any]):
     def __init__(
         self, coroutine: Coroutine[Any, Any, Any], committing: Callable[[], bool] | None
     ) -> None:
-        super().__init__(coroutine)
         self._committing = committing
         self._spared = False
+        super().__init__(coroutine)
 
     def cancel(self, msg: Any = None) -> bool:
         """Hold back the first cancellation (unless nothing is being
