@@ -143,9 +143,9 @@ class QuietPool:
         """A connection of ``engine`` checked out without I/O, or ``None``
         where it would await.
 
-        Quiet when the pool is a queue pool holding an idle connection, no
-        connection of it has been invalidated, and neither the pool's
-        checkout nor the engine's connect has a listener.
+        Quiet when the pool is a queue pool holding an idle connection, none
+        of its connections waits to reconnect (see the module), and neither
+        the pool's checkout nor the engine's connect has a listener.
         """
         if self._never:
             return None
