@@ -121,7 +121,13 @@ def test_a_log_append_takes_one_trip_and_a_retry_stores_nothing(
         # The conversation row's advance, the rows and the commit in one
         # function; no ROLLBACK from the pool after it.
         assert trips == ["run_together"]
-        begin, advance, insert, commit = sent
+        # The lock is waited for in slices (a cancelled caller stops waiting),
+        # the connection's busy timeout set back once it is held.
+        sliced, begin, restored, advance, insert, commit = sent
+        assert (sliced, restored) == (
+            "PRAGMA busy_timeout = 100",
+            "PRAGMA busy_timeout = 30000",
+        )
         assert (begin, commit) == ("BEGIN IMMEDIATE", "COMMIT")
         assert repository.tables.conversations.name in advance
         assert insert.startswith(f"INSERT INTO {repository.tables.messages.name}")
@@ -198,7 +204,7 @@ def test_an_async_read_sees_what_was_committed_before_it(tmp_path: Path) -> None
     _run(path, scenario)
 
 
-def test_an_append_cancelled_while_it_waits_for_the_lock_leaves_none(
+def test_an_append_cancelled_while_it_waits_for_the_lock_stops_and_leaves_none(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "chat.db"
@@ -210,13 +216,16 @@ def test_an_append_cancelled_while_it_waits_for_the_lock_leaves_none(
             await memory.add("c", Message.user("first"))
             blocker.execute("BEGIN IMMEDIATE")  # holds the write lock
             waiting = asyncio.create_task(memory.add("c", Message.user("cancelled")))
-            await asyncio.sleep(0.3)  # in BEGIN IMMEDIATE, under the busy timeout
+            await asyncio.sleep(0.3)  # waiting for the lock, under the busy timeout
             assert not waiting.done()
             waiting.cancel()
-            await asyncio.sleep(0.1)
-            blocker.execute("ROLLBACK")
+            # It stops waiting while the lock is still held: SQLite's own wait
+            # would have gone on for the 30 s of the busy timeout.
+            start = time.monotonic()
             with pytest.raises(asyncio.CancelledError):
                 await waiting
+            assert time.monotonic() - start < 5
+            blocker.execute("ROLLBACK")
             start = time.monotonic()
             await memory.add("c", Message.assistant("after"))
             assert time.monotonic() - start < 5  # no lock was left behind

@@ -111,8 +111,10 @@ from chatledger.adapters import (
     view_reads,
 )
 from chatledger_sql.compiled import (
+    OPEN_GATE,
     CompiledStatement,
     RawCalls,
+    WriteGate,
     async_driver_calls,  # async-only
     fetch_all,
     fetch_all_async,  # async-only
@@ -1425,7 +1427,7 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
 
         def on_driver(
             connection: AsyncConnection,
-        ) -> Callable[[RawCalls, Callable[[], bool]], int | None]:
+        ) -> Callable[[RawCalls, WriteGate], int | None]:
             # The same, on the driver's connection: the write transaction is
             # the dialect's begin (SQLite's BEGIN IMMEDIATE) and the driver's
             # commit, with no statement of SQLAlchemy's in between.
@@ -1458,7 +1460,7 @@ class AsyncSqlChatMemoryRepository(AsyncClosingContext):
 
             async def raw(connection: AsyncConnection) -> int | None:
                 with raw_calls(_sync(connection)) as calls:
-                    return on_driver(connection)(calls, lambda: True)
+                    return on_driver(connection)(calls, OPEN_GATE)
 
             return await self._write(conversation_id, raw, commits_itself=True)
         return await self._write(conversation_id, write)

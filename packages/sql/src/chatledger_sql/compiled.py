@@ -56,11 +56,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ASYNC_RAW_DRIVERS",
+    "OPEN_GATE",
     "PARAMSTYLES",
     "RAW_DRIVERS",
     "AsyncDriverCalls",
     "CompiledStatement",
     "RawCalls",
+    "WriteGate",
     "async_driver_calls",
     "fetch_all",
     "fetch_all_async",
@@ -433,17 +435,17 @@ class AsyncDriverCalls:
         self._parameters = parameters = [statement.parameters(row) for row in rows]
         await self.driver.executemany(statement.sql, parameters)
 
-    async def together(
-        self, procedure: Callable[[RawCalls, Callable[[], bool]], T]
-    ) -> T:
+    async def together(self, procedure: Callable[[RawCalls, WriteGate], T]) -> T:
         """Run ``procedure`` on aiosqlite's ``sqlite3`` connection, in one
         trip to its thread (where :func:`runs_together`); what it returns.
 
         ``procedure`` sends its statements through the :class:`RawCalls` it
-        is given, as on a sync driver, and calls the function it is given
-        (``may_commit``) just before it commits: ``False`` when the caller was
-        cancelled first, and it then rolls back instead. A cancellation that
-        comes later waits for the commit (:func:`~chatledger.adapters.settled`):
+        is given, as on a sync driver, and asks the :class:`WriteGate` it is
+        given: ``wanted()`` while it waits for a lock (``False`` once the
+        caller was cancelled: it stops waiting, nothing begun), and
+        ``may_commit()`` just before it commits (``False`` when the caller was
+        cancelled first: it rolls back instead). A cancellation that comes
+        later waits for the commit (:func:`~chatledger.adapters.settled`):
         either way, what is stored when the cancellation returns stays. A
         statement that fails is named in the error :func:`async_driver_calls`
         raises, as one sent by :meth:`run`.
@@ -457,7 +459,7 @@ class AsyncDriverCalls:
 
         def run_together() -> T:
             try:
-                return procedure(calls, gate.may_commit)
+                return procedure(calls, gate)
             finally:
                 calls.close()
 
@@ -470,11 +472,40 @@ class AsyncDriverCalls:
         return result
 
 
-class _CommitGate:
+class WriteGate:
+    """What a write on the driver's connection asks its caller as it goes.
+
+    Whether it may commit, just before it does, and whether it is still
+    wanted, while it waits for a lock. This one, for a caller that cannot be
+    cancelled (a sync one), answers yes to both; :attr:`cancellable` says a
+    write need not ask while it waits.
+    """
+
+    __slots__ = ()
+
+    #: Whether :meth:`wanted` can ever answer ``False``.
+    cancellable = False
+
+    def may_commit(self) -> bool:
+        """Just before the commit: go on (``True``) or roll back."""
+        return True
+
+    def wanted(self) -> bool:
+        """While waiting for a lock: whether to keep waiting."""
+        return True
+
+
+#: The gate of a write nobody can cancel.
+OPEN_GATE = WriteGate()
+
+
+class _CommitGate(WriteGate):
     """Who comes first, across threads: a procedure's commit or a
     cancellation (:meth:`AsyncDriverCalls.together`)."""
 
     __slots__ = ("_lock", "_state")
+
+    cancellable = True
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -485,6 +516,11 @@ class _CommitGate:
         with self._lock:
             self._state = self._state or "committing"
             return self._state == "committing"
+
+    def wanted(self) -> bool:
+        """The procedure's thread, waiting for a lock: not once cancelled."""
+        with self._lock:
+            return self._state != "stopped"
 
     def committing(self) -> bool:
         """The event loop, on a cancellation: whether the commit is under way;

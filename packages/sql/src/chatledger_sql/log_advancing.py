@@ -2,7 +2,7 @@
 
 Example:
     from sqlalchemy import create_engine, text
-    from chatledger_sql.compiled import CompiledStatement, raw_calls
+    from chatledger_sql.compiled import OPEN_GATE, CompiledStatement, raw_calls
     from chatledger_sql.dialects.sqlite import SQLiteDialect
     from chatledger_sql.log_advancing import advance_then_insert
 
@@ -17,7 +17,7 @@ Example:
         connection.commit()
         with raw_calls(connection) as calls:
             last = advance_then_insert(
-                calls, lambda: True, dialect=SQLiteDialect(),
+                calls, OPEN_GATE, dialect=SQLiteDialect(),
                 advancing=advancing, parameters={}, inserting=inserting, rows=rows,
             )
         stored = connection.exec_driver_sql("SELECT seq, body FROM log").all()
@@ -25,19 +25,25 @@ Example:
 
 For a dialect without a one-statement log append whose write transaction
 excludes every other writer (SQLite's ``BEGIN IMMEDIATE``): the transaction
-begins as the dialect's ``write_begins`` says, the row answers the batch's
-first number (``log_advance_statement``), the messages are inserted and the
-driver commits. The same procedure runs on a
-sync driver's connection and, in one trip, in aiosqlite's thread
-(:meth:`~chatledger_sql.compiled.AsyncDriverCalls.together`).
+begins as the dialect's ``begin_on_driver`` begins it, the row answers the
+batch's first number (``log_advance_statement``), the messages are inserted
+and the driver commits. The same procedure runs on a sync driver's
+connection and, in one trip, in aiosqlite's thread
+(:meth:`~chatledger_sql.compiled.AsyncDriverCalls.together`), where a
+cancelled caller stops its wait for the write lock.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-from chatledger_sql.compiled import CompiledStatement, RawCalls, transaction_open
+from chatledger_sql.compiled import (
+    CompiledStatement,
+    RawCalls,
+    WriteGate,
+    transaction_open,
+)
 from chatledger_sql.dialects.base import SqlDialect
 from chatledger_sql.log_steps import numbered_from
 
@@ -46,7 +52,7 @@ __all__ = ["advance_then_insert"]
 
 def advance_then_insert(
     calls: RawCalls,
-    may_commit: Callable[[], bool],
+    gate: WriteGate,
     *,
     dialect: SqlDialect,
     advancing: CompiledStatement,
@@ -58,23 +64,23 @@ def advance_then_insert(
 
     Returns the last number stored, or ``None`` when the row refused the
     append (an id the conversation holds or held, an expired conversation)
-    or ``may_commit`` answered ``False`` just before the commit (a cancelled
-    caller, :meth:`~chatledger_sql.compiled.AsyncDriverCalls.together`):
-    the transaction is rolled back, nothing written; after a refusal the
-    append is left to the repository's general path. A failing statement
+    or ``gate`` said the caller was cancelled (``wanted()`` while the begin
+    waited for a lock, ``may_commit()`` just before the commit;
+    :meth:`~chatledger_sql.compiled.AsyncDriverCalls.together`): nothing is
+    written, the transaction rolled back or never begun; after a refusal
+    the append is left to the repository's general path. A failing statement
     raises (through :func:`~chatledger_sql.compiled.raw_calls`, with the
     connection invalidated, which ends the transaction).
     """
-    in_transaction = transaction_open(calls.driver)
-    for statement in dialect.write_begins(calls.info, in_transaction) or ():
-        calls.execute_text(statement)
+    if not dialect.begin_on_driver(calls, transaction_open(calls.driver), gate):
+        return None
     found = calls.execute(advancing, parameters).fetchone()
     if found is None:
         calls.driver.rollback()
         return None
     base, sized = int(found[0]), bool(found[1])
     calls.execute_many(inserting, numbered_from(rows, base, sized))
-    if not may_commit():
+    if not gate.may_commit():
         calls.driver.rollback()
         return None
     calls.driver.commit()

@@ -104,8 +104,10 @@ from chatledger.adapters import (
     view_reads,
 )
 from chatledger_sql.compiled import (
+    OPEN_GATE,
     CompiledStatement,
     RawCalls,
+    WriteGate,
     fetch_all,
     raw_calls,
     runs_raw,
@@ -1307,7 +1309,7 @@ class SqlChatMemoryRepository(ClosingContext):
 
         def on_driver(
             connection: Connection,
-        ) -> Callable[[RawCalls, Callable[[], bool]], int | None]:
+        ) -> Callable[[RawCalls, WriteGate], int | None]:
             # The same, on the driver's connection: the write transaction is
             # the dialect's begin (SQLite's BEGIN IMMEDIATE) and the driver's
             # commit, with no statement of SQLAlchemy's in between.
@@ -1327,7 +1329,7 @@ class SqlChatMemoryRepository(ClosingContext):
 
             def raw(connection: Connection) -> int | None:
                 with raw_calls(_sync(connection)) as calls:
-                    return on_driver(connection)(calls, lambda: True)
+                    return on_driver(connection)(calls, OPEN_GATE)
 
             return self._write(conversation_id, raw, commits_itself=True)
         return self._write(conversation_id, write)

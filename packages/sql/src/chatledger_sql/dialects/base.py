@@ -44,7 +44,7 @@ from sqlalchemy.schema import CreateIndex, CreateTable, ExecutableDDLElement
 from sqlalchemy.sql.elements import ClauseElement
 from sqlalchemy.types import NullType, TypeEngine
 
-from chatledger_sql.compiled import CompiledStatement
+from chatledger_sql.compiled import CompiledStatement, RawCalls, WriteGate
 from chatledger_sql.types import UtcDateTime
 
 if TYPE_CHECKING:
@@ -326,6 +326,19 @@ class SqlDialect:
             in_transaction: Whether the driver has a transaction open already.
         """
         return None
+
+    def begin_on_driver(
+        self, calls: RawCalls, in_transaction: bool, gate: WriteGate
+    ) -> bool:
+        """Begin a write on the driver's connection, as :meth:`write_begins` says.
+
+        ``False`` when ``gate`` said, while the begin waited for a lock, that
+        the write is no longer wanted: nothing was begun. The default sends
+        :meth:`write_begins` and waits as the driver waits.
+        """
+        for statement in self.write_begins(calls.info, in_transaction) or ():
+            calls.execute_text(statement)
+        return True
 
     @contextlib.contextmanager
     def writing(self, connection: Connection) -> Iterator[None]:

@@ -19,6 +19,8 @@ stores the rows.
 
 from __future__ import annotations
 
+import sqlite3
+import time
 from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +45,7 @@ from chatledger_sql.dialects.base import SqlDialect
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Table
 
+    from chatledger_sql.compiled import RawCalls, WriteGate
     from chatledger_sql.statements import Statements
 
 __all__ = ["SQLiteDialect"]
@@ -50,6 +53,9 @@ __all__ = ["SQLiteDialect"]
 _SQLITE = SASQLiteDialect()
 #: The key of the busy timeout set on a pooled connection, in its ``info``.
 _BUSY_TIMEOUT = "chatledger_busy_timeout_ms"
+#: How long one wait of a cancellable write for the lock lasts before it asks
+#: whether it is still wanted (SQLite's own wait cannot be interrupted).
+_LOCK_WAIT_SLICE_MS = 100
 
 
 class SQLiteDialect(SqlDialect):
@@ -120,6 +126,39 @@ class SQLiteDialect(SqlDialect):
         if not in_transaction:
             begins.append("BEGIN IMMEDIATE")
         return begins
+
+    def begin_on_driver(
+        self, calls: RawCalls, in_transaction: bool, gate: WriteGate
+    ) -> bool:
+        """``BEGIN IMMEDIATE``; for a cancellable write, in slices of the wait.
+
+        SQLite waits for the write lock inside the statement, and neither a
+        cancellation nor ``interrupt()`` cuts that wait short. A write whose
+        ``gate`` may stop (an async one's) waits instead in slices of
+        ``_LOCK_WAIT_SLICE_MS``, asking between them whether it is still
+        wanted, up to the same busy timeout in all; the connection's timeout
+        is set back after. The last ``database is locked`` is raised when
+        the timeout passes.
+        """
+        if in_transaction or not gate.cancellable:
+            return super().begin_on_driver(calls, in_transaction, gate)
+        full = self.busy_timeout_ms
+        deadline = time.monotonic() + full / 1000
+        calls.execute_text(f"PRAGMA busy_timeout = {min(_LOCK_WAIT_SLICE_MS, full)}")
+        try:
+            while True:
+                try:
+                    calls.execute_text("BEGIN IMMEDIATE")
+                    return True
+                except sqlite3.OperationalError as error:
+                    busy = error.sqlite_errorcode & 0xFF == sqlite3.SQLITE_BUSY
+                    if not busy or time.monotonic() >= deadline:
+                        raise
+                    if not gate.wanted():
+                        return False
+        finally:
+            calls.execute_text(f"PRAGMA busy_timeout = {full}")
+            calls.info[_BUSY_TIMEOUT] = full
 
     def is_retryable(self, error: exc.DBAPIError) -> bool:
         """``database is locked`` after the busy timeout."""
