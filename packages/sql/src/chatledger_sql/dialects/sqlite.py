@@ -40,12 +40,13 @@ from sqlalchemy import (
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.dialects.sqlite.base import SQLiteDialect as SASQLiteDialect
 
+from chatledger_sql.compiled import OPEN_GATE, RawCalls
 from chatledger_sql.dialects.base import SqlDialect
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Table
 
-    from chatledger_sql.compiled import RawCalls, WriteGate
+    from chatledger_sql.compiled import WriteGate
     from chatledger_sql.statements import Statements
 
 __all__ = ["SQLiteDialect"]
@@ -104,13 +105,13 @@ class SQLiteDialect(SqlDialect):
         """
         pooled = connection.connection
         dbapi: Any = pooled.dbapi_connection
-        in_transaction = bool(getattr(dbapi, "in_transaction", False))
-        cursor = dbapi.cursor()
+        calls = RawCalls(dbapi, pooled.info)
         try:
-            for statement in self.write_begins(pooled.info, in_transaction):
-                cursor.execute(statement)
+            self.begin_on_driver(
+                calls, bool(getattr(dbapi, "in_transaction", False)), OPEN_GATE
+            )
         finally:
-            cursor.close()
+            calls.close()
 
     def write_begins(
         self, info: MutableMapping[Any, Any], in_transaction: bool
