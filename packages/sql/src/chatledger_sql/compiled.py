@@ -600,19 +600,22 @@ class RawCalls:
         self._sql = ""
         self._parameters: Any = None
 
-    def execute_text(self, sql: str) -> None:
-        """Run ``sql``, a statement without parameters (a ``BEGIN``)."""
+    def _opened(self) -> Any:
+        """The cursor, opened on first use."""
         cursor = self._cursor
         if cursor is None:
             cursor = self._cursor = self.driver.cursor()
+        return cursor
+
+    def execute_text(self, sql: str) -> None:
+        """Run ``sql``, a statement without parameters (a ``BEGIN``)."""
+        cursor = self._opened()
         self._sql, self._parameters = sql, ()
         cursor.execute(sql)
 
     def execute(self, statement: CompiledStatement, values: dict[str, Any]) -> Any:
         """Run ``statement`` with ``values``; return the cursor, to fetch from."""
-        cursor = self._cursor
-        if cursor is None:
-            cursor = self._cursor = self.driver.cursor()
+        cursor = self._opened()
         self._sql = statement.sql
         self._parameters = parameters = statement.parameters(values)
         statement.send(cursor, parameters, self.info)
@@ -625,9 +628,7 @@ class RawCalls:
         if len(rows) == 1:
             self.execute(statement, rows[0])
             return
-        cursor = self._cursor
-        if cursor is None:
-            cursor = self._cursor = self.driver.cursor()
+        cursor = self._opened()
         self._sql = statement.sql
         self._parameters = parameters = [statement.parameters(row) for row in rows]
         cursor.executemany(statement.sql, parameters)
